@@ -1,0 +1,5 @@
+"""Allow ``python -m greenckpt``."""
+
+from greenckpt.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,148 @@
+"""Expected time spent in each state of one basic unit of a run with checkpoints and failures.
+
+A *basic unit* (saito2013 section 6, Figure 6) is one checkpoint interval: the application
+computes for ``T_A`` seconds (state A), writes a checkpoint for ``T_C`` seconds (state C) and,
+when a failure strikes, reads the last checkpoint back for ``T_R`` seconds (state R) before it
+redoes the unit's work. Failures arrive as a Poisson process of rate ``rate`` (λ, 1/s) in every
+state; a failure during R starts R again.
+
+Two per-state decompositions are offered and both have the same total,
+``λ⁻¹·e^{λT_R}·(e^{λ(T_A+T_C)} − 1)``:
+
+``"exact"`` (the default)
+    The expectations of the Markov model itself: time actually spent computing, writing and
+    restarting. These agree with simulation state by state.
+
+``"saito2013"``
+    The formulas exactly as printed in the paper (after Vaidya 1995). They book the restarts
+    caused by failures *during A* under A, so ``T_Ā`` is larger and ``T_R̄`` smaller than the
+    time really spent in each state. The totals agree; energies agree only when
+    ``W_A == W_R``. docs/model.md derives both.
+
+Every function is pure and vectorised: arguments broadcast as NumPy arrays, and Python floats
+in give NumPy floats out. ``rate == 0`` is the failure-free limit and is handled exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+ModelForm = Literal["exact", "saito2013"]
+"""Which per-state decomposition to use; see the module docstring."""
+
+MODEL_FORMS: tuple[ModelForm, ...] = ("exact", "saito2013")
+
+FloatArray = NDArray[np.float64]
+
+
+class StateTimes(NamedTuple):
+    """Expected seconds spent in states A, C and R during one basic unit."""
+
+    A: FloatArray
+    C: FloatArray
+    R: FloatArray
+
+    @property
+    def total(self) -> FloatArray:
+        """Expected wall time of one basic unit."""
+        return np.asarray(self.A + self.C + self.R, dtype=np.float64)
+
+
+def _f(x: ArrayLike) -> FloatArray:
+    return np.asarray(x, dtype=np.float64)
+
+
+def expm1_over_rate(rate: ArrayLike, t: ArrayLike) -> FloatArray:
+    """``(e^{λt} − 1)/λ``, accurate for small λt and equal to ``t`` at λ = 0.
+
+    This is the expected time to get ``t`` seconds of uninterrupted progress when every failure
+    throws the progress away (restart costs excluded), the building block of every formula here.
+    """
+    lam, tt = np.broadcast_arrays(_f(rate), _f(t))
+    out = np.array(tt, dtype=np.float64, copy=True)
+    pos = lam > 0
+    with np.errstate(over="ignore"):
+        out[pos] = np.expm1(lam[pos] * tt[pos]) / lam[pos]
+    return out
+
+
+def validate_unit_inputs(T_A: ArrayLike, T_C: ArrayLike, T_R: ArrayLike, rate: ArrayLike) -> None:
+    """Raise ``ValueError`` naming the first argument that is not finite and non-negative.
+
+    ``T_A`` must be positive; ``T_C``, ``T_R`` and ``rate`` may be zero.
+    """
+    for name, value, strict in (
+        ("T_A", T_A, True),
+        ("T_C", T_C, False),
+        ("T_R", T_R, False),
+        ("rate", rate, False),
+    ):
+        arr = _f(value)
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"{name} must be finite, got {value!r}")
+        if strict and not np.all(arr > 0):
+            raise ValueError(f"{name} must be > 0 seconds, got {value!r}")
+        if not np.all(arr >= 0):
+            raise ValueError(f"{name} must be >= 0, got {value!r}")
+
+
+def sojourn_times(
+    T_A: ArrayLike,
+    T_C: ArrayLike,
+    T_R: ArrayLike,
+    rate: ArrayLike,
+    *,
+    form: ModelForm = "exact",
+) -> StateTimes:
+    """Expected time in A, C and R per basic unit (``T_Ā``, ``T_C̄``, ``T_R̄``).
+
+    exact:
+        ``T_Ā = e^{λT_C}(e^{λT_A} − 1)/λ`` (every attempt at the unit computes until it
+        completes A or fails; a failure in C also throws A away),
+        ``T_C̄ = (e^{λT_C} − 1)/λ``,
+        ``T_R̄ = (e^{λ(T_A+T_C)} − 1)(e^{λT_R} − 1)/λ`` (expected failures × expected restart).
+    saito2013:
+        ``T_Ā = e^{λ(T_C+T_R)}(e^{λT_A} − 1)/λ``, ``T_C̄ = (e^{λT_C} − 1)/λ``,
+        ``T_R̄ = (e^{λT_C} − 1)(e^{λT_R} − 1)/λ``.
+    """
+    lam = _f(rate)
+    tc = _f(T_C)
+    tr = _f(T_R)
+    ta = _f(T_A)
+    C = expm1_over_rate(lam, tc)
+    with np.errstate(over="ignore", invalid="ignore"):
+        A, R = _a_and_r(lam, ta, tc, tr, form)
+    A, C, R = np.broadcast_arrays(A, C, R)
+    return StateTimes(_f(A), _f(C), _f(R))
+
+
+def _a_and_r(
+    lam: FloatArray, ta: FloatArray, tc: FloatArray, tr: FloatArray, form: ModelForm
+) -> tuple[FloatArray, FloatArray]:
+    if form == "exact":
+        A = np.exp(lam * tc) * expm1_over_rate(lam, ta)
+        R = np.expm1(lam * (ta + tc)) * expm1_over_rate(lam, tr)
+    elif form == "saito2013":
+        A = np.exp(lam * (tc + tr)) * expm1_over_rate(lam, ta)
+        R = np.expm1(lam * tc) * expm1_over_rate(lam, tr)
+    else:  # pragma: no cover - guarded by the Literal type
+        raise ValueError(f"unknown model form {form!r}: use one of {MODEL_FORMS}")
+    return _f(A), _f(R)
+
+
+def expected_unit_time(T_A: ArrayLike, T_C: ArrayLike, T_R: ArrayLike, rate: ArrayLike) -> FloatArray:
+    """Expected wall time of one basic unit, ``e^{λT_R}(e^{λ(T_A+T_C)} − 1)/λ``."""
+    lam = _f(rate)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _f(np.exp(lam * _f(T_R)) * expm1_over_rate(lam, _f(T_A) + _f(T_C)))
+
+
+def expected_failures(T_A: ArrayLike, T_C: ArrayLike, rate: ArrayLike) -> FloatArray:
+    """Expected number of failures (hence restarts) per basic unit, ``e^{λ(T_A+T_C)} − 1``.
+
+    Failures that strike a restart are not counted: they lengthen the restart instead.
+    """
+    return _f(np.expm1(_f(rate) * (_f(T_A) + _f(T_C))))

@@ -1,0 +1,403 @@
+"""Exact expected time and energy of multilevel checkpointing, and an interval optimizer.
+
+Multilevel libraries (FTI, SCR; wu2018 section 3) keep cheap, frequent checkpoints that survive
+mild failures (L1 node-local) and rarer, costlier ones that survive severe failures (L2 partner
+copy, L3 erasure code, L4 parallel file system). The model here:
+
+* Level ``i`` has a checkpoint cost ``C_i``, a restart cost ``R_i``, node powers while writing
+  and restarting, and a failure rate ``λ_i``: the rate of failures whose recovery needs level
+  ``i`` (a checkpoint at level ``≥ i`` survives them, a lower one does not). Failures of all
+  levels form independent Poisson processes, also during checkpoints and restarts.
+* A :class:`Schedule` is one *period*: a sequence of checkpoint events, each after ``work``
+  seconds of computation and at one level; the period ends with a checkpoint at the top level,
+  so periods are independent renewals. FTI's ``ckp(3,5,7,11)`` (checkpoint at the highest level
+  whose interval is due) and nested schedules (every ``n``-th level-``i`` checkpoint is taken
+  at level ``i+1``) are both built here.
+* A failure of level ``s`` rolls back to the newest checkpoint of level ``≥ s`` and costs a
+  restart ``R_s``; a failure during that restart starts it again, at the more severe level of
+  the two (whose rollback point is never later).
+
+The expectation is computed exactly by first passages: ``G_k``, the expected cost (time per
+state, as a vector) to get from the start of event ``k`` to the start of event ``k+1``, depends
+only on ``G_0 … G_{k−1}`` and on ``V_{s,m}``, the expected cost of a level-``s`` restart that
+resumes at event ``m``, which in turn depends only on ``G`` before ``m`` and on more severe
+restarts. One forward pass gives the period's expectations in ``O(N·L)``. With one level this
+reduces to the ``"exact"`` basic-unit formulas. docs/model.md has the derivation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.optimize import minimize_scalar
+
+from greenckpt.model.basic_unit import FloatArray
+
+IntArray = NDArray[np.int64]
+Objective = Literal["energy", "time"]
+
+
+@dataclass(frozen=True)
+class Level:
+    """One checkpoint level: its costs, the node power in each, and the failures it covers."""
+
+    name: str
+    ckpt_time: float
+    restart_time: float
+    rate: float
+    ckpt_power: float = 1.0
+    restart_power: float = 1.0
+
+    def __post_init__(self) -> None:
+        for field, value in (
+            ("ckpt_time", self.ckpt_time),
+            ("restart_time", self.restart_time),
+            ("rate", self.rate),
+            ("ckpt_power", self.ckpt_power),
+            ("restart_power", self.restart_power),
+        ):
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"level {self.name}: {field} must be finite and >= 0, got {value}")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One period of checkpoint events: ``work[k]`` seconds of compute, then a checkpoint at
+    level ``level[k]`` (0-based). The last event is at the top level."""
+
+    work: FloatArray
+    level: IntArray
+
+    def __post_init__(self) -> None:
+        if self.work.shape != self.level.shape or self.work.ndim != 1 or self.work.size == 0:
+            raise ValueError("a schedule needs one work time and one level per event")
+        if not np.all(np.isfinite(self.work)) or np.any(self.work < 0):
+            raise ValueError("schedule work times must be finite and >= 0")
+        if int(self.level[-1]) != int(self.level.max()):
+            raise ValueError("a schedule period must end with a checkpoint at its top level")
+
+    @property
+    def period_work(self) -> float:
+        """Useful compute seconds in one period."""
+        return float(self.work.sum())
+
+    def intervals(self, n_levels: int) -> list[float]:
+        """Mean useful seconds between checkpoints of level ``≥ i``, for each level ``i``."""
+        out = []
+        for i in range(n_levels):
+            count = int(np.count_nonzero(self.level >= i))
+            out.append(self.period_work / count if count else math.inf)
+        return out
+
+
+def fti_schedule(
+    intervals: Sequence[float], *, quantum: float = 1.0, max_events: int = 200_000
+) -> Schedule:
+    """FTI-style schedule: level ``i`` is due every ``intervals[i]`` seconds of work; when
+    several are due at once the highest level is taken (wu2018's ``ckp(3,5,7,11)`` in minutes
+    is ``fti_schedule([180, 300, 420, 660], quantum=60)``).
+
+    Intervals must be whole multiples of ``quantum``; the period is their least common multiple.
+    """
+    if not intervals:
+        raise ValueError("give one interval per level")
+    if not (math.isfinite(quantum) and quantum > 0):
+        raise ValueError(f"quantum must be > 0 seconds, got {quantum}")
+    ticks: list[int] = []
+    for i, value in enumerate(intervals):
+        n = round(value / quantum)
+        if not (math.isfinite(value) and value > 0) or n < 1 or abs(n * quantum - value) > 1e-9 * value:
+            raise ValueError(
+                f"interval of level {i + 1} ({value} s) must be a positive multiple of the "
+                f"quantum ({quantum} s)"
+            )
+        ticks.append(n)
+    period = math.lcm(*ticks)
+    n_events = sum(period // t for t in ticks)  # upper bound before de-duplication
+    if n_events > max_events:
+        raise ValueError(
+            f"these intervals repeat only every {period * quantum:g} s of work "
+            f"(up to {n_events} checkpoints per period, limit {max_events}): use intervals "
+            "with a smaller least common multiple or a coarser quantum"
+        )
+    level_at = np.full(period + 1, -1, dtype=np.int64)
+    for i, t in enumerate(ticks):
+        idx = np.arange(t, period + 1, t)
+        level_at[idx] = np.maximum(level_at[idx], i)
+    event_ticks = np.nonzero(level_at >= 0)[0]
+    work = np.diff(np.concatenate(([0], event_ticks))).astype(np.float64) * quantum
+    return Schedule(work=work, level=level_at[event_ticks])
+
+
+def nested_schedule(base_interval: float, multipliers: Sequence[int]) -> Schedule:
+    """Nested schedule: a checkpoint every ``base_interval`` seconds of work; every
+    ``multipliers[0]``-th of them is taken at level 2, every ``multipliers[1]``-th level-2
+    checkpoint at level 3, and so on (``len(multipliers) == levels − 1``)."""
+    if not (math.isfinite(base_interval) and base_interval > 0):
+        raise ValueError(f"base interval must be > 0 seconds, got {base_interval}")
+    if any(int(m) < 1 for m in multipliers):
+        raise ValueError(f"multipliers must be integers >= 1, got {list(multipliers)}")
+    n = math.prod(int(m) for m in multipliers)
+    index = np.arange(1, n + 1)
+    level = np.zeros(n, dtype=np.int64)
+    step = 1
+    for i, m in enumerate(multipliers, start=1):
+        step *= int(m)
+        level[index % step == 0] = i
+    return Schedule(work=np.full(n, float(base_interval)), level=level)
+
+
+@dataclass(frozen=True)
+class MultilevelExpectation:
+    """Expected seconds per period in each state, and the energy and EPE they imply."""
+
+    compute: float
+    checkpoint: tuple[float, ...]
+    restart: tuple[float, ...]
+    work: float
+    energy: float
+
+    @property
+    def total(self) -> float:
+        """Expected wall seconds of one period."""
+        return self.compute + sum(self.checkpoint) + sum(self.restart)
+
+    @property
+    def time_factor(self) -> float:
+        """Expected wall seconds per second of useful work."""
+        return self.total / self.work
+
+    @property
+    def epe(self) -> float:
+        """Expected joules per second of useful work."""
+        return self.energy / self.work
+
+
+def _period_costs(levels: Sequence[Level], work: FloatArray, level: IntArray) -> FloatArray:
+    """Expected per-state seconds of one period for each row of ``work`` (shape ``(M, N)``).
+
+    Returns shape ``(M, 1 + 2L)``: compute, checkpoint per level, restart per level.
+    """
+    L = len(levels)
+    M, N = work.shape
+    D = 1 + 2 * L
+    rates = np.array([lv.rate for lv in levels])
+    C = np.array([lv.ckpt_time for lv in levels])
+    R = np.array([lv.restart_time for lv in levels])
+    Lam = float(rates.sum())
+    if Lam == 0.0:
+        out = np.zeros((M, D))
+        out[:, 0] = work.sum(axis=1)
+        for i in range(L):
+            out[:, 1 + i] = C[i] * np.count_nonzero(level == i)
+        return out
+    w = rates / Lam
+    w_le = np.cumsum(w)  # weight of failures at level <= s
+    # target[k, s]: newest event j < k whose level >= s, else -1 (the period's start).
+    target = np.full((N, L), -1, dtype=np.int64)
+    last = np.full(L, -1, dtype=np.int64)
+    for k in range(N):
+        target[k] = last
+        last[: int(level[k]) + 1] = k
+    cum = np.zeros((N + 1, M, D))
+    V: dict[tuple[int, int], FloatArray] = {}
+
+    def restart_cost(s: int, m: int) -> FloatArray:
+        key = (s, m)
+        if key in V:
+            return V[key]
+        p_fail = -math.expm1(-Lam * R[s])
+        acc = np.zeros((M, D))
+        acc[:, 1 + L + s] = p_fail / Lam
+        for s2 in range(s + 1, L):
+            if w[s2] == 0.0:
+                continue
+            m2 = int(target[m, s2]) + 1
+            acc += p_fail * w[s2] * (restart_cost(s2, m2) + cum[m] - cum[m2])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            V[key] = acc / (1.0 - p_fail * w_le[s])
+        return V[key]
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        for k in range(N):
+            lk = int(level[k])
+            t = work[:, k]
+            surv_a = np.exp(-Lam * t)
+            p_c = -math.expm1(-Lam * C[lk])
+            acc = np.zeros((M, D))
+            acc[:, 0] = -np.expm1(-Lam * t) / Lam
+            acc[:, 1 + lk] = surv_a * p_c / Lam
+            p_fail = -np.expm1(-Lam * (t + C[lk]))
+            back = np.zeros((M, D))
+            for s in range(L):
+                if w[s] == 0.0:
+                    continue
+                m = int(target[k, s]) + 1
+                back += w[s] * (restart_cost(s, m) + cum[k] - cum[m])
+            g = (acc + p_fail[:, None] * back) / (surv_a * (1.0 - p_c))[:, None]
+            cum[k + 1] = cum[k] + g
+    return cum[N]
+
+
+def _expectation(
+    levels: Sequence[Level], costs: FloatArray, work: float, app_power: float
+) -> MultilevelExpectation:
+    L = len(levels)
+    powers = np.concatenate(
+        ([app_power], [lv.ckpt_power for lv in levels], [lv.restart_power for lv in levels])
+    )
+    return MultilevelExpectation(
+        compute=float(costs[0]),
+        checkpoint=tuple(float(x) for x in costs[1 : 1 + L]),
+        restart=tuple(float(x) for x in costs[1 + L :]),
+        work=work,
+        energy=float(costs @ powers),
+    )
+
+
+def _check(levels: Sequence[Level], schedule: Schedule, app_power: float) -> None:
+    if not levels:
+        raise ValueError("give at least one level")
+    if int(schedule.level.max()) >= len(levels) or int(schedule.level.min()) < 0:
+        raise ValueError("the schedule names a level that is not configured")
+    if int(schedule.level[-1]) != len(levels) - 1:
+        raise ValueError(
+            f"the schedule never checkpoints at the top level ({levels[-1].name}), so failures "
+            "that need it could not be recovered"
+        )
+    if not (math.isfinite(app_power) and app_power >= 0):
+        raise ValueError(f"app_power must be finite and >= 0 watts, got {app_power}")
+
+
+def expected_multilevel(
+    levels: Sequence[Level], schedule: Schedule, app_power: float = 1.0
+) -> MultilevelExpectation:
+    """Exact expected per-state time, energy and EPE of one period of ``schedule``."""
+    _check(levels, schedule, app_power)
+    costs = _period_costs(levels, schedule.work[None, :], schedule.level)[0]
+    return _expectation(levels, costs, schedule.period_work, app_power)
+
+
+@dataclass(frozen=True)
+class MultilevelPlan:
+    """Optimised nested schedule: level-1 interval and the multipliers between levels."""
+
+    base_interval: float
+    multipliers: tuple[int, ...]
+    expectation: MultilevelExpectation
+
+    @property
+    def intervals(self) -> tuple[float, ...]:
+        """Useful seconds between checkpoints of each level (FTI's per-level intervals)."""
+        out = [self.base_interval]
+        for m in self.multipliers:
+            out.append(out[-1] * m)
+        return tuple(out)
+
+    @property
+    def schedule(self) -> Schedule:
+        """The optimised period as a :class:`Schedule`."""
+        return nested_schedule(self.base_interval, self.multipliers)
+
+
+def _objective_values(
+    levels: Sequence[Level], schedule: Schedule, scales: FloatArray, app_power: float, objective: Objective
+) -> FloatArray:
+    work = scales[:, None] * schedule.work[None, :]
+    costs = _period_costs(levels, work, schedule.level)
+    period_work = scales * schedule.period_work
+    if objective == "time":
+        return np.asarray(costs.sum(axis=1) / period_work, dtype=np.float64)
+    powers = np.concatenate(
+        ([app_power], [lv.ckpt_power for lv in levels], [lv.restart_power for lv in levels])
+    )
+    return np.asarray((costs @ powers) / period_work, dtype=np.float64)
+
+
+def _best_base(
+    levels: Sequence[Level], multipliers: tuple[int, ...], app_power: float, objective: Objective, guess: float
+) -> tuple[float, float]:
+    """Best level-1 interval for fixed multipliers: a log grid, then Brent on the best bracket."""
+    unit = nested_schedule(1.0, multipliers)
+    grid = guess * np.logspace(-2.5, 2.5, 41)
+    values = _objective_values(levels, unit, grid, app_power, objective)
+    values = np.where(np.isfinite(values), values, np.inf)
+    i = int(np.argmin(values))
+    lo, hi = np.log(grid[max(i - 1, 0)]), np.log(grid[min(i + 1, grid.size - 1)])
+
+    def f(logx: float) -> float:
+        v = _objective_values(levels, unit, np.array([math.exp(logx)]), app_power, objective)[0]
+        return float(v) if math.isfinite(float(v)) else math.inf
+
+    res = minimize_scalar(f, bounds=(lo, hi), method="bounded", options={"xatol": 1e-6})
+    best_x, best_v = float(math.exp(res.x)), float(res.fun)
+    if values[i] < best_v:
+        best_x, best_v = float(grid[i]), float(values[i])
+    return best_x, best_v
+
+
+def optimize_multilevel(
+    levels: Sequence[Level],
+    app_power: float = 1.0,
+    *,
+    objective: Objective = "energy",
+    max_events: int = 4096,
+) -> MultilevelPlan:
+    """Choose the level-1 interval and integer multipliers minimising EPE (or time).
+
+    Starts from Young's interval per level (``√(2·C_i/Λ_{≥i})``, rounded to multiples) and
+    improves the multipliers by a local search (±1, ×2, ÷2 per level) while re-optimising the
+    level-1 interval for each candidate. The period is capped at ``max_events`` checkpoints.
+    """
+    if not levels:
+        raise ValueError("give at least one level")
+    rates = np.array([lv.rate for lv in levels])
+    if rates.sum() <= 0:
+        raise ValueError("at least one level needs a failure rate > 0 to have an optimal interval")
+    tail = np.cumsum(rates[::-1])[::-1]  # rate of failures needing level >= i
+    young = [
+        math.sqrt(2.0 * max(lv.ckpt_time, 1e-9) / t) if t > 0 else math.inf
+        for lv, t in zip(levels, tail, strict=True)
+    ]
+    mult: list[int] = []
+    for i in range(1, len(levels)):
+        ratio = young[i] / young[i - 1] if math.isfinite(young[i]) else 1e9
+        mult.append(max(1, round(ratio)))
+    while math.prod(mult) > max_events:
+        j = int(np.argmax(mult))
+        mult[j] = max(1, mult[j] // 2)
+    guess = young[0] if math.isfinite(young[0]) else min(y for y in young if math.isfinite(y))
+    cache: dict[tuple[int, ...], tuple[float, float]] = {}
+
+    def evaluate(m: tuple[int, ...]) -> tuple[float, float]:
+        if m not in cache:
+            cache[m] = _best_base(levels, m, app_power, objective, guess)
+        return cache[m]
+
+    best = tuple(mult)
+    best_val = evaluate(best)[1]
+    improved = True
+    while improved:
+        improved = False
+        for j in range(len(best)):
+            for cand_j in {best[j] + 1, best[j] - 1, best[j] * 2, best[j] // 2}:
+                if cand_j < 1:
+                    continue
+                cand = best[:j] + (cand_j,) + best[j + 1 :]
+                if math.prod(cand) > max_events:
+                    continue
+                val = evaluate(cand)[1]
+                if val < best_val * (1 - 1e-12):
+                    best, best_val, improved = cand, val, True
+    base = evaluate(best)[0]
+    schedule = nested_schedule(base, best)
+    return MultilevelPlan(
+        base_interval=base,
+        multipliers=best,
+        expectation=expected_multilevel(levels, schedule, app_power),
+    )
