@@ -1,0 +1,49 @@
+"""Choose settings and intervals from a profile with the model.
+
+:mod:`greenckpt.optimize.profile` defines the profile file format and its typed objects (the
+profiler above fills it, the optimizer reads it); :mod:`greenckpt.optimize.planner` does the
+joint choice of checkpoint settings, restart settings and interval, the governor baselines,
+the constraints and the Pareto front.
+"""
+
+from greenckpt.optimize.planner import (
+    BASELINES,
+    Baseline,
+    Choice,
+    ParetoPoint,
+    Plan,
+    PlanError,
+    Savings,
+    Scenario,
+    pareto_front,
+    plan,
+)
+from greenckpt.optimize.profile import (
+    FORMAT_VERSION,
+    Profile,
+    ProfileError,
+    ProfilePoint,
+    load_profile,
+    profile_from_json,
+    profile_to_json,
+)
+
+__all__ = [
+    "BASELINES",
+    "FORMAT_VERSION",
+    "Baseline",
+    "Choice",
+    "ParetoPoint",
+    "Plan",
+    "PlanError",
+    "Profile",
+    "ProfileError",
+    "ProfilePoint",
+    "Savings",
+    "Scenario",
+    "load_profile",
+    "pareto_front",
+    "plan",
+    "profile_from_json",
+    "profile_to_json",
+]

@@ -1,0 +1,402 @@
+"""Choose checkpoint and restart settings and the checkpoint interval that minimise EPE.
+
+This is saito2013's profile lookup (section 6): every profile point gives, for a checkpoint of
+``ckpt_size`` bytes, a time (size / throughput) and a node power. For every pair of a write
+point (checkpoint settings) and a read point (restart settings) that use the same codec — a
+checkpoint written compressed must be read with the same codec — the energy-optimal interval is
+known in closed form (:func:`greenckpt.model.energy_optimal_interval`), so the joint optimum
+over (write settings, read settings, interval) is an exhaustive, vectorised search over pairs,
+exact rather than tied to Young's interval.
+
+Constraints:
+
+* ``power_cap`` (W): points whose mean node power exceeds it are not used.
+* ``max_slowdown`` (fraction): the plan's expected wall time per useful second may exceed that
+  of the *fastest* plan the profile allows (fastest settings at the time-optimal interval,
+  within the power cap) by at most this fraction. Because both the time and the EPE of a pair
+  are unimodal in the interval, the best feasible interval of a pair is its energy optimum
+  clipped to the interval range where the time bound holds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from greenckpt.model import (
+    IntervalRule,
+    ModelForm,
+    StateTimes,
+    energy_optimal_interval,
+    epe,
+    interval,
+    sojourn_times,
+    time_factor,
+    time_optimal_interval,
+)
+from greenckpt.optimize.profile import Profile, ProfileError, ProfilePoint
+
+
+class PlanError(ValueError):
+    """The inputs cannot give a plan; the message says which value and what would be valid."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """What the optimizer is asked: one node's checkpoint size, the job's failure rate and the
+    application's power, plus constraints and how to evaluate the baselines."""
+
+    ckpt_size: float
+    rate: float
+    app_power: float
+    app_processes: int | None = None
+    form: ModelForm = "exact"
+    max_slowdown: float | None = None
+    power_cap: float | None = None
+    baseline_interval: IntervalRule = "young"
+    work: float | None = None
+    nodes: int = 1
+
+    def validate(self) -> None:
+        """Raise :class:`PlanError` for the first value out of range."""
+        checks: list[tuple[str, float | None, bool]] = [
+            ("ckpt_size", self.ckpt_size, True),
+            ("rate", self.rate, True),
+            ("app_power", self.app_power, True),
+            ("max_slowdown", self.max_slowdown, False),
+            ("power_cap", self.power_cap, True),
+            ("work", self.work, True),
+        ]
+        for name, value, strict in checks:
+            if value is None:
+                continue
+            if not math.isfinite(value) or value < 0 or (strict and value == 0):
+                bound = "> 0" if strict else ">= 0"
+                raise PlanError(f"{name} must be a finite number {bound}, got {value!r}")
+        if self.app_processes is not None and self.app_processes < 1:
+            raise PlanError(f"app_processes must be >= 1, got {self.app_processes}")
+        if self.nodes < 1:
+            raise PlanError(f"nodes must be >= 1, got {self.nodes}")
+        if self.power_cap is not None and self.app_power > self.power_cap:
+            raise PlanError(
+                f"the application's power ({self.app_power:g} W) is above the power cap "
+                f"({self.power_cap:g} W): raise the cap or lower app_power"
+            )
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A checkpoint point, a restart point and an interval, with the model's expectations."""
+
+    write: ProfilePoint
+    read: ProfilePoint
+    T_A: float
+    T_C: float
+    T_R: float
+    times: StateTimes
+    epe: float
+    time_factor: float
+
+    @property
+    def overhead(self) -> float:
+        """Expected extra wall time over the failure-free, checkpoint-free run (fraction)."""
+        return self.time_factor - 1.0
+
+    @property
+    def write_energy_per_gb(self) -> float:
+        """Joules per GB (1e9 bytes) checkpointed at the write point."""
+        return self.write.energy_per_byte * 1e9
+
+    @property
+    def read_energy_per_gb(self) -> float:
+        """Joules per GB (1e9 bytes) restarted at the read point."""
+        return self.read.energy_per_byte * 1e9
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A stock governor evaluated on the profile, or why it could not be."""
+
+    name: str
+    choice: Choice | None
+    how: str
+
+
+@dataclass(frozen=True)
+class Savings:
+    """Relative savings of the plan against a baseline: ``(baseline − plan)/baseline``.
+
+    Positive means the plan uses less. (wu2018 equation 2 gives the same with the sign flipped.)
+    """
+
+    epe: float
+    write_energy_per_gb: float
+    read_energy_per_gb: float
+    time_factor: float
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The optimizer's answer and what it was compared against."""
+
+    scenario: Scenario
+    best: Choice
+    fastest_time_factor: float
+    app_processes: int
+    baselines: tuple[Baseline, ...]
+    synthetic: bool
+    power_sources: frozenset[str]
+
+    def savings(self, baseline: Baseline) -> Savings | None:
+        """Savings of :attr:`best` against ``baseline``, or ``None`` if it was not evaluable."""
+        b = baseline.choice
+        if b is None:
+            return None
+
+        def rel(base: float, value: float) -> float:
+            return (base - value) / base
+
+        return Savings(
+            epe=rel(b.epe, self.best.epe),
+            write_energy_per_gb=rel(b.write_energy_per_gb, self.best.write_energy_per_gb),
+            read_energy_per_gb=rel(b.read_energy_per_gb, self.best.read_energy_per_gb),
+            time_factor=rel(b.time_factor, self.best.time_factor),
+        )
+
+
+def _choice(scn: Scenario, w: ProfilePoint, r: ProfilePoint, T_A: float) -> Choice:
+    T_C = scn.ckpt_size / w.throughput
+    T_R = scn.ckpt_size / r.throughput
+    st = sojourn_times(T_A, T_C, T_R, scn.rate, form=scn.form)
+    times = StateTimes(st.A[()], st.C[()], st.R[()])
+    return Choice(
+        write=w,
+        read=r,
+        T_A=float(T_A),
+        T_C=T_C,
+        T_R=T_R,
+        times=times,
+        epe=float(epe(T_A, T_C, T_R, scn.rate, scn.app_power, w.power, r.power, form=scn.form)),
+        time_factor=float(time_factor(T_A, T_C, T_R, scn.rate)),
+    )
+
+
+def _pairs(
+    writes: tuple[ProfilePoint, ...], reads: tuple[ProfilePoint, ...]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Index arrays of (write, read) pairs that share a codec."""
+    wi, ri = [], []
+    for i, w in enumerate(writes):
+        for j, r in enumerate(reads):
+            if w.codec == r.codec:
+                wi.append(i)
+                ri.append(j)
+    return np.array(wi, dtype=np.int64), np.array(ri, dtype=np.int64)
+
+
+def _time_bounds(
+    tc: np.ndarray, tr: np.ndarray, rate: float, x_time: np.ndarray, bound: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Interval range ``[lo, hi]`` around ``x_time`` where ``time_factor ≤ bound`` (bisection)."""
+
+    def f(ta: np.ndarray) -> np.ndarray:
+        return time_factor(ta, tc, tr, rate)
+
+    lo_a, lo_b = x_time * 1e-9, x_time.copy()
+    hi_a = x_time.copy()
+    hi_b = x_time * 2.0
+    for _ in range(200):  # grow the upper bracket until it is infeasible
+        grow = f(hi_b) <= bound
+        if not grow.any():
+            break
+        hi_b = np.where(grow, hi_b * 2.0, hi_b)
+    for _ in range(100):
+        mid = np.sqrt(lo_a * lo_b)
+        ok = f(mid) <= bound
+        lo_b = np.where(ok, mid, lo_b)
+        lo_a = np.where(ok, lo_a, mid)
+        mid = 0.5 * (hi_a + hi_b)
+        ok = f(mid) <= bound
+        hi_a = np.where(ok, mid, hi_a)
+        hi_b = np.where(ok, hi_b, mid)
+    return lo_b, hi_a
+
+
+def _candidates(
+    profile: Profile, scn: Scenario
+) -> tuple[tuple[ProfilePoint, ...], tuple[ProfilePoint, ...], np.ndarray, np.ndarray]:
+    out = []
+    for op, phase in (("write", "checkpoint"), ("read", "restart")):
+        points = profile.for_op(op)  # type: ignore[arg-type]
+        if not points:
+            raise ProfileError(
+                f"the profile has no '{op}' points: a plan needs {op} ({phase}) measurements; "
+                f"profile the storage target for {op}s"
+            )
+        if scn.power_cap is not None:
+            points = tuple(p for p in points if p.power <= scn.power_cap)
+            if not points:
+                raise PlanError(
+                    f"no {op} point of the profile stays under the power cap "
+                    f"({scn.power_cap:g} W): raise the cap"
+                )
+        out.append(points)
+    writes, reads = out
+    wi, ri = _pairs(writes, reads)
+    if wi.size == 0:
+        raise PlanError("no write and read points share a codec: a restart must read what was written")
+    return writes, reads, wi, ri
+
+
+def plan(profile: Profile, scenario: Scenario) -> Plan:
+    """Jointly choose write settings, read settings and interval minimising EPE."""
+    scn = scenario
+    scn.validate()
+    writes, reads, wi, ri = _candidates(profile, scn)
+    tc = scn.ckpt_size / np.array([writes[i].throughput for i in wi])
+    tr = scn.ckpt_size / np.array([reads[j].throughput for j in ri])
+    wc = np.array([writes[i].power for i in wi])
+    wr = np.array([reads[j].power for j in ri])
+    mtbf = 1.0 / scn.rate
+    if tc.min() >= mtbf:
+        raise PlanError(
+            f"the MTBF ({mtbf:.4g} s) is not longer than the fastest checkpoint "
+            f"({tc.min():.4g} s): no interval makes progress; give a longer MTBF, fewer nodes "
+            "or a smaller checkpoint"
+        )
+    x_time = time_optimal_interval(tc, scn.rate)
+    f_time = time_factor(x_time, tc, tr, scn.rate)
+    fastest = float(np.nanmin(f_time))
+    x_energy = energy_optimal_interval(tc, tr, scn.rate, scn.app_power, wc, wr, form=scn.form)
+    ta = x_energy
+    feasible = np.isfinite(f_time)
+    if scn.max_slowdown is not None:
+        bound = fastest * (1.0 + scn.max_slowdown)
+        feasible &= f_time <= bound * (1 + 1e-12)
+        lo, hi = _time_bounds(tc, tr, scn.rate, x_time, bound)
+        ta = np.clip(x_energy, lo, hi)
+    values = epe(ta, tc, tr, scn.rate, scn.app_power, wc, wr, form=scn.form)
+    values = np.where(feasible & np.isfinite(values), values, np.inf)
+    k = int(np.argmin(values))
+    best = _choice(scn, writes[wi[k]], reads[ri[k]], float(ta[k]))
+    n_app = _app_processes(profile, scn)
+    baselines = tuple(_baseline(profile, scn, name, n_app) for name in BASELINES)
+    return Plan(
+        scenario=scn,
+        best=best,
+        fastest_time_factor=fastest,
+        app_processes=n_app,
+        baselines=baselines,
+        synthetic=profile.synthetic,
+        power_sources=frozenset(profile.power_sources),
+    )
+
+
+BASELINES = ("performance", "powersave", "ondemand")
+
+
+def _app_processes(profile: Profile, scn: Scenario) -> int:
+    if scn.app_processes is not None:
+        return scn.app_processes
+    cores = profile.machine.get("cores")
+    if isinstance(cores, int) and cores in profile.process_counts:
+        return cores
+    return max(profile.process_counts)
+
+
+def _baseline_point(
+    profile: Profile, op: str, name: str, n: int
+) -> tuple[ProfilePoint | None, str]:
+    """The point a stock governor would run ``op`` at with ``n`` I/O processes, and how found."""
+    pts = [
+        p
+        for p in profile.points
+        if p.op == op and p.processes == n and p.codec is None and p.cstates in (None, True)
+    ]
+    if not pts:
+        counts = sorted({p.processes for p in profile.points if p.op == op})
+        return None, f"no uncompressed {op} points at {n} I/O processes (measured: {counts})"
+    governed = [p for p in pts if p.governor == name]
+    if governed:
+        return governed[0], f"measured under the {name} governor"
+    fixed = [p for p in pts if p.frequency is not None]
+    if name == "ondemand" or not fixed:
+        return None, (
+            f"no {op} points measured under the {name} governor at {n} I/O processes; "
+            f"{name} adapts to load and cannot be inferred from fixed-frequency points"
+        )
+    pick = max if name == "performance" else min
+    p = pick(fixed, key=lambda q: q.frequency or 0.0)
+    which = "maximum" if name == "performance" else "minimum"
+    return p, f"{which} frequency {p.setting_label} (what {name} sets)"
+
+
+def _baseline(profile: Profile, scn: Scenario, name: str, n: int) -> Baseline:
+    w, how_w = _baseline_point(profile, "write", name, n)
+    r, how_r = _baseline_point(profile, "read", name, n)
+    if w is None or r is None:
+        return Baseline(name=name, choice=None, how=how_w if w is None else how_r)
+    T_C = scn.ckpt_size / w.throughput
+    T_R = scn.ckpt_size / r.throughput
+    if T_C >= 1.0 / scn.rate:
+        return Baseline(name, None, f"its checkpoint ({T_C:.4g} s) is not shorter than the MTBF")
+    T_A = float(
+        interval(
+            scn.baseline_interval, T_C, T_R, scn.rate, scn.app_power, w.power, r.power, form=scn.form
+        )
+    )
+    how = how_w if how_w == how_r else f"write: {how_w}; read: {how_r}"
+    return Baseline(name=name, choice=_choice(scn, w, r, T_A), how=how)
+
+
+@dataclass(frozen=True)
+class ParetoPoint:
+    """A plan on the runtime/energy Pareto front."""
+
+    time_factor: float
+    epe: float
+    write: ProfilePoint
+    read: ProfilePoint
+    T_A: float
+
+
+def pareto_front(profile: Profile, scenario: Scenario, samples: int = 24) -> list[ParetoPoint]:
+    """Non-dominated (expected time per useful second, EPE) plans, fastest first.
+
+    For each codec-compatible pair, the intervals between its time optimum and its energy
+    optimum are the only ones that can be Pareto-optimal (outside them both objectives worsen);
+    ``samples`` geometric steps cover that range. ``max_slowdown`` is ignored: the front shows
+    the whole trade-off.
+    """
+    scn = scenario
+    scn.validate()
+    writes, reads, wi, ri = _candidates(profile, scn)
+    tc = scn.ckpt_size / np.array([writes[i].throughput for i in wi])
+    tr = scn.ckpt_size / np.array([reads[j].throughput for j in ri])
+    wc = np.array([writes[i].power for i in wi])
+    wr = np.array([reads[j].power for j in ri])
+    x_t = time_optimal_interval(tc, scn.rate)
+    x_e = energy_optimal_interval(tc, tr, scn.rate, scn.app_power, wc, wr, form=scn.form)
+    steps = np.linspace(0.0, 1.0, samples)[None, :]
+    ta = np.exp(np.log(x_t)[:, None] * (1 - steps) + np.log(x_e)[:, None] * steps)
+    tf = time_factor(ta, tc[:, None], tr[:, None], scn.rate)
+    ep = epe(ta, tc[:, None], tr[:, None], scn.rate, scn.app_power, wc[:, None], wr[:, None], form=scn.form)
+    order = np.argsort(tf, axis=None, kind="stable")
+    e_sorted = np.where(np.isfinite(ep), ep, np.inf).ravel()[order]
+    prev_min = np.concatenate(([np.inf], np.minimum.accumulate(e_sorted)[:-1]))
+    keep = order[e_sorted < prev_min * (1 - 1e-12)]
+    front = []
+    for idx in keep:
+        pair, s = np.unravel_index(idx, tf.shape)
+        front.append(
+            ParetoPoint(
+                time_factor=float(tf[pair, s]),
+                epe=float(ep[pair, s]),
+                write=writes[wi[pair]],
+                read=reads[ri[pair]],
+                T_A=float(ta[pair, s]),
+            )
+        )
+    return front

@@ -1,0 +1,290 @@
+"""The I/O+power profile: typed objects and the versioned JSON file format.
+
+A profile is what the profiler measured on one machine for one storage target: for each
+operation (checkpoint write, restart read), each CPU setting (a fixed frequency, or a stock
+governor measured as a setting) and each number of concurrent I/O processes (optionally with a
+codec and with C-states on or off), the throughput and the node's mean power. The optimizer
+turns it into ``T_C``/``T_R`` and ``W_C``/``W_R`` for the model.
+
+Throughput is counted in *logical* bytes (the application's checkpoint bytes per second, before
+any compression), so points with and without a codec compare directly. Every power figure
+carries its source: ``measured`` (a meter), ``estimated`` (a model of the node's power) or
+``synthetic`` (made up for examples and tests; never presented as a measurement).
+
+The format (``format: "greenckpt-profile"``, ``format_version: 1``) is documented in
+docs/formats.md. Loading validates every field and raises :class:`ProfileError` with the JSON
+path of the first bad value, so a malformed file never reaches the optimizer.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, cast
+
+FORMAT_NAME = "greenckpt-profile"
+FORMAT_VERSION = 1
+
+Operation = Literal["write", "read"]
+PowerSource = Literal["measured", "estimated", "synthetic"]
+OPERATIONS: tuple[Operation, ...] = ("write", "read")
+POWER_SOURCES: tuple[PowerSource, ...] = ("measured", "estimated", "synthetic")
+GOVERNORS = ("performance", "powersave", "ondemand", "schedutil", "conservative", "userspace")
+
+
+class ProfileError(ValueError):
+    """A profile file or object is malformed; the message names the field and what is valid."""
+
+
+@dataclass(frozen=True)
+class ProfilePoint:
+    """One measured (or estimated, or synthetic) operating point of the node's I/O.
+
+    Exactly one of ``frequency`` (Hz, a fixed CPU frequency) and ``governor`` (a stock cpufreq
+    governor measured as a setting) is set. ``codec`` is ``None`` for uncompressed I/O.
+    ``cstates`` is ``None`` when C-states were left as found, else whether they were enabled.
+    """
+
+    op: Operation
+    processes: int
+    throughput: float
+    power: float
+    power_source: PowerSource
+    frequency: float | None = None
+    governor: str | None = None
+    codec: str | None = None
+    cstates: bool | None = None
+    repetitions: int = 1
+    throughput_spread: float | None = None
+    power_spread: float | None = None
+
+    @property
+    def setting_label(self) -> str:
+        """Human label of the CPU setting, e.g. ``2.10 GHz`` or ``ondemand``."""
+        if self.governor is not None:
+            return self.governor
+        assert self.frequency is not None
+        return f"{self.frequency / 1e9:.2f} GHz"
+
+    @property
+    def energy_per_byte(self) -> float:
+        """Joules per logical byte moved at this point (the paper's Figure 8 per MB / 1e6)."""
+        return self.power / self.throughput
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A set of profile points for one machine and storage target, plus their provenance."""
+
+    points: tuple[ProfilePoint, ...]
+    synthetic: bool = False
+    note: str = ""
+    machine: Mapping[str, Any] = field(default_factory=dict)
+    storage: Mapping[str, Any] = field(default_factory=dict)
+    meters: tuple[str, ...] = ()
+    idle_power: float | None = None
+    idle_power_source: PowerSource | None = None
+
+    def for_op(self, op: Operation) -> tuple[ProfilePoint, ...]:
+        """Points of one operation, in file order."""
+        return tuple(p for p in self.points if p.op == op)
+
+    @property
+    def power_sources(self) -> frozenset[PowerSource]:
+        """Every power source that occurs in the profile (for labels in reports)."""
+        return frozenset(p.power_source for p in self.points)
+
+    @property
+    def frequencies(self) -> tuple[float, ...]:
+        """Distinct fixed frequencies measured, ascending."""
+        return tuple(sorted({p.frequency for p in self.points if p.frequency is not None}))
+
+    @property
+    def process_counts(self) -> tuple[int, ...]:
+        """Distinct numbers of I/O processes measured, ascending."""
+        return tuple(sorted({p.processes for p in self.points}))
+
+
+def _where(path: str) -> str:
+    return path or "profile"
+
+
+def _number(obj: Mapping[str, Any], key: str, path: str, *, positive: bool = True) -> float:
+    value = obj.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ProfileError(f"{path}.{key}: expected a number, got {value!r}")
+    v = float(value)
+    if not math.isfinite(v) or (positive and v <= 0) or v < 0:
+        bound = "> 0" if positive else ">= 0"
+        raise ProfileError(f"{path}.{key}: must be a finite number {bound}, got {value!r}")
+    return v
+
+
+def _optional_number(obj: Mapping[str, Any], key: str, path: str) -> float | None:
+    if obj.get(key) is None:
+        return None
+    return _number(obj, key, path, positive=False)
+
+
+def _choice(obj: Mapping[str, Any], key: str, path: str, allowed: Sequence[str]) -> str:
+    value = obj.get(key)
+    if value not in allowed:
+        raise ProfileError(f"{path}.{key}: expected one of {', '.join(allowed)}, got {value!r}")
+    return cast(str, value)
+
+
+def _point_from_json(obj: Any, path: str) -> ProfilePoint:
+    if not isinstance(obj, dict):
+        raise ProfileError(f"{path}: expected an object, got {type(obj).__name__}")
+    op = cast(Operation, _choice(obj, "op", path, OPERATIONS))
+    processes = obj.get("processes")
+    if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
+        raise ProfileError(f"{path}.processes: expected an integer >= 1, got {processes!r}")
+    frequency = None if obj.get("frequency_hz") is None else _number(obj, "frequency_hz", path)
+    governor = obj.get("governor")
+    if governor is not None and not (isinstance(governor, str) and governor):
+        raise ProfileError(f"{path}.governor: expected a governor name, got {governor!r}")
+    if (frequency is None) == (governor is None):
+        raise ProfileError(
+            f"{path}: give exactly one of frequency_hz (a fixed CPU frequency) and governor"
+        )
+    codec = obj.get("codec")
+    if codec is not None and not (isinstance(codec, str) and codec):
+        raise ProfileError(f"{path}.codec: expected a codec name or null, got {codec!r}")
+    cstates = obj.get("cstates")
+    if cstates is not None and not isinstance(cstates, bool):
+        raise ProfileError(f"{path}.cstates: expected true, false or null, got {cstates!r}")
+    reps = obj.get("repetitions", 1)
+    if isinstance(reps, bool) or not isinstance(reps, int) or reps < 1:
+        raise ProfileError(f"{path}.repetitions: expected an integer >= 1, got {reps!r}")
+    return ProfilePoint(
+        op=op,
+        processes=processes,
+        throughput=_number(obj, "throughput_Bps", path),
+        power=_number(obj, "power_W", path),
+        power_source=cast(PowerSource, _choice(obj, "power_source", path, POWER_SOURCES)),
+        frequency=frequency,
+        governor=governor,
+        codec=codec,
+        cstates=cstates,
+        repetitions=reps,
+        throughput_spread=_optional_number(obj, "throughput_spread_Bps", path),
+        power_spread=_optional_number(obj, "power_spread_W", path),
+    )
+
+
+def profile_from_json(data: Any) -> Profile:
+    """Build a :class:`Profile` from parsed JSON, validating every field."""
+    if not isinstance(data, dict):
+        raise ProfileError("profile: expected a JSON object at the top level")
+    if data.get("format") != FORMAT_NAME:
+        raise ProfileError(
+            f"profile.format: expected {FORMAT_NAME!r}, got {data.get('format')!r} "
+            "(is this a greenckpt profile?)"
+        )
+    version = data.get("format_version")
+    if version != FORMAT_VERSION:
+        raise ProfileError(
+            f"profile.format_version: this greenckpt reads version {FORMAT_VERSION}, "
+            f"got {version!r}"
+        )
+    raw_points = data.get("points")
+    if not isinstance(raw_points, list) or not raw_points:
+        raise ProfileError("profile.points: expected a non-empty list of measured points")
+    points = tuple(_point_from_json(p, f"profile.points[{i}]") for i, p in enumerate(raw_points))
+    synthetic = data.get("synthetic", False)
+    if not isinstance(synthetic, bool):
+        raise ProfileError(f"profile.synthetic: expected true or false, got {synthetic!r}")
+    if not synthetic and any(p.power_source == "synthetic" for p in points):
+        raise ProfileError(
+            "profile.synthetic: points have power_source 'synthetic', so the profile must "
+            "say synthetic: true"
+        )
+    idle = data.get("idle_power")
+    idle_power = idle_source = None
+    if idle is not None:
+        if not isinstance(idle, dict):
+            raise ProfileError("profile.idle_power: expected {\"value_W\": ..., \"source\": ...}")
+        idle_power = _number(idle, "value_W", "profile.idle_power")
+        idle_source = cast(PowerSource, _choice(idle, "source", "profile.idle_power", POWER_SOURCES))
+    for key in ("machine", "storage"):
+        if not isinstance(data.get(key, {}), dict):
+            raise ProfileError(f"profile.{key}: expected an object")
+    meters = data.get("meters", [])
+    if not isinstance(meters, list) or not all(isinstance(m, str) for m in meters):
+        raise ProfileError("profile.meters: expected a list of meter names")
+    note = data.get("note", "")
+    if not isinstance(note, str):
+        raise ProfileError("profile.note: expected a string")
+    return Profile(
+        points=points,
+        synthetic=synthetic,
+        note=note,
+        machine=dict(data.get("machine", {})),
+        storage=dict(data.get("storage", {})),
+        meters=tuple(meters),
+        idle_power=idle_power,
+        idle_power_source=idle_source,
+    )
+
+
+def load_profile(path: str | Path) -> Profile:
+    """Read and validate a profile file; errors name the file and the bad field."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ProfileError(f"profile file {str(p)!r} does not exist") from None
+    except OSError as exc:
+        raise ProfileError(f"cannot read profile file {str(p)!r}: {exc.strerror}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ProfileError(
+            f"{p}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from None
+    try:
+        return profile_from_json(data)
+    except ProfileError as exc:
+        raise ProfileError(f"{p}: {exc}") from None
+
+
+def point_to_json(p: ProfilePoint) -> dict[str, Any]:
+    """The JSON object of one point (the inverse of the loader)."""
+    out: dict[str, Any] = {
+        "op": p.op,
+        "frequency_hz": p.frequency,
+        "governor": p.governor,
+        "processes": p.processes,
+        "codec": p.codec,
+        "cstates": p.cstates,
+        "throughput_Bps": p.throughput,
+        "power_W": p.power,
+        "power_source": p.power_source,
+        "repetitions": p.repetitions,
+    }
+    if p.throughput_spread is not None:
+        out["throughput_spread_Bps"] = p.throughput_spread
+    if p.power_spread is not None:
+        out["power_spread_W"] = p.power_spread
+    return out
+
+
+def profile_to_json(profile: Profile) -> dict[str, Any]:
+    """The JSON document of a profile (version :data:`FORMAT_VERSION`)."""
+    out: dict[str, Any] = {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "synthetic": profile.synthetic,
+        "note": profile.note,
+        "machine": dict(profile.machine),
+        "storage": dict(profile.storage),
+        "meters": list(profile.meters),
+    }
+    if profile.idle_power is not None:
+        out["idle_power"] = {"value_W": profile.idle_power, "source": profile.idle_power_source}
+    out["points"] = [point_to_json(p) for p in profile.points]
+    return out
