@@ -24,8 +24,16 @@ def register(sub: Any) -> None:
         "with the stock cpufreq governors.",
     )
     add_scenario_arguments(p)
-    p.add_argument("--pareto", action="store_true", help="also print the runtime/energy Pareto front")
+    p.add_argument(
+        "--pareto", action="store_true", help="also print the runtime/energy Pareto front"
+    )
     p.set_defaults(run=run)
+
+
+def make_console() -> Console:
+    """A console that does not squeeze tables to 80 columns when output is piped."""
+    console = Console()
+    return console if console.is_terminal else Console(width=120)
 
 
 def header(inputs: Inputs, console: Console) -> None:
@@ -59,14 +67,17 @@ def run(ns: argparse.Namespace) -> int:
                     "time_factor": f.time_factor,
                     "epe_W": f.epe,
                     "interval_s": f.T_A,
-                    "checkpoint": {"setting": f.write.setting_label, "processes": f.write.processes},
+                    "checkpoint": {
+                        "setting": f.write.setting_label,
+                        "processes": f.write.processes,
+                    },
                     "restart": {"setting": f.read.setting_label, "processes": f.read.processes},
                 }
                 for f in front
             ]
         print(json.dumps(doc, indent=2))
         return 0
-    console = Console()
+    console = make_console()
     header(inputs, console)
     for table in plan_tables(result):
         console.print(table)

@@ -133,7 +133,9 @@ def _a_and_r(
     return _f(A), _f(R)
 
 
-def expected_unit_time(T_A: ArrayLike, T_C: ArrayLike, T_R: ArrayLike, rate: ArrayLike) -> FloatArray:
+def expected_unit_time(
+    T_A: ArrayLike, T_C: ArrayLike, T_R: ArrayLike, rate: ArrayLike
+) -> FloatArray:
     """Expected wall time of one basic unit, ``e^{λT_R}(e^{λ(T_A+T_C)} − 1)/λ``."""
     lam = _f(rate)
     with np.errstate(over="ignore", invalid="ignore"):

@@ -111,7 +111,11 @@ def fti_schedule(
     ticks: list[int] = []
     for i, value in enumerate(intervals):
         n = round(value / quantum)
-        if not (math.isfinite(value) and value > 0) or n < 1 or abs(n * quantum - value) > 1e-9 * value:
+        if (
+            not (math.isfinite(value) and value > 0)
+            or n < 1
+            or abs(n * quantum - value) > 1e-9 * value
+        ):
             raise ValueError(
                 f"interval of level {i + 1} ({value} s) must be a positive multiple of the "
                 f"quantum ({quantum} s)"
@@ -197,7 +201,8 @@ def _period_costs(levels: Sequence[Level], work: FloatArray, level: IntArray) ->
             out[:, 1 + i] = C[i] * np.count_nonzero(level == i)
         return out
     w = rates / Lam
-    w_le = np.cumsum(w)  # weight of failures at level <= s
+    # Weight of failures above level s, summed from the top so that it is exactly 0 there.
+    w_gt = np.concatenate((np.cumsum(w[::-1])[::-1][1:], [0.0]))
     # target[k, s]: newest event j < k whose level >= s, else -1 (the period's start).
     target = np.full((N, L), -1, dtype=np.int64)
     last = np.full(L, -1, dtype=np.int64)
@@ -219,8 +224,10 @@ def _period_costs(levels: Sequence[Level], work: FloatArray, level: IntArray) ->
                 continue
             m2 = int(target[m, s2]) + 1
             acc += p_fail * w[s2] * (restart_cost(s2, m2) + cum[m] - cum[m2])
+        # 1 - p_fail * P(level <= s), written so it keeps its digits when p_fail ~ 1.
+        stay = math.exp(-Lam * R[s]) + p_fail * w_gt[s]
         with np.errstate(divide="ignore", invalid="ignore"):
-            V[key] = acc / (1.0 - p_fail * w_le[s])
+            V[key] = acc / stay
         return V[key]
 
     with np.errstate(over="ignore", invalid="ignore"):
@@ -239,7 +246,8 @@ def _period_costs(levels: Sequence[Level], work: FloatArray, level: IntArray) ->
                     continue
                 m = int(target[k, s]) + 1
                 back += w[s] * (restart_cost(s, m) + cum[k] - cum[m])
-            g = (acc + p_fail[:, None] * back) / (surv_a * (1.0 - p_c))[:, None]
+            surv = np.exp(-Lam * (t + C[lk]))
+            g = (acc + p_fail[:, None] * back) / surv[:, None]
             cum[k + 1] = cum[k] + g
     return cum[N]
 
@@ -306,7 +314,11 @@ class MultilevelPlan:
 
 
 def _objective_values(
-    levels: Sequence[Level], schedule: Schedule, scales: FloatArray, app_power: float, objective: Objective
+    levels: Sequence[Level],
+    schedule: Schedule,
+    scales: FloatArray,
+    app_power: float,
+    objective: Objective,
 ) -> FloatArray:
     work = scales[:, None] * schedule.work[None, :]
     costs = _period_costs(levels, work, schedule.level)
@@ -320,7 +332,11 @@ def _objective_values(
 
 
 def _best_base(
-    levels: Sequence[Level], multipliers: tuple[int, ...], app_power: float, objective: Objective, guess: float
+    levels: Sequence[Level],
+    multipliers: tuple[int, ...],
+    app_power: float,
+    objective: Objective,
+    guess: float,
 ) -> tuple[float, float]:
     """Best level-1 interval for fixed multipliers: a log grid, then Brent on the best bracket."""
     unit = nested_schedule(1.0, multipliers)
@@ -388,7 +404,7 @@ def optimize_multilevel(
             for cand_j in {best[j] + 1, best[j] - 1, best[j] * 2, best[j] // 2}:
                 if cand_j < 1:
                     continue
-                cand = best[:j] + (cand_j,) + best[j + 1 :]
+                cand = (*best[:j], cand_j, *best[j + 1 :])
                 if math.prod(cand) > max_events:
                     continue
                 val = evaluate(cand)[1]

@@ -10,7 +10,9 @@ exact rather than tied to Young's interval.
 
 Constraints:
 
-* ``power_cap`` (W): points whose mean node power exceeds it are not used.
+* ``power_cap`` (W): checkpoint and restart points whose mean node power exceeds it are not
+  used. It bounds the phases greenckpt controls; the application's own power ``W_A`` is an
+  input, not a setting, so it is not checked against the cap.
 * ``max_slowdown`` (fraction): the plan's expected wall time per useful second may exceed that
   of the *fastest* plan the profile allows (fastest settings at the time-optimal interval,
   within the power cap) by at most this fraction. Because both the time and the EPE of a pair
@@ -79,11 +81,6 @@ class Scenario:
             raise PlanError(f"app_processes must be >= 1, got {self.app_processes}")
         if self.nodes < 1:
             raise PlanError(f"nodes must be >= 1, got {self.nodes}")
-        if self.power_cap is not None and self.app_power > self.power_cap:
-            raise PlanError(
-                f"the application's power ({self.app_power:g} W) is above the power cap "
-                f"({self.power_cap:g} W): raise the cap or lower app_power"
-            )
 
 
 @dataclass(frozen=True)
@@ -246,7 +243,9 @@ def _candidates(
     writes, reads = out
     wi, ri = _pairs(writes, reads)
     if wi.size == 0:
-        raise PlanError("no write and read points share a codec: a restart must read what was written")
+        raise PlanError(
+            "no write and read points share a codec: a restart must read what was written"
+        )
     return writes, reads, wi, ri
 
 
@@ -340,11 +339,18 @@ def _baseline(profile: Profile, scn: Scenario, name: str, n: int) -> Baseline:
         return Baseline(name=name, choice=None, how=how_w if w is None else how_r)
     T_C = scn.ckpt_size / w.throughput
     T_R = scn.ckpt_size / r.throughput
-    if T_C >= 1.0 / scn.rate:
+    if 1.0 / scn.rate <= T_C:
         return Baseline(name, None, f"its checkpoint ({T_C:.4g} s) is not shorter than the MTBF")
     T_A = float(
         interval(
-            scn.baseline_interval, T_C, T_R, scn.rate, scn.app_power, w.power, r.power, form=scn.form
+            scn.baseline_interval,
+            T_C,
+            T_R,
+            scn.rate,
+            scn.app_power,
+            w.power,
+            r.power,
+            form=scn.form,
         )
     )
     how = how_w if how_w == how_r else f"write: {how_w}; read: {how_r}"
@@ -382,7 +388,16 @@ def pareto_front(profile: Profile, scenario: Scenario, samples: int = 24) -> lis
     steps = np.linspace(0.0, 1.0, samples)[None, :]
     ta = np.exp(np.log(x_t)[:, None] * (1 - steps) + np.log(x_e)[:, None] * steps)
     tf = time_factor(ta, tc[:, None], tr[:, None], scn.rate)
-    ep = epe(ta, tc[:, None], tr[:, None], scn.rate, scn.app_power, wc[:, None], wr[:, None], form=scn.form)
+    ep = epe(
+        ta,
+        tc[:, None],
+        tr[:, None],
+        scn.rate,
+        scn.app_power,
+        wc[:, None],
+        wr[:, None],
+        form=scn.form,
+    )
     order = np.argsort(tf, axis=None, kind="stable")
     e_sorted = np.where(np.isfinite(ep), ep, np.inf).ravel()[order]
     prev_min = np.concatenate(([np.inf], np.minimum.accumulate(e_sorted)[:-1]))

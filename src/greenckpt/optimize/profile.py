@@ -207,9 +207,11 @@ def profile_from_json(data: Any) -> Profile:
     idle_power = idle_source = None
     if idle is not None:
         if not isinstance(idle, dict):
-            raise ProfileError("profile.idle_power: expected {\"value_W\": ..., \"source\": ...}")
+            raise ProfileError('profile.idle_power: expected {"value_W": ..., "source": ...}')
         idle_power = _number(idle, "value_W", "profile.idle_power")
-        idle_source = cast(PowerSource, _choice(idle, "source", "profile.idle_power", POWER_SOURCES))
+        idle_source = cast(
+            PowerSource, _choice(idle, "source", "profile.idle_power", POWER_SOURCES)
+        )
     for key in ("machine", "storage"):
         if not isinstance(data.get(key, {}), dict):
             raise ProfileError(f"profile.{key}: expected an object")

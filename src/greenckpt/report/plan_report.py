@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich import box
 from rich.table import Table
 
 from greenckpt.model import daly_interval, time_optimal_interval, young_interval
@@ -151,7 +152,9 @@ def plan_tables(plan: Plan) -> list[Table]:
             format_energy(p.energy_per_byte * 1e9),
         )
     refs = _reference_intervals(plan)
-    exp = Table(title=f"Expectations per basic unit (model: {plan.scenario.form})", title_justify="left")
+    exp = Table(
+        title=f"Expectations per basic unit (model: {plan.scenario.form})", title_justify="left"
+    )
     exp.add_column("quantity")
     exp.add_column("value")
     exp.add_row("interval T_A (EPE-optimal)", format_duration(c.T_A))
@@ -160,25 +163,36 @@ def plan_tables(plan: Plan) -> list[Table]:
         f"time-optimal {format_duration(refs['time_optimal'])}, Young "
         f"{format_duration(refs['young'])}, Daly {format_duration(refs['daly'])}",
     )
-    exp.add_row("time computing / checkpointing / restarting",
-                " / ".join(format_duration(float(x)) for x in (c.times.A, c.times.C, c.times.R)))
+    exp.add_row(
+        "time computing / checkpointing / restarting",
+        " / ".join(format_duration(float(x)) for x in (c.times.A, c.times.C, c.times.R)),
+    )
     exp.add_row("overhead over failure-free run", format_percent(c.overhead))
     exp.add_row(f"EPE (modelled, {src} power)", format_power(c.epe))
     if plan.scenario.work is not None:
         w = plan.scenario.work
         exp.add_row("expected runtime of the job", format_duration(w * c.time_factor))
-        exp.add_row(
-            f"expected energy per node (modelled, {src})", format_energy(w * c.epe)
-        )
+        exp.add_row(f"expected energy per node (modelled, {src})", format_energy(w * c.epe))
     base = Table(
         title=f"Against the stock governors at {plan.app_processes} I/O processes, "
         f"{plan.scenario.baseline_interval} interval ({src} power)",
         title_justify="left",
-        caption="the last three columns are savings of the plan: (baseline − plan)/baseline",
+        caption="saved: (baseline − plan)/baseline, positive when the plan uses less",
         caption_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
     )
-    for col in ("governor", "T_C", "T_R", "T_A", "EPE", "EPE", "write J/GB", "read J/GB"):
-        base.add_column(col, no_wrap=True)
+    for col in (
+        "governor",
+        "T_C",
+        "T_R",
+        "T_A",
+        "EPE",
+        "EPE saved",
+        "write J/GB saved",
+        "read J/GB saved",
+    ):
+        base.add_column(col, no_wrap=True, justify="left" if col == "governor" else "right")
     notes = Table.grid(padding=(0, 1))
     notes.add_column()
     notes.add_column()
