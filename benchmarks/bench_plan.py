@@ -66,8 +66,10 @@ def main() -> None:
         print(f"{name:42} {statistics.median(xs) * 1e3:8.2f} ms {min(xs) * 1e3:8.2f} ms")
     med = statistics.median(samples["plan (80 points, joint interval)"])
     verdict = "meets" if med < TARGET_PLAN_S else "MISSES"
-    print(f"plan median {med * 1e3:.2f} ms: {verdict} the < {TARGET_PLAN_S * 1e3:.0f} ms target "
-          f"(ratio {med / TARGET_PLAN_S:.2f} of the budget)")
+    print(
+        f"plan median {med * 1e3:.2f} ms: {verdict} the < {TARGET_PLAN_S * 1e3:.0f} ms target "
+        f"(ratio {med / TARGET_PLAN_S:.2f} of the budget)"
+    )
     units_per_s = n / statistics.median(samples["model: 1e6 units (times, EPE, interval)"])
     print(f"model throughput: {units_per_s:,.0f} basic units per second (times + EPE + interval)")
 
