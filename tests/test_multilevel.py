@@ -9,6 +9,7 @@ import pytest
 
 from greenckpt.model import (
     Level,
+    Schedule,
     expected_multilevel,
     fti_schedule,
     nested_schedule,
@@ -128,3 +129,8 @@ def test_time_objective_is_faster_energy_objective_cheaper() -> None:
 def test_bad_input(call, message: str) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_schedule_without_work_is_refused() -> None:
+    with pytest.raises(ValueError, match="some work"):
+        Schedule(np.array([0.0]), np.array([0]))

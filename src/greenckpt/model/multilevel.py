@@ -78,6 +78,8 @@ class Schedule:
             raise ValueError("a schedule needs one work time and one level per event")
         if not np.all(np.isfinite(self.work)) or np.any(self.work < 0):
             raise ValueError("schedule work times must be finite and >= 0")
+        if not self.work.sum() > 0:
+            raise ValueError("a schedule period must contain some work (> 0 seconds)")
         if int(self.level[-1]) != int(self.level.max()):
             raise ValueError("a schedule period must end with a checkpoint at its top level")
 
