@@ -47,6 +47,23 @@ def test_young_and_daly_published_example() -> None:
     assert abs(float(young_interval(delta, 1 / M)) - exact) / exact > 0.02
 
 
+@pytest.mark.parametrize(
+    ("mtbf_h", "published_min", "tolerance_min"),
+    [(24.0, 117.0, 0.5), (6.0, 57.0, 0.5), (0.25, 9.1, 0.05)],
+)
+def test_daly_2006_published_optima(
+    mtbf_h: float, published_min: float, tolerance_min: float
+) -> None:
+    """Daly (FGCS 22(3), 2006), Figs. 3-5: δ = 5 min, R = 10 min; the model predicts
+    τ_opt = 117 min for M = 24 h, 57 min for M = 6 h and 9.1 min for M = 15 min. Daly's cost
+    function is the total of our basic unit, so the exact optimum must land on those values."""
+    rate = 1 / (mtbf_h * 3600)
+    daly = float(daly_interval(300.0, rate)) / 60
+    exact = float(time_optimal_interval(300.0, rate)) / 60
+    assert daly == pytest.approx(published_min, abs=tolerance_min)
+    assert exact == pytest.approx(published_min, abs=max(tolerance_min, 0.1))
+
+
 def test_daly_returns_mtbf_for_very_long_checkpoints() -> None:
     assert float(daly_interval(3.0 * 3600, 1 / 3600)) == pytest.approx(3600.0)
 
