@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from greenckpt import __version__
-from greenckpt.cli import plan_cmd, simulate_cmd
+from greenckpt.cli import levels_cmd, plan_cmd, simulate_cmd
 
 EXIT_USAGE = 2
 
@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     plan_cmd.register(sub)
     simulate_cmd.register(sub)
+    levels_cmd.register(sub)
     return parser
 
 
