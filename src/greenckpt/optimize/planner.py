@@ -221,9 +221,23 @@ def _time_bounds(
     return lo_b, hi_a
 
 
-def _candidates(
-    profile: Profile, scn: Scenario
-) -> tuple[tuple[ProfilePoint, ...], tuple[ProfilePoint, ...], np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class _Pairs:
+    """Codec-compatible (write, read) candidate pairs as parallel arrays of T_C, T_R, W_C, W_R."""
+
+    writes: tuple[ProfilePoint, ...]
+    reads: tuple[ProfilePoint, ...]
+    wi: np.ndarray
+    ri: np.ndarray
+    tc: np.ndarray
+    tr: np.ndarray
+    wc: np.ndarray
+    wr: np.ndarray
+
+
+def _candidates(profile: Profile, scn: Scenario) -> _Pairs:
+    """Candidate pairs within the power cap; refuses scenarios no pair can make progress in."""
+    scn.validate()
     out = []
     for op, phase in (("write", "checkpoint"), ("read", "restart")):
         points = profile.for_op(op)  # type: ignore[arg-type]
@@ -246,18 +260,7 @@ def _candidates(
         raise PlanError(
             "no write and read points share a codec: a restart must read what was written"
         )
-    return writes, reads, wi, ri
-
-
-def plan(profile: Profile, scenario: Scenario) -> Plan:
-    """Jointly choose write settings, read settings and interval minimising EPE."""
-    scn = scenario
-    scn.validate()
-    writes, reads, wi, ri = _candidates(profile, scn)
     tc = scn.ckpt_size / np.array([writes[i].throughput for i in wi])
-    tr = scn.ckpt_size / np.array([reads[j].throughput for j in ri])
-    wc = np.array([writes[i].power for i in wi])
-    wr = np.array([reads[j].power for j in ri])
     mtbf = 1.0 / scn.rate
     if tc.min() >= mtbf:
         raise PlanError(
@@ -265,6 +268,23 @@ def plan(profile: Profile, scenario: Scenario) -> Plan:
             f"({tc.min():.4g} s): no interval makes progress; give a longer MTBF, fewer nodes "
             "or a smaller checkpoint"
         )
+    return _Pairs(
+        writes=writes,
+        reads=reads,
+        wi=wi,
+        ri=ri,
+        tc=tc,
+        tr=scn.ckpt_size / np.array([reads[j].throughput for j in ri]),
+        wc=np.array([writes[i].power for i in wi]),
+        wr=np.array([reads[j].power for j in ri]),
+    )
+
+
+def plan(profile: Profile, scenario: Scenario) -> Plan:
+    """Jointly choose write settings, read settings and interval minimising EPE."""
+    scn = scenario
+    c = _candidates(profile, scn)
+    writes, reads, wi, ri, tc, tr, wc, wr = c.writes, c.reads, c.wi, c.ri, c.tc, c.tr, c.wc, c.wr
     x_time = time_optimal_interval(tc, scn.rate)
     f_time = time_factor(x_time, tc, tr, scn.rate)
     fastest = float(np.nanmin(f_time))
@@ -377,12 +397,8 @@ def pareto_front(profile: Profile, scenario: Scenario, samples: int = 24) -> lis
     the whole trade-off.
     """
     scn = scenario
-    scn.validate()
-    writes, reads, wi, ri = _candidates(profile, scn)
-    tc = scn.ckpt_size / np.array([writes[i].throughput for i in wi])
-    tr = scn.ckpt_size / np.array([reads[j].throughput for j in ri])
-    wc = np.array([writes[i].power for i in wi])
-    wr = np.array([reads[j].power for j in ri])
+    c = _candidates(profile, scn)
+    writes, reads, wi, ri, tc, tr, wc, wr = c.writes, c.reads, c.wi, c.ri, c.tc, c.tr, c.wc, c.wr
     x_t = time_optimal_interval(tc, scn.rate)
     x_e = energy_optimal_interval(tc, tr, scn.rate, scn.app_power, wc, wr, form=scn.form)
     steps = np.linspace(0.0, 1.0, samples)[None, :]

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from greenckpt.model import daly_interval, time_optimal_interval, young_interval
 from greenckpt.optimize import Baseline, Choice, Plan, ProfilePoint
+from greenckpt.optimize.profile import point_to_json
 from greenckpt.units import (
     format_duration,
     format_energy,
@@ -34,17 +35,7 @@ def power_source(plan: Plan) -> str:
 
 
 def _point_dict(p: ProfilePoint) -> dict[str, Any]:
-    return {
-        "frequency_hz": p.frequency,
-        "governor": p.governor,
-        "processes": p.processes,
-        "codec": p.codec,
-        "cstates": p.cstates,
-        "throughput_Bps": p.throughput,
-        "power_W": p.power,
-        "power_source": p.power_source,
-        "energy_per_GB_J": p.energy_per_byte * 1e9,
-    }
+    return {**point_to_json(p), "energy_per_GB_J": p.energy_per_byte * 1e9}
 
 
 def choice_dict(c: Choice) -> dict[str, Any]:
