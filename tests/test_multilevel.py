@@ -122,7 +122,10 @@ def test_time_objective_is_faster_energy_objective_cheaper() -> None:
         (lambda: nested_schedule(10.0, [0]), "multipliers"),
         (lambda: Level("L1", -1.0, 1.0, 1e-5), "ckpt_time"),
         (lambda: Level("L1", 1.0, 1.0, math.nan), "rate"),
-        (lambda: expected_multilevel(LEVELS, nested_schedule(10.0, [2]), 1.0), "top level"),
+        (
+            lambda: expected_multilevel(LEVELS, nested_schedule(10.0, [2]), 1.0),
+            "could not be recovered",
+        ),
         (lambda: optimize_multilevel([Level("L1", 1.0, 1.0, 0.0)]), "failure rate > 0"),
     ],
 )
@@ -134,3 +137,23 @@ def test_bad_input(call, message: str) -> None:  # type: ignore[no-untyped-def]
 def test_schedule_without_work_is_refused() -> None:
     with pytest.raises(ValueError, match="some work"):
         Schedule(np.array([0.0]), np.array([0]))
+
+
+def test_top_levels_no_failure_needs_are_never_checkpointed() -> None:
+    never = [*LEVELS[:3], Level("L4 PFS", 300.0, 300.0, 0.0, 260.0, 260.0)]
+    plan = optimize_multilevel(never, 300.0)
+    assert math.isinf(plan.intervals[3]) and len(plan.multipliers) == 2
+    assert plan.expectation.checkpoint[3] == 0.0
+    assert plan.expectation.epe == pytest.approx(
+        expected_multilevel(never, nested_schedule(plan.base_interval, plan.multipliers), 300.0).epe
+    )
+
+
+def test_rare_top_level_failures_keep_the_period_bounded() -> None:
+    rare = [Level("L1", 5.0, 5.0, 1e-4, 1.0, 1.0), Level("L2", 60.0, 60.0, 1e-9, 1.0, 1.0)]
+    plan = optimize_multilevel(rare, 1.0, max_events=256)
+    assert plan.multipliers[0] <= 256
+    # Not stuck on the search grid's edge: nudging the base interval does not help.
+    for f in (0.9, 1.1):
+        other = expected_multilevel(rare, nested_schedule(plan.base_interval * f, plan.multipliers))
+        assert plan.expectation.epe <= other.epe * (1 + 1e-9)

@@ -233,7 +233,7 @@ def test_basic_unit_hand_trace() -> None:
     assert res.epe.mean == pytest.approx(res.energy.mean / 10, rel=1e-12)
     assert res.time_factor.mean == pytest.approx(70 / 40, rel=1e-12)
     assert not res.iid_samples
-    assert res.energy_source == "estimated"
+    assert res.energy_source == "modelled"
 
     # default horizon: the last failure; nothing assumed after it
     res = simulate_basic_unit(10, 2, 3, Trace([30, 32, 50]))
@@ -676,7 +676,7 @@ def test_multilevel_replay_matches_literal_reference(data: st.DataObject) -> Non
         (lambda: simulate_basic_unit(5, 1, 1, Trace([2.0, 4.0])), r"no basic unit completes"),
         (
             lambda: simulate_multilevel(HAND_LEVELS[:1], HAND_SCHEDULE),
-            r"schedule levels must be in 0\.\.0, got 0\.\.1",
+            r"the schedule names level 2, but only 1 level\(s\) are configured",
         ),
         (
             lambda: simulate_multilevel(
@@ -692,7 +692,7 @@ def test_multilevel_replay_matches_literal_reference(data: st.DataObject) -> Non
         ),
         (
             lambda: simulate_multilevel(HAND_LEVELS, HAND_SCHEDULE, app_power=math.nan),
-            r"app_power must be finite, got nan",
+            r"app_power must be finite and >= 0 watts, got nan",
         ),
         (
             lambda: simulate_multilevel(HAND_LEVELS, HAND_SCHEDULE, periods=-3),

@@ -51,8 +51,12 @@ class StateTimes(NamedTuple):
         return np.asarray(self.A + self.C + self.R, dtype=np.float64)
 
 
-def _f(x: ArrayLike) -> FloatArray:
+def as_float_array(x: ArrayLike) -> FloatArray:
+    """``x`` as a float64 array (scalars become 0-d arrays)."""
     return np.asarray(x, dtype=np.float64)
+
+
+_f = as_float_array
 
 
 def expm1_over_rate(rate: ArrayLike, t: ArrayLike) -> FloatArray:
@@ -69,10 +73,14 @@ def expm1_over_rate(rate: ArrayLike, t: ArrayLike) -> FloatArray:
     return out
 
 
-def validate_unit_inputs(T_A: ArrayLike, T_C: ArrayLike, T_R: ArrayLike, rate: ArrayLike) -> None:
+def validate_unit_inputs(
+    T_A: ArrayLike | None, T_C: ArrayLike, T_R: ArrayLike | None, rate: ArrayLike
+) -> None:
     """Raise ``ValueError`` naming the first argument that is not finite and non-negative.
 
-    ``T_A`` must be positive; ``T_C``, ``T_R`` and ``rate`` may be zero.
+    ``T_A`` must be positive; ``T_C``, ``T_R`` and ``rate`` may be zero. ``None`` skips an
+    argument (the interval functions have no ``T_A``). Called by every public function of the
+    model so that a negative or NaN input fails loudly instead of giving a plausible number.
     """
     for name, value, strict in (
         ("T_A", T_A, True),
@@ -80,6 +88,8 @@ def validate_unit_inputs(T_A: ArrayLike, T_C: ArrayLike, T_R: ArrayLike, rate: A
         ("T_R", T_R, False),
         ("rate", rate, False),
     ):
+        if value is None:
+            continue
         arr = _f(value)
         if not np.all(np.isfinite(arr)):
             raise ValueError(f"{name} must be finite, got {value!r}")
@@ -108,6 +118,7 @@ def sojourn_times(
         ``T_Ā = e^{λ(T_C+T_R)}(e^{λT_A} − 1)/λ``, ``T_C̄ = (e^{λT_C} − 1)/λ``,
         ``T_R̄ = (e^{λT_C} − 1)(e^{λT_R} − 1)/λ``.
     """
+    validate_unit_inputs(T_A, T_C, T_R, rate)
     lam = _f(rate)
     tc = _f(T_C)
     tr = _f(T_R)
@@ -137,6 +148,7 @@ def expected_unit_time(
     T_A: ArrayLike, T_C: ArrayLike, T_R: ArrayLike, rate: ArrayLike
 ) -> FloatArray:
     """Expected wall time of one basic unit, ``e^{λT_R}(e^{λ(T_A+T_C)} − 1)/λ``."""
+    validate_unit_inputs(T_A, T_C, T_R, rate)
     lam = _f(rate)
     with np.errstate(over="ignore", invalid="ignore"):
         return _f(np.exp(lam * _f(T_R)) * expm1_over_rate(lam, _f(T_A) + _f(T_C)))

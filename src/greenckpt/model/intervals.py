@@ -26,20 +26,18 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import lambertw
 
-from greenckpt.model.basic_unit import FloatArray, ModelForm
+from greenckpt.model.basic_unit import FloatArray, ModelForm, validate_unit_inputs
+from greenckpt.model.basic_unit import as_float_array as _f
 
 IntervalRule = Literal["young", "daly", "time-optimal", "energy-optimal"]
 INTERVAL_RULES: tuple[IntervalRule, ...] = ("young", "daly", "time-optimal", "energy-optimal")
 
 
-def _f(x: ArrayLike) -> FloatArray:
-    return np.asarray(x, dtype=np.float64)
-
-
 def young_interval(T_C: ArrayLike, rate: ArrayLike) -> FloatArray:
     """Young's first-order optimum ``√(2·T_C/λ)`` (also Vaidya's, quoted by saito2013)."""
+    validate_unit_inputs(None, T_C, None, rate)
     lam = _f(rate)
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", over="ignore"):
         return _f(np.sqrt(2.0 * _f(T_C) / lam))
 
 
@@ -49,9 +47,10 @@ def daly_interval(T_C: ArrayLike, rate: ArrayLike) -> FloatArray:
     ``√(2δM)·[1 + ⅓·√(δ/2M) + ⅑·(δ/2M)] − δ`` for ``δ < 2M`` and ``M`` otherwise, with
     ``δ = T_C`` and ``M = 1/λ`` (Daly, FGCS 22(3), 2006, eq. 37).
     """
+    validate_unit_inputs(None, T_C, None, rate)
     lam = _f(rate)
     delta = _f(T_C)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         M = 1.0 / lam
         ratio = delta / (2.0 * M)
         est = np.sqrt(2.0 * delta * M) * (1.0 + np.sqrt(ratio) / 3.0 + ratio / 9.0) - delta
@@ -101,6 +100,7 @@ def time_optimal_interval(T_C: ArrayLike, rate: ArrayLike) -> FloatArray:
     Independent of ``T_R``: the restart cost scales every interval's time by the same
     ``e^{λT_R}``.
     """
+    validate_unit_inputs(None, T_C, None, rate)
     lam = _f(rate)
     return _interval_from_s(-np.expm1(-lam * _f(T_C)), lam)
 
@@ -125,6 +125,7 @@ def energy_optimal_interval(
     and ``T_A* = x*(s)/λ``. For small ``λ`` this tends to ``√(2·T_C·W_C/(λ·W_A))``: Young's
     interval with the checkpoint cost weighted by its power relative to computing.
     """
+    validate_unit_inputs(None, T_C, T_R, rate)
     lam = _f(rate)
     c = lam * _f(T_C)
     r = lam * _f(T_R)

@@ -11,7 +11,8 @@ parts in ten thousand in a second.
   (:mod:`greenckpt.model.multilevel`).
 
 Every figure is an :class:`Estimate` with a confidence interval; energies are modelled from the
-given state powers (``energy_source == "estimated"``), never measured.
+given state powers (``energy_source == "modelled"``: simulated time × the caller's
+powers, whose own provenance — measured, estimated or synthetic — the caller labels).
 """
 
 from greenckpt.sim.basic_unit import DEFAULT_UNITS, SimResult, gap_state_times, simulate_basic_unit

@@ -38,7 +38,7 @@ from greenckpt.sim.stats import Estimate, Moments, ratio_estimate
 DEFAULT_UNITS = 1_000_000
 """Units simulated when ``units`` is not given and the failure process never ends."""
 
-EnergySource = Literal["estimated"]
+EnergySource = Literal["modelled"]
 
 _MIN_BATCH = 1 << 12
 _MAX_BATCH = 1 << 18
@@ -73,7 +73,7 @@ class SimResult:
     iid_samples: bool
     """True when the per-gap samples are i.i.d. (exponential, Weibull): the intervals are then
     asymptotically exact; False for a replayed trace, where they are indicative only."""
-    energy_source: EnergySource = "estimated"
+    energy_source: EnergySource = "modelled"
     """Energies are modelled from the given state powers (time × watts), not measured."""
 
 

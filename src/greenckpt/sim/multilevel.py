@@ -45,7 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from greenckpt.model.multilevel import Level, Schedule
+from greenckpt.model.multilevel import Level, Schedule, check_multilevel
 from greenckpt.sim._checks import SeedLike, confidence_level, count, non_negative
 from greenckpt.sim.basic_unit import EnergySource
 from greenckpt.sim.processes import Exponential, FailureProcess, Trace
@@ -86,7 +86,7 @@ class MultilevelSimResult:
     iid_samples: bool
     """True for Poisson failures, where periods are i.i.d.; otherwise the intervals are
     indicative only."""
-    energy_source: EnergySource = "estimated"
+    energy_source: EnergySource = "modelled"
     """Energies are modelled from the given powers (time × watts), not measured."""
 
     @property
@@ -128,19 +128,7 @@ class _Layout:
 
 
 def _check(levels: Sequence[Level], schedule: Schedule, app_power: float) -> float:
-    if not levels:
-        raise ValueError("levels must name at least one level, got none")
-    n = len(levels)
-    if int(schedule.level.min()) < 0 or int(schedule.level.max()) >= n:
-        raise ValueError(
-            f"schedule levels must be in 0..{n - 1}, got {int(schedule.level.min())}.."
-            f"{int(schedule.level.max())}"
-        )
-    if int(schedule.level[-1]) != n - 1:
-        raise ValueError(
-            f"the schedule must end with a checkpoint at the top level {n - 1} "
-            f"({levels[-1].name}), got level {int(schedule.level[-1])}"
-        )
+    check_multilevel(levels, schedule, app_power)
     return non_negative("app_power", app_power, "watts")
 
 

@@ -136,7 +136,10 @@ class Weibull(FailureProcess):
     @property
     def scale(self) -> float:
         """Weibull scale ``η`` (seconds) such that the mean gap ``η·Γ(1 + 1/k)`` is the MTBF."""
-        return self.mtbf / math.gamma(1.0 + 1.0 / self.shape)
+        try:
+            return self.mtbf / math.gamma(1.0 + 1.0 / self.shape)
+        except OverflowError:  # Γ(1 + 1/k) overflows for k below about 0.006
+            return 0.0
 
     def draw(self, rng: np.random.Generator, n: int) -> FloatArray:
         return rng.weibull(self.shape, size=n) * self.scale
