@@ -76,8 +76,11 @@ def _replace(flag: str, value: str) -> list[str]:
         (_replace("--profile", "/nonexistent/p.json"), "does not exist"),
         (_replace("--mtbf", "1min"), "not longer than the fastest checkpoint"),
         ([*BASE, "--form", "vaidya"], "invalid choice"),
-        ([*BASE, "--nodes", "0"], "must be an integer >= 1"),
+        ([*BASE, "--nodes", "0"], "must be an integer from 1"),
         (BASE[:-2], "--app-power"),
+        ([*BASE, "--nodes", "1" + "0" * 400], "must be an integer from 1"),
+        (_replace("--mtbf", "1e308s"), "beyond the model's range"),
+        ([*BASE[:-4], "--job-mtbf", "1e-320s", *BASE[-2:]], "too short to be a failure rate"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(
@@ -120,3 +123,32 @@ def test_python_dash_m_entry_point() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["plan"]["epe_W"] > 0
+
+
+def test_odd_profile_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100000 + "]" * 100000)
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(b"\xff\xfe\x00garbage")
+    for path, message in (
+        (deep, "nested too deeply"),
+        (binary, "not a UTF-8"),
+        (tmp_path, "cannot read profile file"),
+    ):
+        assert main(_replace("--profile", str(path))) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
+
+
+def test_governor_only_profile_explains_missing_baselines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = json.loads(EXAMPLE_PROFILE.read_text())
+    doc["points"] = [p for p in doc["points"] if p["governor"] == "ondemand"]
+    prof = tmp_path / "ondemand.json"
+    prof.write_text(json.dumps(doc))
+    assert main([*_replace("--profile", str(prof)), "--json"]) == 0
+    baselines = {b["name"]: b for b in json.loads(capsys.readouterr().out)["baselines"]}
+    assert baselines["ondemand"]["evaluable"]
+    assert not baselines["performance"]["evaluable"]
+    assert "or at fixed frequencies" in baselines["performance"]["how"]

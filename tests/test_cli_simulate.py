@@ -46,6 +46,22 @@ def test_table_output_and_weibull(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "Weibull (shape 0.6)" in out and "model assumes exponential" in out
     assert "EPE W" in out and "SYNTHETIC profile" in out
+    # Clustered failures (shape < 1) waste less per unit than Poisson ones at the same MTBF.
+    assert main([*BASE, "--json", "--failures", "weibull", "--weibull-shape", "0.6"]) == 0
+    weibull = json.loads(capsys.readouterr().out)["configurations"][0]["total s/unit"]
+    assert weibull["simulated"] < weibull["model_exact"]
+    assert not weibull["in_ci"]
+
+
+def test_exact_column_is_exact_whatever_form_the_planner_used(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main([*BASE, "--json", "--form", "saito2013", "--confidence", "99.9%"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    for conf in doc["configurations"]:
+        restart = conf["restart s/unit"]
+        assert restart["model_exact"] != restart["model_saito2013"]
+        assert restart["in_ci"] and abs(restart["z"]) < 4
 
 
 def test_trace_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -61,9 +77,13 @@ def test_trace_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     ("extra", "message"),
     [
         (["--trace", "/nonexistent/trace.txt"], "cannot read trace file"),
-        (["--units", "0"], "must be an integer >= 1"),
+        (["--units", "0"], "must be an integer from 1"),
         (["--failures", "lognormal"], "invalid choice"),
-        (["--confidence", "150%"], "confidence"),
+        (["--confidence", "150%"], "--confidence must be between"),
+        (["--confidence", "100%"], "--confidence must be between"),
+        (["--seed", "-1"], "argument --seed"),
+        (["--failures", "weibull", "--weibull-shape", "0"], "must be a finite number > 0"),
+        (["--failures", "weibull", "--weibull-shape", "0.001"], "too small"),
     ],
 )
 def test_bad_input(extra: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -79,3 +99,10 @@ def test_unreadable_trace_contents(tmp_path: Path, capsys: pytest.CaptureFixture
     trace.write_text("12:00\n")
     assert main([*BASE, "--trace", str(trace)]) == 2
     assert "every line must be a failure time" in capsys.readouterr().err
+
+
+def test_one_unit_gives_strict_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*BASE[:-2], "--units", "1", "--json"]) == 0
+    text = capsys.readouterr().out
+    assert "NaN" not in text and "Infinity" not in text
+    json.loads(text)

@@ -135,6 +135,16 @@ def test_tiny_checkpoints_keep_precision_near_the_branch_point() -> None:
     assert got == pytest.approx(math.sqrt(2 * T_C / lam), rel=1e-5)
 
 
+def test_bad_inputs_fail_loudly() -> None:
+    for call in (
+        lambda: time_optimal_interval(-1.0, 1e-5),
+        lambda: young_interval(10.0, -1e-5),
+        lambda: energy_optimal_interval(10.0, float("nan"), 1e-5, 1, 1, 1),
+    ):
+        with pytest.raises(ValueError, match="must be"):
+            call()
+
+
 def test_zero_rate_means_no_checkpoint_is_needed() -> None:
     assert math.isinf(float(time_optimal_interval(60.0, 0.0)))
     assert math.isinf(float(energy_optimal_interval(60.0, 30.0, 0.0, 1, 1, 1)))
@@ -146,7 +156,15 @@ def test_vectorised_and_dispatch() -> None:
     v = time_optimal_interval(T_C, 1e-5)
     assert v.shape == (3,)
     assert np.all(np.diff(v) > 0)
-    for rule in ("young", "daly", "time-optimal", "energy-optimal"):
-        assert float(interval(rule, 100.0, 50.0, 1e-5)) > 0  # type: ignore[arg-type]
+    expected = {
+        "young": young_interval(100.0, 1e-5),
+        "daly": daly_interval(100.0, 1e-5),
+        "time-optimal": time_optimal_interval(100.0, 1e-5),
+        "energy-optimal": energy_optimal_interval(100.0, 50.0, 1e-5, 400.0, 300.0, 350.0),
+    }
+    for rule, want in expected.items():
+        got = interval(rule, 100.0, 50.0, 1e-5, 400.0, 300.0, 350.0)  # type: ignore[arg-type]
+        assert float(got) == float(want)
+    assert len(set(map(float, expected.values()))) == 4
     with pytest.raises(ValueError, match="unknown interval rule"):
         interval("weekly", 100.0, 50.0, 1e-5)  # type: ignore[arg-type]

@@ -7,6 +7,7 @@ command with one line that names the flag and what would be valid.
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -30,14 +31,39 @@ def unit_type(parse: Callable[[str], float], *, allow_zero: bool = False) -> Cal
     return convert
 
 
-def positive_int(text: str) -> int:
-    """An integer ``>= 1`` (process and node counts)."""
+MAX_COUNT = 10**9
+
+
+def _int_in(text: str, low: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer: give e.g. 4") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 1")
+    if not low <= value <= MAX_COUNT:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} must be an integer from {low} to {MAX_COUNT:.0e}"
+        )
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An integer from 1 to 10⁹ (process, node and unit counts)."""
+    return _int_in(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """An integer from 0 to 10⁹ (random seeds)."""
+    return _int_in(text, 0)
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0 without a unit (dimensionless parameters such as a Weibull shape)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number: give e.g. 0.7") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number > 0")
     return value
 
 
@@ -119,12 +145,16 @@ def scenario_from_args(ns: argparse.Namespace) -> Inputs:
     """Load the profile and build the :class:`Scenario` from parsed flags."""
     if ns.mtbf is not None:
         rate = ns.nodes / ns.mtbf
+        if not math.isfinite(rate):
+            raise ValueError(f"--mtbf {ns.mtbf:g} s is too short to be a failure rate")
         mtbf_text = (
             f"{units.format_duration(1 / rate)} (job: {ns.nodes} node(s) × "
             f"{units.format_duration(ns.mtbf)})"
         )
     else:
         rate = 1.0 / ns.job_mtbf
+        if not math.isfinite(rate):
+            raise ValueError(f"--job-mtbf {ns.job_mtbf:g} s is too short to be a failure rate")
         mtbf_text = f"{units.format_duration(ns.job_mtbf)} (job)"
     scenario = Scenario(
         ckpt_size=ns.ckpt_size,

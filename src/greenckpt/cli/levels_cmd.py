@@ -20,7 +20,6 @@ subset) come from a small TOML file, quantities with units::
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import tomllib
 from pathlib import Path
@@ -37,6 +36,8 @@ from greenckpt.model import (
     fti_schedule,
     optimize_multilevel,
 )
+from greenckpt.optimize.profile import POWER_SOURCES
+from greenckpt.report.jsonout import dumps
 
 
 def register(sub: Any) -> None:
@@ -76,15 +77,24 @@ def _quantity(table: dict[str, Any], key: str, where: str, parse: Any) -> float:
         raise ValueError(f"{where}.{key}: {exc}") from None
 
 
-def load_levels(path: str) -> tuple[list[Level], float]:
-    """Read the levels and the application power from a TOML file (errors name the field)."""
+def load_levels(path: str) -> tuple[list[Level], float, str]:
+    """Read the levels, the application power and the powers' source from a TOML file
+    (errors name the field)."""
     try:
         doc = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise ValueError(f"cannot read levels file {path!r}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"levels file {path!r} is not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: not valid TOML ({exc})") from None
     app_power = _quantity(doc, "app_power", path, units.parse_power)
+    source = doc.get("power_source")
+    if source not in POWER_SOURCES:
+        raise ValueError(
+            f"{path}.power_source: say where the powers come from: one of "
+            f"{', '.join(POWER_SOURCES)}, got {source!r}"
+        )
     raw = doc.get("level")
     if not isinstance(raw, list) or not raw:
         raise ValueError(f"{path}: give at least one [[level]] table")
@@ -107,7 +117,7 @@ def load_levels(path: str) -> tuple[list[Level], float]:
                 restart_power=_quantity(table, "restart_power", where, units.parse_power),
             )
         )
-    return levels, app_power
+    return levels, app_power, str(source)
 
 
 def _intervals(text: str, n_levels: int) -> list[float]:
@@ -141,7 +151,16 @@ def _summary(
 
 def run(ns: argparse.Namespace) -> int:
     """Execute ``greenckpt levels``."""
-    levels, app_power = load_levels(ns.config)
+    levels, app_power, source = load_levels(ns.config)
+    total_rate = sum(lv.rate for lv in levels)
+    slowest = max(levels, key=lambda lv: max(lv.ckpt_time, lv.restart_time))
+    if total_rate * max(slowest.ckpt_time, slowest.restart_time) >= 1.0:
+        raise ValueError(
+            f"failures of all levels together come every {units.format_duration(1 / total_rate)} "
+            f"on average, but {slowest.name} takes "
+            f"{units.format_duration(max(slowest.ckpt_time, slowest.restart_time))} to checkpoint "
+            "or restart: no schedule makes progress; check the mtbf values"
+        )
     try:
         quantum = units.parse_duration(ns.quantum)
     except units.UnitError as exc:
@@ -155,18 +174,19 @@ def run(ns: argparse.Namespace) -> int:
     results.append(("optimised", best.expectation, list(best.intervals)))
     if ns.json:
         doc = {
-            "energy_figures": "modelled expectations from the given powers",
+            "power_source": source,
+            "energy_figures": f"modelled expectations from the file's {source} powers",
             "levels": [lv.__dict__ for lv in levels],
             "app_power_W": app_power,
             "objective": ns.objective,
             "results": {name: _summary(levels, e, iv) for name, e, iv in results},
         }
-        print(json.dumps(doc, indent=2))
+        print(dumps(doc))
         return 0
     console = make_console()
     table = Table(
-        title=f"Multilevel checkpointing, optimised for {ns.objective} (exact model; energy "
-        "modelled from the given powers)",
+        title=f"Multilevel checkpointing, optimised for {ns.objective} (exact model; EPE "
+        f"modelled from the file's {source} powers)",
         title_justify="left",
     )
     table.add_column("schedule")

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from rich.console import Console
 
 from greenckpt.cli.args import Inputs, add_scenario_arguments, scenario_from_args
 from greenckpt.optimize import pareto_front, plan
+from greenckpt.report.jsonout import dumps
 from greenckpt.report.plan_report import plan_tables, plan_to_dict, power_source
 from greenckpt.units import format_duration, format_power, format_size
 
@@ -75,7 +75,7 @@ def run(ns: argparse.Namespace) -> int:
                 }
                 for f in front
             ]
-        print(json.dumps(doc, indent=2))
+        print(dumps(doc))
         return 0
     console = make_console()
     header(inputs, console)

@@ -5,7 +5,7 @@ printed next to the analytic model so the two can be compared state by state.
 from __future__ import annotations
 
 import argparse
-import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +13,18 @@ import numpy as np
 from rich.table import Table
 
 from greenckpt import units
-from greenckpt.cli.args import add_scenario_arguments, positive_int, scenario_from_args, unit_type
+from greenckpt.cli.args import (
+    add_scenario_arguments,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    scenario_from_args,
+    unit_type,
+)
 from greenckpt.cli.plan_cmd import header, make_console
 from greenckpt.model import epe, sojourn_times
 from greenckpt.optimize import Choice, plan
+from greenckpt.report.jsonout import dumps
 from greenckpt.report.plan_report import power_source
 from greenckpt.sim import (
     Estimate,
@@ -45,7 +53,9 @@ def register(sub: Any) -> None:
         default=1_000_000,
         help="basic units to simulate per configuration (default 1000000)",
     )
-    p.add_argument("--seed", type=int, default=1, help="random seed (default 1; runs repeat)")
+    p.add_argument(
+        "--seed", type=non_negative_int, default=1, help="random seed (default 1; runs repeat)"
+    )
     p.add_argument(
         "--failures",
         choices=("exponential", "weibull"),
@@ -54,7 +64,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--weibull-shape",
-        type=unit_type(units.parse_fraction),
+        type=positive_float,
         default=0.7,
         help="Weibull shape k (default 0.7; k < 1: failures cluster; k = 1: exponential)",
     )
@@ -77,6 +87,8 @@ def _read_trace(path: str) -> Trace:
         lines = Path(path).read_text(encoding="utf-8").split()
     except OSError as exc:
         raise ValueError(f"cannot read trace file {path!r}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"trace file {path!r} is not UTF-8 text") from None
     try:
         times = [float(x) for x in lines]
     except ValueError:
@@ -92,8 +104,6 @@ def _process(ns: argparse.Namespace, rate: float) -> tuple[FailureProcess, str]:
     if ns.trace:
         return _read_trace(ns.trace), f"replayed trace {ns.trace}"
     if ns.failures == "weibull":
-        if ns.weibull_shape <= 0:
-            raise ValueError("--weibull-shape must be > 0, e.g. 0.7")
         return Weibull(ns.weibull_shape, 1.0 / rate), f"Weibull (shape {ns.weibull_shape:g})"
     return Exponential(rate), "exponential"
 
@@ -118,27 +128,43 @@ def _simulate(
 def _rows(
     c: Choice, sim: SimResult, rate: float, app_power: float
 ) -> list[tuple[str, float, float, Estimate]]:
-    """(quantity, exact model, paper's printed model, simulated) for one configuration."""
-    paper = sojourn_times(c.T_A, c.T_C, c.T_R, rate, form="saito2013")
-    paper_epe = float(
-        epe(c.T_A, c.T_C, c.T_R, rate, app_power, c.write.power, c.read.power, form="saito2013")
-    )
+    """(quantity, exact model, paper's printed model, simulated) for one configuration.
+
+    Both model columns are computed here, whatever ``--form`` the planner used, so the exact
+    column is always the one the simulation is compared with.
+    """
+    args = (c.T_A, c.T_C, c.T_R, rate)
+    powers = (app_power, c.write.power, c.read.power)
+    exact = sojourn_times(*args, form="exact")
+    paper = sojourn_times(*args, form="saito2013")
     return [
-        ("compute s/unit", float(c.times.A), float(paper.A), sim.A),
-        ("checkpoint s/unit", float(c.times.C), float(paper.C), sim.C),
-        ("restart s/unit", float(c.times.R), float(paper.R), sim.R),
-        ("total s/unit", float(c.times.total), float(paper.total), sim.total),
-        ("EPE W", c.epe, paper_epe, sim.epe),
+        ("compute s/unit", float(exact.A), float(paper.A), sim.A),
+        ("checkpoint s/unit", float(exact.C), float(paper.C), sim.C),
+        ("restart s/unit", float(exact.R), float(paper.R), sim.R),
+        ("total s/unit", float(exact.total), float(paper.total), sim.total),
+        (
+            "EPE W",
+            float(epe(*args, *powers)),
+            float(epe(*args, *powers, form="saito2013")),
+            sim.epe,
+        ),
     ]
 
 
 def _z(est: Estimate, model: float) -> float:
-    """Distance of the simulated mean from the model in standard errors."""
-    return (est.mean - model) / est.stderr if est.stderr > 0 else 0.0
+    """Distance of the simulated mean from the model in standard errors (NaN when the
+    simulation gave no usable spread: no sample, or a state no failure reached)."""
+    if not (math.isfinite(est.stderr) and est.stderr > 0):
+        return math.nan
+    return (est.mean - model) / est.stderr
 
 
 def run(ns: argparse.Namespace) -> int:
     """Execute ``greenckpt simulate``."""
+    if not 0 < ns.confidence < 1:
+        raise ValueError(
+            f"--confidence must be between 0% and 100% (exclusive), got {ns.confidence:.4g}"
+        )
     inputs = scenario_from_args(ns)
     scn = inputs.scenario
     result = plan(inputs.profile, scn)
@@ -147,7 +173,7 @@ def run(ns: argparse.Namespace) -> int:
         (b.name, b.choice) for b in result.baselines if b.choice is not None
     ]
     sims = [(name, c, _simulate(c, scn.app_power, process, ns)) for name, c in configs]
-    src = power_source(result)
+    src = power_source(result, [p for _, c, _ in sims for p in (c.write, c.read)])
     model_note = (
         "the model assumes exponential failures; other processes are expected to differ"
         if process_text != "exponential"
@@ -177,7 +203,7 @@ def run(ns: argparse.Namespace) -> int:
                     "z": _z(est, exact),
                 }
             doc["configurations"].append(entry)
-        print(json.dumps(doc, indent=2))
+        print(dumps(doc))
         return 0
     console = make_console()
     header(inputs, console)
@@ -209,7 +235,7 @@ def run(ns: argparse.Namespace) -> int:
                 f"{paper:.6g}",
                 f"{est.mean:.6g}",
                 f"[{est.ci_low:.6g}, {est.ci_high:.6g}]",
-                f"{_z(est, exact):+.2f}",
+                "—" if math.isnan(_z(est, exact)) else f"{_z(est, exact):+.2f}",
             )
         console.print(table)
     return 0

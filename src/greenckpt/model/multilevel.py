@@ -231,7 +231,7 @@ def _period_costs(levels: Sequence[Level], work: FloatArray, level: IntArray) ->
             V[key] = acc / stay
         return V[key]
 
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         for k in range(N):
             lk = int(level[k])
             t = work[:, k]

@@ -40,6 +40,9 @@ from greenckpt.model import (
 )
 from greenckpt.optimize.profile import Profile, ProfileError, ProfilePoint
 
+MIN_RATE = 1e-15
+"""Smallest failure rate (1/s) planned for: intervals scale as 1/√λ and overflow beyond it."""
+
 
 class PlanError(ValueError):
     """The inputs cannot give a plan; the message says which value and what would be valid."""
@@ -77,6 +80,11 @@ class Scenario:
             if not math.isfinite(value) or value < 0 or (strict and value == 0):
                 bound = "> 0" if strict else ">= 0"
                 raise PlanError(f"{name} must be a finite number {bound}, got {value!r}")
+        if self.rate < MIN_RATE:
+            raise PlanError(
+                f"the job's MTBF ({1 / self.rate:.3g} s) is beyond the model's range: give an "
+                f"MTBF of at most {1 / MIN_RATE:.0e} s (about 30 million years)"
+            )
         if self.app_processes is not None and self.app_processes < 1:
             raise PlanError(f"app_processes must be >= 1, got {self.app_processes}")
         if self.nodes < 1:
@@ -341,10 +349,15 @@ def _baseline_point(
     if governed:
         return governed[0], f"measured under the {name} governor"
     fixed = [p for p in pts if p.frequency is not None]
-    if name == "ondemand" or not fixed:
+    if name == "ondemand":
         return None, (
-            f"no {op} points measured under the {name} governor at {n} I/O processes; "
-            f"{name} adapts to load and cannot be inferred from fixed-frequency points"
+            f"no {op} points measured under the ondemand governor at {n} I/O processes; "
+            "ondemand adapts to load and cannot be inferred from fixed-frequency points"
+        )
+    if not fixed:
+        return None, (
+            f"no {op} points measured under the {name} governor or at fixed frequencies at "
+            f"{n} I/O processes"
         )
     pick = max if name == "performance" else min
     p = pick(fixed, key=lambda q: q.frequency or 0.0)

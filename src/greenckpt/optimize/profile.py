@@ -33,6 +33,8 @@ PowerSource = Literal["measured", "estimated", "synthetic"]
 OPERATIONS: tuple[Operation, ...] = ("write", "read")
 POWER_SOURCES: tuple[PowerSource, ...] = ("measured", "estimated", "synthetic")
 GOVERNORS = ("performance", "powersave", "ondemand", "schedutil", "conservative", "userspace")
+"""The Linux cpufreq governors a point can be measured under (a typo would silently make a
+baseline unevaluable, so unknown names are refused)."""
 
 
 class ProfileError(ValueError):
@@ -145,8 +147,10 @@ def _point_from_json(obj: Any, path: str) -> ProfilePoint:
         raise ProfileError(f"{path}.processes: expected an integer >= 1, got {processes!r}")
     frequency = None if obj.get("frequency_hz") is None else _number(obj, "frequency_hz", path)
     governor = obj.get("governor")
-    if governor is not None and not (isinstance(governor, str) and governor):
-        raise ProfileError(f"{path}.governor: expected a governor name, got {governor!r}")
+    if governor is not None and governor not in GOVERNORS:
+        raise ProfileError(
+            f"{path}.governor: expected one of {', '.join(GOVERNORS)} or null, got {governor!r}"
+        )
     if (frequency is None) == (governor is None):
         raise ProfileError(
             f"{path}: give exactly one of frequency_hz (a fixed CPU frequency) and governor"
@@ -242,12 +246,16 @@ def load_profile(path: str | Path) -> Profile:
         raise ProfileError(f"profile file {str(p)!r} does not exist") from None
     except OSError as exc:
         raise ProfileError(f"cannot read profile file {str(p)!r}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ProfileError(f"{p}: not a UTF-8 text file (is it a profile?)") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ProfileError(
             f"{p}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
         ) from None
+    except RecursionError:
+        raise ProfileError(f"{p}: JSON nested too deeply to be a profile") from None
     try:
         return profile_from_json(data)
     except ProfileError as exc:

@@ -8,6 +8,7 @@ application power, and say so.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from rich import box
@@ -25,13 +26,18 @@ from greenckpt.units import (
 )
 
 
-def power_source(plan: Plan) -> str:
-    """One word for the provenance of the profile's power figures."""
-    if plan.synthetic or "synthetic" in plan.power_sources:
+def power_source(plan: Plan, points: Iterable[ProfilePoint] | None = None) -> str:
+    """Provenance of the powers behind a figure: ``synthetic`` for a synthetic profile, else
+    the sources of ``points`` (default: the chosen checkpoint and restart points), e.g.
+    ``measured`` or ``estimated+measured``."""
+    if plan.synthetic:
         return "synthetic"
-    if "estimated" in plan.power_sources:
-        return "estimated"
-    return "measured"
+    pts = (plan.best.write, plan.best.read) if points is None else points
+    return "+".join(sorted({p.power_source for p in pts}))
+
+
+def _baseline_points(plan: Plan) -> list[ProfilePoint]:
+    return [p for b in plan.baselines if b.choice for p in (b.choice.write, b.choice.read)]
 
 
 def _point_dict(p: ProfilePoint) -> dict[str, Any]:
@@ -93,6 +99,7 @@ def plan_to_dict(plan: Plan, *, profile_path: str | None = None) -> dict[str, An
         entry: dict[str, Any] = {"name": b.name, "how": b.how, "evaluable": b.choice is not None}
         if b.choice is not None:
             entry.update(choice_dict(b.choice))
+            entry["power_source"] = power_source(plan, (b.choice.write, b.choice.read))
             s = plan.savings(b)
             assert s is not None
             entry["savings"] = {
@@ -166,7 +173,8 @@ def plan_tables(plan: Plan) -> list[Table]:
         exp.add_row(f"expected energy per node (modelled, {src})", format_energy(w * c.epe))
     base = Table(
         title=f"Against the stock governors at {plan.app_processes} I/O processes, "
-        f"{plan.scenario.baseline_interval} interval ({src} power)",
+        f"{plan.scenario.baseline_interval} interval "
+        f"({power_source(plan, _baseline_points(plan)) or 'no'} power)",
         title_justify="left",
         caption="saved: (baseline − plan)/baseline, positive when the plan uses less",
         caption_justify="left",
