@@ -1,0 +1,1 @@
+"""Tests of the platform layer (fake sysfs/proc trees; synthetic, no hardware needed)."""
