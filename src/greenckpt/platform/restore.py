@@ -1,0 +1,845 @@
+"""Guaranteed restoration of a node's frequency, governor and C-state settings.
+
+Why: greenckpt changes node-wide kernel settings (cpufreq governor and limits, cpuidle disable
+flags) that outlive the process. A job that dies leaving its node pinned at 1.2 GHz, or with deep
+C-states disabled, wastes energy or performance for every later job, silently. So, following
+GEOPM's save files, every change goes through :class:`NodeSettings`, which:
+
+1. **refuses to start** while a state file from an earlier session exists: that file may be the
+   only record of the node's original settings, and it is never overwritten;
+2. **saves before changing**: before the first write it reads the original value of every
+   attribute it is about to change and writes them to a JSON state file, atomically (temporary
+   file, ``fsync``, then a hard link/rename into place, then ``fsync`` of the directory), so a
+   crash at any instant leaves either no file (nothing changed yet) or a complete one;
+3. **restores** on normal exit, on exception and on SIGTERM/SIGINT/SIGHUP (handlers installed in
+   the main thread restore, put the previous handlers back, then re-deliver the signal so the
+   process ends with the conventional status, or the previous Python handler runs);
+4. after SIGKILL, a power-cut-free crash or an OOM kill, :func:`restore_from_state_file` (called
+   by the next start of greenckpt after :func:`pending_state` reports a file) puts the original
+   values back from the state file and removes it.
+
+Restore order (per cpufreq policy, then the cpuidle flags), reading current values first and
+writing only what differs:
+
+1. **governor** first: switching governors can have side effects on the other attributes
+   (the userspace governor re-targets, intel_pstate re-applies its limits and EPP), so the
+   explicit limits written afterwards win;
+2. **limits** in the safe order computed from the *current* values
+   (:func:`~greenckpt.platform.cpufreq.limit_writes`): if the original minimum is above the
+   current maximum, write the maximum first, otherwise the minimum first. So "max before min" when
+   the limits go up and "min before max" when they go down, and min ≤ max holds after every write
+   (old kernels refuse anything else with EINVAL);
+3. **scaling_setspeed** (only if the original governor was userspace): it needs the userspace
+   governor in place and is clamped by the limits, so it comes last;
+4. **energy_performance_preference** where the driver has one and it differs (switching the
+   governor can change it);
+5. **cpuidle disable flags**, which are independent of the above.
+
+Values are saved and written back as the raw sysfs text (kHz, governor names, 0/1) — no unit
+conversion round trip — so a restored tree is byte-for-byte the original.
+
+Default state file location (:func:`default_state_file`): the file must live exactly as long as
+the kernel settings it describes, and be node-local:
+
+* running as root: ``/run/greenckpt/node-state.json`` — one node-wide record that every root
+  session sees (settings are node-wide), on a tmpfs that a reboot clears together with the
+  settings;
+* otherwise ``$XDG_RUNTIME_DIR/greenckpt/node-state.json`` (per user, tmpfs, node-local);
+* otherwise ``$XDG_CACHE_HOME`` (or ``~/.cache``) ``/greenckpt/node-state-<host>.json``: the host
+  name is in the file name because home directories are often shared between cluster nodes, and
+  because this location survives reboots the file records the kernel's boot id — a file from an
+  earlier boot is stale (the reboot already reset the settings) and is discarded, not applied.
+
+A root other than ``/`` (a fake tree) gets ``node-state-<hash of the root>.json`` in the same
+directory, so tests and real sessions never share a record. Tests pass an explicit path.
+
+Only one session may hold a node at a time: the state file is created with a hard link, which
+fails if the file exists, so two sessions racing to their first change cannot both win.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import json
+import os
+import re
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any, Self
+
+from greenckpt.platform.cpufreq import (
+    CPU_DIR,
+    CPUFREQ_DIR,
+    USERSPACE,
+    CpufreqController,
+    CpufreqPlan,
+    CpufreqResult,
+    Method,
+    SysfsWrite,
+    limit_writes,
+    write_attributes,
+)
+from greenckpt.platform.cpuidle import CpuDmaLatency, CpuidleController, CstatePlan, CstateResult
+from greenckpt.platform.root import PlatformError, SysRoot
+
+__all__ = [
+    "DEFAULT_SIGNALS",
+    "STATE_FORMAT",
+    "NodeSettings",
+    "PendingState",
+    "RestoreReport",
+    "default_state_file",
+    "pending_state",
+    "restore_from_state_file",
+]
+
+STATE_FORMAT = "greenckpt-node-state"
+STATE_VERSION = 1
+BOOT_ID = "proc/sys/kernel/random/boot_id"
+"""Read through the root, so a fake tree can carry its own boot id."""
+
+DEFAULT_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+"""Signals after which the node is restored: batch systems send SIGTERM before SIGKILL, users
+press Ctrl-C, a lost terminal sends SIGHUP."""
+
+_RESTORE_HINT = "greenckpt.platform.restore.restore_from_state_file()"
+
+_POLICY_KEY = re.compile(r"policy\d+")
+_IDLE_KEY = re.compile(rf"{CPU_DIR}/cpu\d+/cpuidle/state\d+/disable")
+_WORD = re.compile(r"[A-Za-z0-9_\-]+")
+_DIGITS = re.compile(r"\d+")
+_HOST_SAFE = re.compile(r"[^A-Za-z0-9_.\-]")
+_LIMIT_KEYS = ("scaling_governor", "scaling_min_freq", "scaling_max_freq")
+
+_Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
+
+
+# --------------------------------------------------------------------------------------------
+# State file location and I/O
+# --------------------------------------------------------------------------------------------
+
+
+def default_state_file(
+    root: SysRoot | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    euid: int | None = None,
+) -> Path:
+    """Where a session on ``root`` keeps its state file (see the module docstring for why)."""
+    env = os.environ if environ is None else environ
+    uid = os.geteuid() if euid is None else euid
+    name = "node-state.json"
+    if uid == 0:
+        base = Path("/run/greenckpt")
+    elif env.get("XDG_RUNTIME_DIR"):
+        base = Path(env["XDG_RUNTIME_DIR"]) / "greenckpt"
+    else:
+        cache = env.get("XDG_CACHE_HOME") or str(Path(env.get("HOME", "~")) / ".cache")
+        base = Path(cache).expanduser() / "greenckpt"
+        name = f"node-state-{_HOST_SAFE.sub('_', socket.gethostname()) or 'host'}.json"
+    chosen = root if root is not None else SysRoot.default()
+    if not chosen.is_real:
+        digest = hashlib.sha256(str(chosen.path.resolve()).encode()).hexdigest()[:12]
+        name = name.removesuffix(".json") + f"-{digest}.json"
+    return base / name
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_state_file(path: Path, doc: Mapping[str, Any], *, exclusive: bool) -> None:
+    """Atomically publish ``doc`` at ``path``: temp file + fsync + link/rename + dir fsync.
+
+    ``exclusive`` (the first save of a session) publishes with a hard link, which fails when the
+    file exists: another session's record is never replaced.
+    """
+    data = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode("utf-8")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise PlatformError(
+            f"cannot create the state file directory {path.parent}: {exc.strerror or exc}"
+        ) from exc
+    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if not exclusive:
+            os.replace(tmp, path)
+        else:
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                raise PlatformError(
+                    f"state file {path} appeared: another greenckpt session is changing this "
+                    "node's settings; nothing was changed by this one"
+                ) from None
+            except OSError as exc:  # no hard links on this file system: check, then rename
+                if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV):
+                    raise
+                if path.exists():
+                    raise PlatformError(
+                        f"state file {path} appeared: another greenckpt session is changing "
+                        "this node's settings; nothing was changed by this one"
+                    ) from None
+                os.rename(tmp, path)
+    except PlatformError:
+        raise
+    except OSError as exc:
+        raise PlatformError(
+            f"cannot write the state file {path}: {exc.strerror or exc}; nothing was changed"
+        ) from exc
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+    _fsync_dir(path.parent)
+
+
+def _remove_state_file(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    _fsync_dir(path.parent)
+
+
+def _check_doc(doc: object, path: Path) -> dict[str, Any]:
+    """Validate a state document strictly: it tells a root process which files to write."""
+
+    def bad(why: str) -> PlatformError:
+        return PlatformError(
+            f"state file {path} is not a valid greenckpt node state ({why}); inspect it and "
+            "restore the settings by hand, then remove it"
+        )
+
+    if not isinstance(doc, dict):
+        raise bad("not a JSON object")
+    if doc.get("format") != STATE_FORMAT or doc.get("format_version") != STATE_VERSION:
+        raise bad(f"format must be {STATE_FORMAT!r} version {STATE_VERSION}")
+    for key, kinds in (("pid", int), ("host", str), ("root", str), ("created", str)):
+        if not isinstance(doc.get(key), kinds):
+            raise bad(f"{key!r} missing or of the wrong type")
+    for key in ("boot_id", "process_start"):
+        if doc.get(key) is not None and not isinstance(doc[key], str | int):
+            raise bad(f"{key!r} of the wrong type")
+    cpufreq = doc.get("cpufreq")
+    cpuidle = doc.get("cpuidle")
+    if not isinstance(cpufreq, dict) or not isinstance(cpuidle, dict):
+        raise bad("'cpufreq' and 'cpuidle' must be objects")
+    for name, attrs in cpufreq.items():
+        if not _POLICY_KEY.fullmatch(name) or not isinstance(attrs, dict):
+            raise bad(f"bad cpufreq entry {name!r}")
+        gov, lo, hi = (attrs.get(k) for k in _LIMIT_KEYS)
+        if not (isinstance(gov, str) and _WORD.fullmatch(gov)):
+            raise bad(f"{name}: bad scaling_governor")
+        if not (isinstance(lo, str) and isinstance(hi, str)):
+            raise bad(f"{name}: bad limits")
+        if not (_DIGITS.fullmatch(lo) and _DIGITS.fullmatch(hi)) or int(lo) > int(hi):
+            raise bad(f"{name}: bad limits {lo!r}..{hi!r}")
+        speed, epp = attrs.get("scaling_setspeed"), attrs.get("energy_performance_preference")
+        if speed is not None and not (isinstance(speed, str) and _DIGITS.fullmatch(speed)):
+            raise bad(f"{name}: bad scaling_setspeed")
+        if epp is not None and not (isinstance(epp, str) and _WORD.fullmatch(epp)):
+            raise bad(f"{name}: bad energy_performance_preference")
+    for key, value in cpuidle.items():
+        if not _IDLE_KEY.fullmatch(key) or value not in ("0", "1"):
+            raise bad(f"bad cpuidle entry {key!r}")
+    return doc
+
+
+def _load_state_file(path: Path) -> dict[str, Any] | None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PlatformError(f"cannot read the state file {path}: {exc}") from exc
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PlatformError(
+            f"state file {path} is not valid JSON ({exc.msg} at line {exc.lineno}); inspect it "
+            "and restore the settings by hand, then remove it"
+        ) from exc
+    return _check_doc(doc, path)
+
+
+# --------------------------------------------------------------------------------------------
+# Process identity
+# --------------------------------------------------------------------------------------------
+
+
+def _process_start(pid: int) -> int | None:
+    """Start time of ``pid`` in clock ticks since boot (with the boot id, a process identity)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
+        fields = stat.rsplit(")", 1)[1].split()
+        return int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _process_alive(pid: int, start: int | None) -> bool:
+    """True when ``pid`` runs (not a zombie) and, where known, started at ``start``."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    except OSError:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return True  # no /proc: trust kill(0)
+    fields = stat.rsplit(")", 1)[1].split()
+    if fields and fields[0] in ("Z", "X"):
+        return False
+    return start is None or _process_start(pid) == start
+
+
+def _boot_id(root: SysRoot) -> str | None:
+    return root.read_or_none(BOOT_ID)
+
+
+# --------------------------------------------------------------------------------------------
+# Pending state and restoration
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PendingState:
+    """A state file left by a session that did not restore (crash, SIGKILL) or still runs."""
+
+    path: Path
+    host: str
+    pid: int
+    created: str
+    root: str
+    same_boot: bool
+    """False when the node rebooted since: the kernel already reset the settings."""
+    alive: bool
+    """True when the session that wrote it still runs (then it restores by itself)."""
+    policies: tuple[str, ...]
+    cstates: int
+    """Number of saved cpuidle disable flags."""
+
+    def describe(self) -> str:
+        """One line saying what the file is and what to do about it."""
+        who = f"greenckpt session pid {self.pid} on {self.host}, started {self.created}"
+        n, m = len(self.policies), self.cstates
+        policies = f"{n} cpufreq polic{'y' if n == 1 else 'ies'}"
+        saved = f"{policies} and {m} C-state flag{'' if m == 1 else 's'}"
+        if self.alive and self.pid != os.getpid():
+            return (
+                f"another {who} is changing this node's settings (state file {self.path}); "
+                "wait for it to end"
+            )
+        if not self.same_boot:
+            return (
+                f"state file {self.path} from {who} predates the last reboot (settings already "
+                f"reset); {_RESTORE_HINT} discards it"
+            )
+        return (
+            f"the original node settings ({saved}) saved by {who} were never restored: "
+            f"state file {self.path}; call {_RESTORE_HINT} before starting a new session"
+        )
+
+
+@dataclass(frozen=True)
+class RestoreReport:
+    """What a restoration wrote, what failed, and whether the record was stale."""
+
+    written: tuple[SysfsWrite, ...] = ()
+    failures: tuple[str, ...] = ()
+    stale: bool = False
+    """The state file predated the last reboot and was discarded without writing."""
+    state_file: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when every saved attribute is back (or there was nothing to restore)."""
+        return not self.failures
+
+
+def _pending_from_doc(path: Path, doc: Mapping[str, Any], root: SysRoot) -> PendingState:
+    same_boot = doc.get("boot_id") == _boot_id(root)
+    start = doc.get("process_start")
+    alive = (
+        same_boot
+        and doc["host"] == socket.gethostname()
+        and _process_alive(int(doc["pid"]), start if isinstance(start, int) else None)
+    )
+    return PendingState(
+        path=path,
+        host=str(doc["host"]),
+        pid=int(doc["pid"]),
+        created=str(doc["created"]),
+        root=str(doc["root"]),
+        same_boot=same_boot,
+        alive=alive,
+        policies=tuple(sorted(doc["cpufreq"], key=lambda n: int(n[6:]))),
+        cstates=len(doc["cpuidle"]),
+    )
+
+
+def pending_state(
+    root: SysRoot | None = None, path: str | os.PathLike[str] | None = None
+) -> PendingState | None:
+    """The state file left for ``root`` (None when there is none): call at every start.
+
+    Raises PlatformError when the file exists but is unreadable or malformed.
+    """
+    chosen = root if root is not None else SysRoot.default()
+    state_path = Path(path) if path is not None else default_state_file(chosen)
+    doc = _load_state_file(state_path)
+    if doc is None:
+        return None
+    return _pending_from_doc(state_path, doc, chosen)
+
+
+def _restore_policy(
+    root: SysRoot, name: str, saved: Mapping[str, str | None], written: list[SysfsWrite]
+) -> None:
+    """Put one policy back in the documented order, writing only what differs."""
+    path = f"{CPUFREQ_DIR}/{name}"
+    what = "the cpufreq files"
+
+    def current(attr: str) -> str:
+        try:
+            return root.read(f"{path}/{attr}")
+        except OSError as exc:
+            raise PlatformError(f"cannot read {root / path}/{attr}: {exc}") from exc
+
+    gov = str(saved["scaling_governor"])
+    if current("scaling_governor") != gov:
+        written += write_attributes(root, [SysfsWrite(f"{path}/scaling_governor", gov)], what=what)
+    try:
+        cur_min, cur_max = int(current("scaling_min_freq")), int(current("scaling_max_freq"))
+    except ValueError as exc:
+        raise PlatformError(f"{root / path}: unreadable limits") from exc
+    new_min, new_max = int(str(saved["scaling_min_freq"])), int(str(saved["scaling_max_freq"]))
+    written += write_attributes(
+        root, limit_writes(path, cur_min, cur_max, new_min, new_max), what=what
+    )
+    speed = saved.get("scaling_setspeed")
+    if speed is not None and current("scaling_setspeed") != speed:
+        written += write_attributes(
+            root, [SysfsWrite(f"{path}/scaling_setspeed", speed)], what=what
+        )
+    epp = saved.get("energy_performance_preference")
+    epp_path = f"{path}/energy_performance_preference"
+    if epp is not None and root.read_or_none(epp_path) != epp:
+        written += write_attributes(root, [SysfsWrite(epp_path, epp)], what=what)
+
+
+def _restore_saved(
+    root: SysRoot, cpufreq: Mapping[str, Mapping[str, str | None]], cpuidle: Mapping[str, str]
+) -> RestoreReport:
+    """Restore every saved attribute; go on after a failure and report them all."""
+    written: list[SysfsWrite] = []
+    failures: list[str] = []
+    for name in sorted(cpufreq, key=lambda n: int(n[6:])):
+        try:
+            _restore_policy(root, name, cpufreq[name], written)
+        except PlatformError as exc:
+            failures.append(str(exc))
+    for rel in sorted(cpuidle, key=_idle_sort_key):
+        try:
+            now = root.read_or_none(rel)
+            if now is None:
+                raise PlatformError(f"cannot read {root / rel}")
+            if now != cpuidle[rel]:
+                written += write_attributes(
+                    root, [SysfsWrite(rel, cpuidle[rel])], what="the cpuidle files"
+                )
+        except PlatformError as exc:
+            failures.append(str(exc))
+    return RestoreReport(tuple(written), tuple(failures))
+
+
+def _idle_sort_key(rel: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in re.findall(r"\d+", rel))
+
+
+def restore_from_state_file(
+    root: SysRoot | None = None,
+    path: str | os.PathLike[str] | None = None,
+    *,
+    force: bool = False,
+) -> RestoreReport:
+    """Put back the settings recorded in a state file (after a crash) and remove the file.
+
+    Nothing to do when the file does not exist. Refuses (PlatformError) when the file belongs
+    to another host or root, or to a session that is still running (it restores by itself;
+    ``force=True`` overrides, e.g. when that pid was reused by an unrelated process). A file from
+    before the last reboot is discarded without writing. When a write fails, the others are still
+    attempted, the file is kept for another try, and PlatformError lists the failures.
+    """
+    chosen = root if root is not None else SysRoot.default()
+    state_path = Path(path) if path is not None else default_state_file(chosen)
+    doc = _load_state_file(state_path)
+    if doc is None:
+        return RestoreReport()
+    pending = _pending_from_doc(state_path, doc, chosen)
+    if pending.host != socket.gethostname():
+        raise PlatformError(
+            f"state file {state_path} was written on host {pending.host}, not "
+            f"{socket.gethostname()}: restore it there"
+        )
+    if pending.root != str(chosen.path.resolve()):
+        raise PlatformError(
+            f"state file {state_path} records root {pending.root}, not {chosen.path.resolve()}"
+        )
+    if pending.alive and pending.pid != os.getpid() and not force:
+        raise PlatformError(pending.describe() + "; pass force=True only if it is not greenckpt")
+    if not pending.same_boot:
+        _remove_state_file(state_path)
+        return RestoreReport(stale=True, state_file=state_path)
+    report = _restore_saved(chosen, doc["cpufreq"], doc["cpuidle"])
+    if report.failures:
+        raise PlatformError(
+            f"could not restore every setting from {state_path} (kept for another try): "
+            + "; ".join(report.failures)
+        )
+    _remove_state_file(state_path)
+    return RestoreReport(report.written, (), False, state_path)
+
+
+# --------------------------------------------------------------------------------------------
+# The session
+# --------------------------------------------------------------------------------------------
+
+
+class NodeSettings:
+    """A session that changes node settings and always puts them back.
+
+    ::
+
+        with NodeSettings(root, state_file=path) as node:
+            node.set_frequency(1.2e9)
+            node.disable_cstates(deeper_than_s=10e-6)
+            ...  # checkpoint
+        # original governor, limits, setspeed and C-state flags are back here
+
+    Every change is validated first (nothing written on a bad request), then the originals of the
+    attributes it touches are added to the state file, then it is applied. :meth:`restore` puts
+    everything back mid-session (e.g. between checkpoint and compute phases). Use a session from
+    one thread; signal handlers are installed only when it is entered in the main thread (Python
+    delivers signals there), elsewhere restoration happens on exit and exception only.
+    """
+
+    def __init__(
+        self,
+        root: SysRoot | None = None,
+        state_file: str | os.PathLike[str] | None = None,
+        *,
+        signals: Iterable[int] = DEFAULT_SIGNALS,
+    ) -> None:
+        self.root = root if root is not None else SysRoot.default()
+        self.state_file = (
+            Path(state_file) if state_file is not None else default_state_file(self.root)
+        )
+        self.cpufreq = CpufreqController(self.root)
+        self.cpuidle = CpuidleController(self.root)
+        self._signals = tuple(signals)
+        self._previous: dict[int, _Handler] = {}
+        self._saved_cpufreq: dict[str, dict[str, str | None]] = {}
+        self._saved_cpuidle: dict[str, str] = {}
+        self._state_written = False
+        self._entered = False
+        self._closed_reason: str | None = None
+        self._defer_signals = 0
+        self._pending_signal: int | None = None
+        self._dma: CpuDmaLatency | None = None
+        self._created = ""
+
+    # context manager ---------------------------------------------------------------------------
+
+    def __enter__(self) -> Self:
+        if self._entered:
+            raise PlatformError("a NodeSettings session cannot be entered twice")
+        pending = pending_state(self.root, self.state_file)
+        if pending is not None:
+            raise PlatformError(pending.describe())
+        self._entered = True
+        self._created = datetime.now(UTC).isoformat(timespec="seconds")
+        self._install_handlers()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> RestoreReport:
+        """Restore everything, end the session, put the previous signal handlers back.
+
+        Raises PlatformError when something could not be restored (the state file is kept).
+        A signal that arrived while restoring is delivered afterwards.
+        """
+        try:
+            report = self._restore_now()
+        finally:
+            self._closed_reason = self._closed_reason or "the session has ended"
+            self._uninstall_handlers()
+        self._deliver_pending_signal()
+        if report.failures:
+            raise PlatformError(
+                f"could not restore every node setting (state file {self.state_file} kept): "
+                + "; ".join(report.failures)
+            )
+        return report
+
+    # changes -----------------------------------------------------------------------------------
+
+    def set_frequency(
+        self, hz: float, cpus: Iterable[int] | None = None, method: Method = "auto"
+    ) -> CpufreqResult:
+        """Request ``hz`` on ``cpus`` (all when None); see CpufreqController.plan_frequency."""
+        self._check_open()
+        return self._apply_cpufreq(self.cpufreq.plan_frequency(hz, cpus, method))
+
+    def set_governor(self, governor: str, cpus: Iterable[int] | None = None) -> CpufreqResult:
+        """Switch the governor of the policies covering ``cpus`` (all when None)."""
+        self._check_open()
+        return self._apply_cpufreq(self.cpufreq.plan_governor(governor, cpus))
+
+    def disable_cstates(
+        self,
+        *,
+        deeper_than_s: float | None = None,
+        names: Iterable[str] | None = None,
+        cpus: Iterable[int] | None = None,
+    ) -> CstateResult:
+        """Disable the C-states deeper than a latency and/or by name, on ``cpus`` (all)."""
+        self._check_open()
+        plan = self.cpuidle.plan_disable(deeper_than_s=deeper_than_s, names=names, cpus=cpus)
+        return self._apply_cstates(plan)
+
+    def enable_cstates(
+        self,
+        *,
+        deeper_than_s: float | None = None,
+        names: Iterable[str] | None = None,
+        cpus: Iterable[int] | None = None,
+    ) -> CstateResult:
+        """Enable the selected C-states (every state when no criterion is given)."""
+        self._check_open()
+        plan = self.cpuidle.plan_enable(deeper_than_s=deeper_than_s, names=names, cpus=cpus)
+        return self._apply_cstates(plan)
+
+    def hold_dma_latency(self, latency_s: float) -> None:
+        """Hold a ``/dev/cpu_dma_latency`` bound until the session ends (or the next call).
+
+        Nothing is saved for it: the kernel drops the request when the descriptor closes, which
+        also happens when the process is killed.
+        """
+        self._check_open()
+        new = CpuDmaLatency(latency_s, self.root)
+        new.open()
+        old, self._dma = self._dma, new
+        if old is not None:
+            old.close()
+
+    def restore(self) -> RestoreReport:
+        """Put every saved setting back now and keep the session open for further changes."""
+        self._check_open()
+        report = self._restore_now()
+        if report.failures:
+            raise PlatformError(
+                f"could not restore every node setting (state file {self.state_file} kept): "
+                + "; ".join(report.failures)
+            )
+        return report
+
+    # internals ---------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if not self._entered:
+            raise PlatformError("use NodeSettings as a context manager: 'with NodeSettings(...)'")
+        if self._closed_reason is not None:
+            raise PlatformError(
+                f"node settings were restored ({self._closed_reason}); this session makes no "
+                "further changes"
+            )
+
+    def _guard(self, _write: SysfsWrite) -> None:
+        """Runs before every write: a signal handler may have restored and closed the session."""
+        self._check_open()
+
+    def _apply_cpufreq(self, plan: CpufreqPlan) -> CpufreqResult:
+        touched = {w.path.rsplit("/", 1)[0] for w in plan.writes}
+        self._save(policies=[p.name for p in plan.policies if p.path in touched])
+        return self.cpufreq.apply(plan, before_each=self._guard)
+
+    def _apply_cstates(self, plan: CstatePlan) -> CstateResult:
+        self._save(idle_paths=[w.path for w in plan.writes])
+        return self.cpuidle.apply(plan, before_each=self._guard)
+
+    def _save(self, policies: Iterable[str] = (), idle_paths: Iterable[str] = ()) -> None:
+        """Record the originals not yet saved, then publish the state file before any write."""
+        new_cpufreq: dict[str, dict[str, str | None]] = {}
+        for name in policies:
+            if name not in self._saved_cpufreq:
+                new_cpufreq[name] = self._read_policy_originals(name)
+        new_cpuidle: dict[str, str] = {}
+        for rel in idle_paths:
+            if rel not in self._saved_cpuidle:
+                value = self.root.read_or_none(rel)
+                if value is None:
+                    raise PlatformError(f"cannot read {self.root / rel}; nothing was changed")
+                new_cpuidle[rel] = value
+        if not new_cpufreq and not new_cpuidle:
+            return
+        cpufreq = {**self._saved_cpufreq, **new_cpufreq}
+        cpuidle = {**self._saved_cpuidle, **new_cpuidle}
+        doc = self._document(cpufreq, cpuidle)
+        _check_doc(doc, self.state_file)
+        # The file on disk and the record in memory must change together: a signal handler
+        # that ran in between would restore from (or remove) an out-of-date record.
+        with self._signals_deferred():
+            _write_state_file(self.state_file, doc, exclusive=not self._state_written)
+            self._state_written = True
+            self._saved_cpufreq, self._saved_cpuidle = cpufreq, cpuidle
+        self._deliver_pending_signal()  # handled now, before any write of this change
+
+    def _read_policy_originals(self, name: str) -> dict[str, str | None]:
+        path = f"{CPUFREQ_DIR}/{name}"
+        originals: dict[str, str | None] = {}
+        for attr in _LIMIT_KEYS:
+            value = self.root.read_or_none(f"{path}/{attr}")
+            if value is None:
+                raise PlatformError(f"cannot read {self.root / path}/{attr}; nothing was changed")
+            originals[attr] = value
+        speed = self.root.read_or_none(f"{path}/scaling_setspeed")
+        is_userspace = originals["scaling_governor"] == USERSPACE
+        originals["scaling_setspeed"] = (
+            speed if is_userspace and speed and _DIGITS.fullmatch(speed) else None
+        )
+        originals["energy_performance_preference"] = self.root.read_or_none(
+            f"{path}/energy_performance_preference"
+        )
+        originals["scaling_driver"] = self.root.read_or_none(f"{path}/scaling_driver")
+        return originals
+
+    def _document(
+        self, cpufreq: Mapping[str, Mapping[str, str | None]], cpuidle: Mapping[str, str]
+    ) -> dict[str, Any]:
+        return {
+            "format": STATE_FORMAT,
+            "format_version": STATE_VERSION,
+            "note": (
+                "Original node settings saved by greenckpt before changing them. If this file "
+                f"exists, a session ended without restoring them: call {_RESTORE_HINT}."
+            ),
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "process_start": _process_start(os.getpid()),
+            "boot_id": _boot_id(self.root),
+            "root": str(self.root.path.resolve()),
+            "created": self._created,
+            "cpufreq": {k: dict(v) for k, v in cpufreq.items()},
+            "cpuidle": dict(cpuidle),
+        }
+
+    def _restore_now(self) -> RestoreReport:
+        """Close the DMA latency request and restore every saved attribute (idempotent)."""
+        with self._signals_deferred():
+            if self._dma is not None:
+                self._dma.close()
+                self._dma = None
+            if not self._saved_cpufreq and not self._saved_cpuidle:
+                return RestoreReport()
+            report = _restore_saved(self.root, self._saved_cpufreq, self._saved_cpuidle)
+            if report.failures:
+                return RestoreReport(report.written, report.failures, False, self.state_file)
+            if self._state_written:
+                _remove_state_file(self.state_file)
+                self._state_written = False
+            self._saved_cpufreq, self._saved_cpuidle = {}, {}
+            return RestoreReport(report.written, (), False, self.state_file)
+
+    @contextlib.contextmanager
+    def _signals_deferred(self) -> Iterator[None]:
+        """While inside, a signal is only recorded; the caller delivers it afterwards."""
+        self._defer_signals += 1
+        try:
+            yield
+        finally:
+            self._defer_signals -= 1
+
+    # signals -----------------------------------------------------------------------------------
+
+    def _install_handlers(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in self._signals:
+            previous = signal.getsignal(sig)
+            if previous == signal.SIG_IGN:  # the process was meant to ignore it: keep it so
+                continue
+            self._previous[sig] = previous
+            signal.signal(sig, self._on_signal)
+
+    def _uninstall_handlers(self) -> None:
+        previous, self._previous = self._previous, {}
+        for sig, handler in previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        """Restore, put the previous handlers back, then let the signal take its usual course."""
+        if self._defer_signals:  # restoring or saving: finish, deliver the signal afterwards
+            self._pending_signal = signum
+            return
+        previous = self._previous.get(signum)
+        self._closed_reason = f"after {signal.Signals(signum).name}"
+        try:
+            report = self._restore_now()
+            if report.failures:
+                print(
+                    f"greenckpt: could not restore every node setting after "
+                    f"{signal.Signals(signum).name} (state file {self.state_file} kept): "
+                    + "; ".join(report.failures),
+                    file=sys.stderr,
+                )
+        except Exception as exc:  # never let a restore error hide the signal
+            print(f"greenckpt: restoring node settings failed: {exc}", file=sys.stderr)
+        finally:
+            self._uninstall_handlers()
+        if callable(previous):
+            previous(signum, frame)
+        else:  # SIG_DFL (or a handler Python cannot see): die by the signal, status 128 + n
+            signal.signal(signum, signal.SIG_DFL)
+            signal.raise_signal(signum)
+        self._deliver_pending_signal()
+
+    def _deliver_pending_signal(self) -> None:
+        if self._defer_signals:
+            return
+        pending, self._pending_signal = self._pending_signal, None
+        if pending is not None:
+            signal.raise_signal(pending)
