@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from greenckpt import __version__
-from greenckpt.cli import levels_cmd, plan_cmd, simulate_cmd
+from greenckpt.cli import levels_cmd, plan_cmd, restore_cmd, simulate_cmd
+from greenckpt.platform.root import PlatformError
 
 EXIT_USAGE = 2
 
@@ -36,15 +37,18 @@ def build_parser() -> argparse.ArgumentParser:
     plan_cmd.register(sub)
     simulate_cmd.register(sub)
     levels_cmd.register(sub)
+    restore_cmd.register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = build_parser().parse_args(argv)
+    if not getattr(args, "restores_itself", False):
+        restore_cmd.restore_at_start()
     try:
         return int(args.run(args))
-    except ValueError as exc:  # UnitError, ProfileError, PlanError and model input errors
+    except (ValueError, PlatformError) as exc:  # bad input, or the machine cannot do it
         print(f"greenckpt {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -111,7 +111,7 @@ DEFAULT_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT, si
 """Signals after which the node is restored: batch systems send SIGTERM before SIGKILL, users
 press Ctrl-C, a lost terminal sends SIGHUP."""
 
-_RESTORE_HINT = "greenckpt.platform.restore.restore_from_state_file()"
+_RESTORE_HINT = "`greenckpt restore` (or greenckpt.platform.restore.restore_from_state_file())"
 
 _POLICY_KEY = re.compile(r"policy\d+")
 _IDLE_KEY = re.compile(rf"{CPU_DIR}/cpu\d+/cpuidle/state\d+/disable")
