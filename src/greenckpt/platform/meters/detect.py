@@ -1,0 +1,196 @@
+"""Choosing meters: auto-detection of the best available combination, or explicit names.
+
+Why a single place: every caller (sampler, profiler, CLI) must get the same answer to "what
+can this node measure?", and a user who gets an estimate instead of a measurement must be told
+why — every meter that was not used is listed with its reason.
+
+Auto-detection (``select_meters()`` / ``select_meters(["auto"])``):
+
+1. CPU: RAPL via powercap, else the perf power PMU (the same counters through another door,
+   used when ``energy_uj`` is root-only), else the utilisation estimator — exactly one of the
+   three, so the CPU is never counted twice and a measurement always beats the model;
+2. plus NVIDIA GPUs through NVML when ``pynvml`` and a GPU are present;
+3. plus the node's power from the BMC through ``ipmitool`` when it answers;
+4. plus an external meter's CSV log when ``MeterOptions.csv_path`` is given.
+
+Explicit names (``select_meters(["rapl", "ipmi"])``) open exactly those meters and raise
+:class:`~greenckpt.platform.meters.base.MeterUnavailable` if one cannot run — a user who asks
+for a measurement must not silently get an estimate. ``"auto"`` may be combined with names.
+An unknown name raises a one-line :class:`~greenckpt.platform.root.PlatformError` listing the
+valid ones. Probing only reads files, runs read-only queries and opens counters; nothing on
+the machine is changed, and every meter opened but not selected is closed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Literal, Self
+
+from greenckpt.platform.meters.base import Meter, MeterOptions, MeterUnavailable
+from greenckpt.platform.meters.estimator import UtilisationEstimator
+from greenckpt.platform.meters.external import ExternalCsvMeter
+from greenckpt.platform.meters.ipmi import IpmiMeter
+from greenckpt.platform.meters.nvml import NvmlMeter
+from greenckpt.platform.meters.perf import PerfPowerMeter
+from greenckpt.platform.meters.rapl import RaplMeter
+from greenckpt.platform.root import PlatformError, SysRoot
+
+METERS: dict[str, type[Meter]] = {
+    "rapl": RaplMeter,
+    "perf": PerfPowerMeter,
+    "nvml": NvmlMeter,
+    "ipmi": IpmiMeter,
+    "csv": ExternalCsvMeter,
+    "estimator": UtilisationEstimator,
+}
+"""Every meter by its registry name, best CPU meter first."""
+
+CPU_CHAIN = ("rapl", "perf", "estimator")
+"""CPU meters in order of preference; auto-detection uses the first that opens."""
+
+ProbeStatus = Literal["selected", "unavailable", "not needed"]
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What happened to one meter during selection, and why."""
+
+    name: str
+    status: ProbeStatus
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.status} — {self.reason}"
+
+
+@dataclass
+class Selection:
+    """The meters chosen (open; close them, or use as a context manager) and every probe."""
+
+    meters: list[Meter] = field(default_factory=list)
+    probes: list[Probe] = field(default_factory=list)
+
+    def report(self) -> str:
+        """One line per meter considered: selected (with its description) or why not."""
+        return "\n".join(str(p) for p in self.probes)
+
+    @property
+    def estimated(self) -> bool:
+        """True when any selected figure is an estimate."""
+        return any(m.source == "estimated" for m in self.meters)
+
+    def close(self) -> None:
+        """Close every selected meter."""
+        for m in self.meters:
+            m.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def valid_names() -> str:
+    """The accepted names, for messages."""
+    return ", ".join([*METERS, "auto"])
+
+
+def check_names(names: Sequence[str]) -> list[str]:
+    """Names deduplicated in order; ``PlatformError`` (one line) for an unknown one."""
+    out: list[str] = []
+    for raw in names:
+        name = raw.strip().lower()
+        if name != "auto" and name not in METERS:
+            raise PlatformError(f"unknown meter {raw!r}; valid meters: {valid_names()}")
+        if name not in out:
+            out.append(name)
+    return out
+
+
+def probe_meter(
+    name: str, root: SysRoot | None = None, options: MeterOptions | None = None
+) -> Meter:
+    """Open one meter by name or raise MeterUnavailable / PlatformError (unknown name)."""
+    (checked,) = check_names([name])
+    if checked == "auto":
+        raise PlatformError("'auto' selects several meters: use select_meters()")
+    return METERS[checked].probe(root or SysRoot.default(), options or MeterOptions())
+
+
+def _auto(root: SysRoot, options: MeterOptions, have: set[str]) -> Selection:
+    """Probe what ``have`` (the meters already named) leaves open, best CPU meter first."""
+    sel = Selection()
+    cpu_named = sorted(have & set(CPU_CHAIN))
+    cpu: Meter | None = None
+    for name in CPU_CHAIN:
+        if name in have:
+            continue
+        if cpu_named:
+            sel.probes.append(Probe(name, "not needed", f"{cpu_named[0]} was named"))
+            continue
+        if cpu is not None:
+            sel.probes.append(Probe(name, "not needed", f"{cpu.name} already covers the CPU"))
+            continue
+        try:
+            cpu = METERS[name].probe(root, options)
+        except MeterUnavailable as exc:
+            sel.probes.append(Probe(name, "unavailable", exc.reason))
+            continue
+        sel.meters.append(cpu)
+        sel.probes.append(Probe(name, "selected", cpu.describe()))
+    for name in ("nvml", "ipmi", "csv"):
+        if name in have:
+            continue
+        if name == "csv" and options.csv_path is None:
+            sel.probes.append(Probe(name, "not needed", "no external meter log given"))
+            continue
+        try:
+            meter = METERS[name].probe(root, options)
+        except MeterUnavailable as exc:
+            sel.probes.append(Probe(name, "unavailable", exc.reason))
+            continue
+        sel.meters.append(meter)
+        sel.probes.append(Probe(name, "selected", meter.describe()))
+    return sel
+
+
+def select_meters(
+    names: Sequence[str] | str | None = None,
+    *,
+    root: SysRoot | str | None = None,
+    options: MeterOptions | None = None,
+) -> Selection:
+    """Open the meters named (``None`` or ``"auto"``: the best available combination).
+
+    ``names`` may be a sequence or a comma-separated string (``"rapl,ipmi"``). Returns a
+    :class:`Selection`; raises PlatformError for an unknown name and MeterUnavailable when an
+    explicitly named meter cannot run (after closing whatever was already opened).
+    """
+    if isinstance(names, str):
+        names = [n for n in names.split(",") if n.strip()]
+    wanted = check_names(names if names else ["auto"])
+    sysroot = root if isinstance(root, SysRoot) else SysRoot.default(root)
+    opts = options or MeterOptions()
+    explicit = [n for n in wanted if n != "auto"]
+    sel = Selection()
+    try:
+        for name in explicit:
+            meter = METERS[name].probe(sysroot, opts)
+            sel.meters.append(meter)
+            sel.probes.append(Probe(name, "selected", meter.describe()))
+        if "auto" in wanted:
+            auto = _auto(sysroot, opts, {m.name for m in sel.meters})
+            sel.meters.extend(auto.meters)
+            sel.probes.extend(auto.probes)
+    except BaseException:
+        sel.close()
+        raise
+    return sel
