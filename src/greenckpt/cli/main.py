@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from greenckpt import __version__
-from greenckpt.cli import levels_cmd, plan_cmd, restore_cmd, simulate_cmd
+from greenckpt.cli import levels_cmd, plan_cmd, probe_cmd, restore_cmd, simulate_cmd
 from greenckpt.platform.root import PlatformError
 
 EXIT_USAGE = 2
@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     simulate_cmd.register(sub)
     levels_cmd.register(sub)
     restore_cmd.register(sub)
+    probe_cmd.register(sub)
     return parser
 
 
