@@ -16,6 +16,7 @@ from greenckpt.platform.cpufreq import (
     SysfsWrite,
     format_hz,
     limit_writes,
+    name_choices,
     parse_cpu_list,
 )
 from greenckpt.platform.root import PlatformError, SysRoot
@@ -73,7 +74,7 @@ def test_detect_intel_pstate_active_hwp(tmp_path: Path) -> None:
     assert "may override" in d.override_note
     p = info.policies[0]
     assert p.frequencies_hz is None
-    assert p.offered_range() == (800_000_000, 4_700_000_000)
+    assert (p.cpuinfo_min_hz, p.cpuinfo_max_hz) == (800_000_000, 4_700_000_000)
     assert p.available_governors == ("performance", "powersave")
     assert not p.offers_userspace
     assert p.epp == "balance_performance"
@@ -93,7 +94,7 @@ def test_detect_amd_pstate_passive(tmp_path: Path) -> None:
     assert d.override_note is None
     p = info.policies[0]
     assert p.frequencies_hz is None and p.offers_userspace
-    assert p.offered_range() == (400_000_000, 4_350_000_000)
+    assert (p.cpuinfo_min_hz, p.cpuinfo_max_hz) == (400_000_000, 4_350_000_000)
 
 
 @pytest.mark.parametrize(
@@ -343,6 +344,58 @@ def test_unknown_governor_names_available_and_writes_nothing(tmp_path: Path) -> 
     with pytest.raises(PlatformError, match="not a governor name"):
         ctl.set_governor("../../etc")
     assert snapshot(root.path) == before
+
+
+def test_unknown_governor_among_many_names_the_nearest(tmp_path: Path) -> None:
+    """Beyond six governors the message names the closest ones, not the whole list."""
+    spec = load_spec("intel-acpi-cpufreq")
+    spec["cpufreq"]["governors"] += ["interactive", "sched_ext", "walt", "ondemand_plus"]
+    root = FakeSysfsRoot(build_tree(spec, tmp_path / "t"))
+    with pytest.raises(PlatformError) as err:
+        CpufreqController(root).set_governor("performence")
+    assert str(err.value) == (
+        "governor 'performence' is not available on policy0 (driver acpi-cpufreq): "
+        "nearest performance (of 10)"
+    )
+    with pytest.raises(PlatformError, match=r"nearest ondemand, ondemand_plus \(of 10\)$"):
+        CpufreqController(root).set_governor("ondemnd")
+    assert root.log == []
+
+
+def test_name_choices() -> None:
+    few = ["performance", "powersave"]
+    assert name_choices("perf", few) == "available performance, powersave"
+    assert name_choices("x", []) == "available none"
+    many = [f"C{i}" for i in range(10)]
+    assert name_choices("C7s", many).startswith("nearest C7")
+    assert name_choices("zzzzzz", many) == "none close; 10 available: C0, C1, C2, C3, C4, C5, ..."
+
+
+@pytest.mark.parametrize(
+    ("attr", "text"),
+    [
+        ("affected_cpus", "0 x"),
+        ("affected_cpus", "-1"),
+        ("related_cpus", "3-1"),
+        ("related_cpus", "0,,1\x00"),
+    ],
+)
+def test_garbage_cpu_list_is_a_one_line_platform_error(
+    tmp_path: Path, attr: str, text: str
+) -> None:
+    root, ctl = make(tmp_path, "intel-acpi-cpufreq")
+    (root.path / P2 / attr).write_text(text + "\n")
+    with pytest.raises(PlatformError) as err:
+        ctl.detect()
+    msg = str(err.value)
+    assert msg.startswith(f"unexpected content in {root.path / P2 / attr}: ")
+    assert "\n" not in msg
+
+
+def test_parse_cpu_list_refuses_garbage() -> None:
+    for bad in ("a", "1-", "-3", "3-1", "0 1.5"):
+        with pytest.raises(ValueError, match="CPU"):
+            parse_cpu_list(bad)
 
 
 def test_unknown_cpu_and_method(tmp_path: Path) -> None:

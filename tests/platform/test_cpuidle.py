@@ -10,7 +10,7 @@ import pytest
 
 from greenckpt.platform.cpuidle import CpuDmaLatency, CpuidleController
 from greenckpt.platform.root import PlatformError, SysRoot
-from tests.platform.fake_cpu import FakeSysfsRoot, build_tree, snapshot
+from tests.platform.fake_cpu import FakeSysfsRoot, build_tree, load_spec, snapshot
 
 CPU = "sys/devices/system/cpu"
 
@@ -90,6 +90,27 @@ def test_invalid_requests_write_nothing(tmp_path: Path) -> None:
     ):
         ctl.disable(names=["C6"], cpus=[0, 7])
     assert root.log == [] and snapshot(root.path) == before
+
+
+def test_unknown_cstate_among_many_names_the_nearest(tmp_path: Path) -> None:
+    """A node with many states (here 9): the message names the closest, not all of them."""
+    spec = load_spec("intel-acpi-cpufreq")
+    extra = ["C3", "C6S", "C7", "C7S", "C8"]
+    spec["cpuidle"]["states"] += [
+        {"name": n, "desc": "MWAIT", "latency_us": 200 + 10 * i, "residency_us": 800}
+        for i, n in enumerate(extra)
+    ]
+    root = FakeSysfsRoot(build_tree(spec, tmp_path / "t"))
+    ctl = CpuidleController(root)
+    with pytest.raises(PlatformError) as err:
+        ctl.disable(names=["C10"])
+    assert str(err.value) == "no C-state named 'C10': nearest C1, C1E (of 9)"
+    with pytest.raises(PlatformError) as err:
+        ctl.disable(names=["C9", "POL"])
+    msg = str(err.value)
+    assert msg.startswith("no C-state named 'C9': nearest ")
+    assert msg.endswith("; 'POL': nearest POLL (of 9)")
+    assert root.log == []
 
 
 def test_nothing_matches_is_noted(tmp_path: Path) -> None:

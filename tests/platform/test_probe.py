@@ -49,3 +49,16 @@ def test_probe_table_and_bad_path(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["probe", "--path", "/nonexistent/ckpt"]) == 2
     err = capsys.readouterr().err
     assert "does not exist" in err and err.count("\n") == 1
+
+
+def test_probe_survives_malformed_files_and_markup(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tree = build_tree("intel-acpi-cpufreq", tmp_path / "tree")
+    (tree / "sys/devices/system/cpu/cpufreq/policy0/affected_cpus").write_text("zz[/bold]\n")
+    report = probe([], SysRoot(tree))
+    cpufreq = next(c for c in report.capabilities if c.name == "cpufreq")
+    assert not cpufreq.available and "affected_cpus" in cpufreq.summary
+    assert main(["probe", "--root", str(tree), "--path", "/"]) in (0, 2)
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err and "MarkupError" not in captured.err

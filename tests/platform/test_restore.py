@@ -3,6 +3,7 @@ after SIGKILL. Every check compares a byte-for-byte snapshot of the SYNTHETIC tr
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -262,6 +263,107 @@ def test_restore_failure_keeps_the_state_file(tmp_path: Path, state: Path) -> No
     assert diff(before, snapshot(root.path)) == []
 
 
+def test_a_refused_write_does_not_stop_the_rest_of_its_policy(tmp_path: Path, state: Path) -> None:
+    """The governor of policy0 cannot be put back: its limits still are, in the safe order."""
+    deny = {"on": False}
+
+    def gate(rel: str, value: str) -> None:
+        if deny["on"] and rel == f"{P0}/scaling_governor":
+            raise OSError(errno.EIO, "Input/output error", rel)
+
+    root = FakeSysfsRoot(build_tree("intel-acpi-cpufreq", tmp_path / "t"), before_write=gate)
+    before = snapshot(root.path)
+    with pytest.raises(PlatformError) as err, NodeSettings(root, state_file=state) as node:
+        node.set_governor("performance", cpus=[0])
+        node.set_frequency(2e9, cpus=[0], method="clamp")
+        deny["on"] = True
+        root.log.clear()
+    assert root.log == [
+        (f"{P0}/scaling_min_freq", "1200000"),  # lowering the minimum first
+        (f"{P0}/scaling_max_freq", "2601000"),
+    ]
+    assert str(err.value).count("Input/output error") == 1 and state.exists()
+    assert diff(before, snapshot(root.path)) == [
+        f"{P0}/scaling_cur_freq: b'1200000\\n' -> b'2601000\\n'",
+        f"{P0}/scaling_governor: b'schedutil\\n' -> b'performance\\n'",
+    ]
+    deny["on"] = False
+    assert restore_from_state_file(root, state).ok
+    assert diff(before, snapshot(root.path)) == [] and not state.exists()
+
+
+RESTORE_CHILD = """
+import sys
+from pathlib import Path
+from greenckpt.platform.restore import restore_from_state_file
+from tests.platform.fake_cpu import FakeSysfsRoot
+
+report = restore_from_state_file(FakeSysfsRoot(Path(sys.argv[1])), sys.argv[2])
+print(len(report.written), flush=True)
+"""
+
+
+def restore_in_child(tree: Path, state: Path) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if k != "GREENCKPT_SYSROOT"}
+    return subprocess.Popen(
+        [sys.executable, "-c", RESTORE_CHILD, str(tree), str(state)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def test_failed_close_leaves_a_file_restore_takes_without_force(
+    tmp_path: Path, state: Path
+) -> None:
+    """After a failed close the process lives on outside any session: its file must not pass
+    for a live session's, or `greenckpt restore` would say "wait for it to end" forever."""
+    deny = {"on": False}
+
+    def gate(rel: str, value: str) -> None:
+        if deny["on"]:
+            raise PermissionError(errno.EACCES, "Permission denied", rel)
+
+    tree = build_tree("intel-acpi-cpufreq", tmp_path / "t")
+    root = FakeSysfsRoot(tree, before_write=gate)
+    before = snapshot(tree)
+    with pytest.raises(PlatformError) as err, NodeSettings(root, state_file=state) as node:
+        node.set_frequency(2e9)
+        deny["on"] = True
+    assert "`greenckpt restore`" in str(err.value) and "--force" not in str(err.value)
+    pending = pending_state(root, state)
+    assert pending is not None and pending.pid == os.getpid()
+    assert pending.ended and not pending.alive  # this process runs, but no session does
+    assert "could not all be restored when it ended" in pending.describe()
+    deny["on"] = False
+    child = restore_in_child(tree, state)  # another process: no force needed
+    out, errs = child.communicate(timeout=30)
+    assert child.returncode == 0, errs
+    assert int(out) > 0
+    assert diff(before, snapshot(tree)) == [] and not state.exists()
+
+
+def test_failed_close_that_cannot_mark_the_file_says_force(
+    acpi: FakeSysfsRoot, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = restore_mod._write_state_file
+
+    def no_rewrite(path: Path, doc: Any, *, exclusive: bool) -> None:
+        if doc.get("ended"):
+            raise PlatformError("disk full")
+        original(path, doc, exclusive=exclusive)
+
+    monkeypatch.setattr(restore_mod, "_write_state_file", no_rewrite)
+    monkeypatch.setattr(
+        restore_mod, "_restore_saved", lambda *a: restore_mod.RestoreReport((), ("refused",))
+    )
+    with pytest.raises(PlatformError) as err, NodeSettings(acpi, state_file=state) as node:
+        node.set_frequency(2e9)
+    assert "retry with `greenckpt restore --force` (force=True from Python)" in str(err.value)
+
+
 # --------------------------------------------------------------------------------------------
 # Crash recovery from the state file
 # --------------------------------------------------------------------------------------------
@@ -315,8 +417,9 @@ def test_live_session_is_not_restored_under_its_feet(acpi: FakeSysfsRoot, state:
         state.write_text(json.dumps(doc))
         pending = pending_state(acpi, state)
         assert pending is not None and pending.alive
-        with pytest.raises(PlatformError, match="another greenckpt session pid"):
+        with pytest.raises(PlatformError, match="another greenckpt session pid") as err:
             restore_from_state_file(acpi, state)
+        assert str(err.value).endswith("use `greenckpt restore --force` (force=True from Python)")
         with pytest.raises(PlatformError, match="wait for it to end"):
             NodeSettings(acpi, state_file=state).__enter__()
         assert restore_from_state_file(acpi, state, force=True).ok
@@ -356,6 +459,69 @@ def test_corrupt_json_is_refused(acpi: FakeSysfsRoot, state: Path) -> None:
         pending_state(acpi, state)
     with pytest.raises(PlatformError, match="not valid JSON"):
         NodeSettings(acpi, state_file=state).__enter__()
+
+
+def test_concurrent_restorers_never_undo_a_new_session(
+    acpi: FakeSysfsRoot, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every rank of an MPI job restores at start. Restorer B has read the record and is slow
+    to write it back; meanwhile restorer A and then a new session N try. Without the lock A
+    restores and removes the file, N changes the node and publishes its own record, then B
+    undoes N's change from its outdated record and deletes N's file."""
+    before = snapshot(acpi.path)
+    _crash_doc(acpi, state)
+    monkeypatch.setattr(restore_mod, "_LOCK_WAIT_S", 0.2)
+    original = restore_mod._restore_saved
+    seen: list[str] = []
+
+    def b_is_slow(root: SysRoot, cpufreq: Any, cpuidle: Any) -> restore_mod.RestoreReport:
+        if not seen:  # B, after reading the record; A and N act before it writes
+            seen.append("B paused")
+            try:
+                seen.append(f"A wrote {len(restore_from_state_file(acpi, state).written)}")
+            except PlatformError as exc:
+                seen.append(f"A: {exc}")
+            try:
+                n = NodeSettings(acpi, state_file=state, signals=())
+                n.__enter__()
+                n.set_frequency(1.2e9)
+                seen.append("N changed the node")
+            except PlatformError as exc:
+                seen.append(f"N: {exc}")
+        return original(root, cpufreq, cpuidle)
+
+    monkeypatch.setattr(restore_mod, "_restore_saved", b_is_slow)
+    report = restore_from_state_file(acpi, state)  # B
+    holder = f"another greenckpt process (pid {os.getpid()}, restoring the node's settings)"
+    assert seen[0] == "B paused"
+    assert seen[1].startswith(f"A: {holder} has held the lock of the state file {state}")
+    assert seen[2].startswith(f"N: {holder}")
+    assert report.ok and report.written
+    assert diff(before, snapshot(acpi.path)) == [] and not state.exists()
+    # Once B is done, A finds nothing left and a new session starts normally.
+    assert restore_from_state_file(acpi, state).written == ()
+    with NodeSettings(acpi, state_file=state) as node:
+        node.set_frequency(1.2e9)
+        assert state.exists()
+    assert diff(before, snapshot(acpi.path)) == []
+
+
+def test_restorers_in_many_processes_restore_once(tmp_path: Path) -> None:
+    """The same from real processes started together after a kill -9: one restores, the others
+    find nothing, every one succeeds, and the node and the file end as they should."""
+    tree = build_tree("intel-acpi-cpufreq", tmp_path / "tree")
+    state = tmp_path / "run" / "node-state.json"
+    before = snapshot(tree)
+    child = run_child(tree, state, 1.4e9)
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=10)
+    child.communicate()
+    ranks = [restore_in_child(tree, state) for _ in range(4)]
+    results = [r.communicate(timeout=60) for r in ranks]
+    assert [r.returncode for r in ranks] == [0] * 4, results
+    written = sorted(int(out) for out, _ in results)
+    assert written[:3] == [0, 0, 0] and written[3] > 0
+    assert diff(before, snapshot(tree)) == [] and not state.exists()
 
 
 # --------------------------------------------------------------------------------------------
@@ -427,6 +593,77 @@ def test_signal_during_restore_is_delivered_afterwards(tmp_path: Path, state: Pa
             fire["armed"] = True  # the first restore write raises SIGTERM
         assert diff(before, snapshot(root.path)) == []  # the restore was not cut short
         assert got == [signal.SIGTERM]  # ... and the signal was not lost
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+@pytest.mark.parametrize(
+    ("target", "change"),
+    [
+        (f"{P0}/scaling_governor", lambda n: n.set_frequency(1.5e9)),
+        (f"{P0}/scaling_setspeed", lambda n: n.set_frequency(1.5e9)),
+        (f"{CPU}/cpu0/cpuidle/state3/disable", lambda n: n.disable_cstates(names=["C6"])),
+    ],
+)
+def test_signal_between_check_and_write_leaves_nothing_changed(
+    tmp_path: Path, state: Path, target: str, change: Any
+) -> None:
+    """SIGTERM lands after the session checked it may write and before the write reaches the
+    kernel (here: as the fake kernel receives it). The application's own handler returns.
+    The interrupted write must not land after the restoration, with the state file gone."""
+    fired: list[str] = []
+    restored_at: list[int] = []
+
+    def signal_at_write(rel: str, value: str) -> None:
+        if rel == target and not fired:
+            fired.append(rel)
+            signal.raise_signal(signal.SIGTERM)
+
+    root = FakeSysfsRoot(
+        build_tree("intel-acpi-cpufreq", tmp_path / "t"), before_write=signal_at_write
+    )
+    before = snapshot(root.path)
+
+    def app_handler(signum: int, frame: FrameType | None) -> None:  # sets a flag, returns
+        restored_at.append(len(root.log))
+
+    old = signal.signal(signal.SIGTERM, app_handler)
+    try:
+        with NodeSettings(root, state_file=state) as node:
+            with pytest.raises(PlatformError, match=r"restored \(after SIGTERM\)"):
+                change(node)
+            assert not state.exists()
+        assert fired == [target] and len(restored_at) == 1
+        assert len(root.log) == restored_at[0]  # no write after the restoration
+        assert diff(before, snapshot(root.path)) == [] and not state.exists()
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def test_signal_during_mid_session_restore_is_not_held_back(tmp_path: Path, state: Path) -> None:
+    armed = {"on": False}
+
+    def during_restore(rel: str, value: str) -> None:
+        if armed["on"]:
+            armed["on"] = False
+            signal.raise_signal(signal.SIGTERM)
+
+    root = FakeSysfsRoot(
+        build_tree("intel-acpi-cpufreq", tmp_path / "t"), before_write=during_restore
+    )
+    before = snapshot(root.path)
+    got: list[int] = []
+    old = signal.signal(signal.SIGTERM, lambda s, f: got.append(s))
+    try:
+        with NodeSettings(root, state_file=state) as node:
+            change_everything(node)
+            armed["on"] = True  # the first restoring write raises SIGTERM
+            report = node.restore()
+            assert got == [signal.SIGTERM]  # handled when restore() returned, not at exit
+            assert report.ok and diff(before, snapshot(root.path)) == []
+            with pytest.raises(PlatformError, match=r"restored \(after SIGTERM\)"):
+                node.set_frequency(2e9)
+        assert got == [signal.SIGTERM] and not state.exists()
     finally:
         signal.signal(signal.SIGTERM, old)
 

@@ -6,6 +6,7 @@ import argparse
 import os
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from greenckpt.cli.plan_cmd import make_console
@@ -19,8 +20,9 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "probe",
         help="show the meters, CPU frequency and C-state control, and storage this node offers",
-        description="Read (never change) what greenckpt can measure and control on this node, "
-        "and say plainly what is missing and why.",
+        description="Read what greenckpt can measure and control on this node, and say plainly "
+        "what is missing and why. The probe itself changes nothing; like every command, it first "
+        "restores settings that a killed greenckpt session left changed (see greenckpt restore).",
     )
     p.add_argument(
         "--path",
@@ -46,8 +48,10 @@ def run(ns: argparse.Namespace) -> int:
     console = make_console()
     vm = " (virtual machine: hypervisor flag set)" if report.hypervisor else ""
     console.print(
-        f"{report.host}: {report.cpu_model or 'unknown CPU'}, {report.logical_cpus or '?'} "
-        f"logical CPUs{vm}; root {report.root}",
+        escape(
+            f"{report.host}: {report.cpu_model or 'unknown CPU'}, {report.logical_cpus or '?'} "
+            f"logical CPUs{vm}; root {report.root}"
+        ),
         highlight=False,
     )
     table = Table(title="What greenckpt can use here", title_justify="left")
@@ -55,6 +59,6 @@ def run(ns: argparse.Namespace) -> int:
     table.add_column("available")
     table.add_column("details, or why not")
     for cap in report.capabilities:
-        table.add_row(cap.name, "yes" if cap.available else "no", cap.summary)
+        table.add_row(escape(cap.name), "yes" if cap.available else "no", escape(cap.summary))
     console.print(table)
     return 0

@@ -28,8 +28,9 @@ Rules this module keeps:
 * Read back. After writing, the result reports what the kernel now shows (governor, min, max,
   setspeed, ``scaling_cur_freq``) and notes where that differs from the request.
 * Errors are one line (:class:`~greenckpt.platform.root.PlatformError`): a frequency that is not
-  offered names the nearest valid ones; an unknown governor names the available ones; no cpufreq
-  at all says so and why; permission denied says root (or write access) is needed.
+  offered names the nearest valid ones; an unknown governor names the available ones when there
+  are few, else the closest names (:func:`name_choices`); no cpufreq at all says so and why;
+  permission denied says root (or write access) is needed; garbage in a sysfs file names the file.
 
 The attribute write helpers (:class:`SysfsWrite`, :func:`write_attributes`) are shared with
 :mod:`~greenckpt.platform.cpuidle` and :mod:`~greenckpt.platform.restore`, so every sysfs write in
@@ -38,10 +39,13 @@ greenckpt translates OS errors the same way.
 
 from __future__ import annotations
 
+import contextlib
+import difflib
 import errno
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Literal
 
@@ -59,9 +63,11 @@ __all__ = [
     "Method",
     "PolicyState",
     "SysfsWrite",
+    "WriteGuard",
     "format_cpus",
     "format_hz",
     "limit_writes",
+    "name_choices",
     "parse_cpu_list",
     "write_attributes",
 ]
@@ -74,8 +80,6 @@ INTEL_PSTATE_STATUS = f"{CPU_DIR}/intel_pstate/status"
 AMD_PSTATE_STATUS = f"{CPU_DIR}/amd_pstate/status"
 
 USERSPACE = "userspace"
-UNSUPPORTED = "<unsupported>"
-"""What ``scaling_setspeed`` shows when the governor is not ``userspace``."""
 
 Method = Literal["auto", "userspace", "clamp"]
 """How to request a frequency: ``userspace`` (governor + ``scaling_setspeed``), ``clamp``
@@ -83,6 +87,9 @@ Method = Literal["auto", "userspace", "clamp"]
 
 _POLICY_RE = re.compile(r"policy(\d+)")
 _GOVERNOR_RE = re.compile(r"[A-Za-z0-9_\-]+")
+_CPU_TOKEN_RE = re.compile(r"(\d+)(?:-(\d+))?")
+_FULL_LIST_MAX = 6
+"""Up to this many valid names, an error lists them all; beyond, only the closest ones."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -98,44 +105,53 @@ class SysfsWrite:
     value: str
 
 
+WriteGuard = Callable[[SysfsWrite], AbstractContextManager[object]]
+"""Makes the context every single write runs in (see :func:`write_attributes`)."""
+
+
 def write_attributes(
     root: SysRoot,
     writes: Iterable[SysfsWrite],
     *,
     what: str = "the cpufreq/cpuidle files",
-    before_each: Callable[[SysfsWrite], None] | None = None,
+    around_each: WriteGuard | None = None,
 ) -> list[SysfsWrite]:
     """Write ``writes`` in order; return those written. OS errors become one-line PlatformErrors.
 
     Values are written with a trailing newline, exactly as ``echo VALUE > FILE`` does: the kernel
     accepts it for every attribute used here, and it keeps a fake tree byte-identical to what
-    sysfs shows. ``before_each`` runs before every write (the restore guard uses it to stop a
-    session that a signal has already restored). On failure the writes already done are listed
-    in the error so the caller (or the restore guard) knows the tree is half-changed.
+    sysfs shows. Each write runs inside ``around_each(write)`` when given: the check that the
+    write may still happen and the write itself then form one step that nothing can split (the
+    restore session defers signals there, re-checks that no signal has restored it, and handles
+    a signal that arrived only once the write is done). On failure the writes already done are
+    counted in the error so the caller knows the tree is half-changed.
     """
     done: list[SysfsWrite] = []
     for w in writes:
-        if before_each is not None:
-            before_each(w)
-        try:
-            root.write(w.path, w.value + "\n")
-        except PermissionError as exc:
-            raise PlatformError(
-                f"cannot write {root / w.path}: permission denied; root (or write access to "
-                f"{what}) is needed{_partial(done)}"
-            ) from exc
-        except OSError as exc:
-            if exc.errno == errno.EROFS:
-                raise PlatformError(
-                    f"cannot write {root / w.path}: read-only file system (sysfs mounted "
-                    f"read-only, e.g. in a container){_partial(done)}"
-                ) from exc
-            reason = exc.strerror or str(exc)
-            raise PlatformError(
-                f"writing {w.value!r} to {root / w.path} failed: {reason}{_partial(done)}"
-            ) from exc
-        done.append(w)
+        with around_each(w) if around_each is not None else contextlib.nullcontext():
+            _write_one(root, w, what, done)
+            done.append(w)
     return done
+
+
+def _write_one(root: SysRoot, w: SysfsWrite, what: str, done: Sequence[SysfsWrite]) -> None:
+    try:
+        root.write(w.path, w.value + "\n")
+    except PermissionError as exc:
+        raise PlatformError(
+            f"cannot write {root / w.path}: permission denied; root (or write access to "
+            f"{what}) is needed{_partial(done)}"
+        ) from exc
+    except OSError as exc:
+        if exc.errno == errno.EROFS:
+            raise PlatformError(
+                f"cannot write {root / w.path}: read-only file system (sysfs mounted "
+                f"read-only, e.g. in a container){_partial(done)}"
+            ) from exc
+        reason = exc.strerror or str(exc)
+        raise PlatformError(
+            f"writing {w.value!r} to {root / w.path} failed: {reason}{_partial(done)}"
+        ) from exc
 
 
 def _partial(done: Sequence[SysfsWrite]) -> str:
@@ -150,17 +166,36 @@ def _partial(done: Sequence[SysfsWrite]) -> str:
 
 
 def parse_cpu_list(text: str) -> tuple[int, ...]:
-    """CPU numbers from ``"0 1 2 3"`` (affected_cpus) or ``"0-3,8"`` (cpulist format)."""
+    """CPU numbers from ``"0 1 2 3"`` (affected_cpus) or ``"0-3,8"`` (cpulist format).
+
+    Raises ValueError on anything else (a word, a negative number, a reversed range ``3-1``).
+    """
     cpus: list[int] = []
     for token in re.split(r"[\s,]+", text.strip()):
         if not token:
             continue
-        if "-" in token:
-            lo, _, hi = token.partition("-")
-            cpus.extend(range(int(lo), int(hi) + 1))
-        else:
-            cpus.append(int(token))
+        m = _CPU_TOKEN_RE.fullmatch(token)
+        if m is None:
+            raise ValueError(f"not a CPU number or range: {token!r}")
+        lo = int(m.group(1))
+        hi = lo if m.group(2) is None else int(m.group(2))
+        if hi < lo:
+            raise ValueError(f"reversed CPU range: {token!r}")
+        cpus.extend(range(lo, hi + 1))
     return tuple(sorted(set(cpus)))
+
+
+def name_choices(wanted: str, valid: Sequence[str]) -> str:
+    """What to suggest for a name that is not ``valid``: ``"available a, b, c"`` when there are
+    few (at most 6), else the closest names (``"nearest C6, C1E (of 12)"``), so an error stays
+    one short line on a node with many options."""
+    if len(valid) <= _FULL_LIST_MAX:
+        return "available " + (", ".join(valid) if valid else "none")
+    close = difflib.get_close_matches(wanted, list(valid), n=3, cutoff=0.5)
+    if close:
+        return f"nearest {', '.join(close)} (of {len(valid)})"
+    shown = ", ".join(valid[:_FULL_LIST_MAX])
+    return f"none close; {len(valid)} available: {shown}, ..."
 
 
 def format_cpus(cpus: Iterable[int]) -> str:
@@ -279,12 +314,6 @@ class CpufreqPolicy:
         """True when a frequency can be requested through ``userspace`` + ``scaling_setspeed``."""
         return USERSPACE in self.available_governors and self.has_setspeed
 
-    def offered_range(self) -> tuple[int, int]:
-        """Lowest and highest frequency a request may name on this policy."""
-        if self.frequencies_hz:
-            return self.frequencies_hz[0], self.frequencies_hz[-1]
-        return self.cpuinfo_min_hz, self.cpuinfo_max_hz
-
     def check_offered(self, hz: float) -> int:
         """The request in kHz when this policy offers ``hz``; else a one-line PlatformError."""
         if not math.isfinite(hz) or hz <= 0:
@@ -326,8 +355,8 @@ class CpufreqInfo:
         for p in self.policies:
             if p.name == name:
                 return p
-        names = ", ".join(p.name for p in self.policies)
-        raise PlatformError(f"no active cpufreq policy {name!r}: policies are {names}")
+        choices = name_choices(name, [p.name for p in self.policies])
+        raise PlatformError(f"no active cpufreq policy {name!r}: {choices}")
 
     @property
     def cpus(self) -> tuple[int, ...]:
@@ -380,8 +409,9 @@ def _read_policy(root: SysRoot, name: str) -> CpufreqPolicy | None:
     governor = root.read_or_none(f"{path}/scaling_governor")
     if governor is None:
         return None
-    cpus = parse_cpu_list(_read(root, f"{path}/affected_cpus"))
-    related = parse_cpu_list(root.read_or_none(f"{path}/related_cpus") or "") or cpus
+    cpus = _read_cpu_list(root, f"{path}/affected_cpus", _read(root, f"{path}/affected_cpus"))
+    related_text = root.read_or_none(f"{path}/related_cpus") or ""
+    related = _read_cpu_list(root, f"{path}/related_cpus", related_text) or cpus
     table_text = root.read_or_none(f"{path}/scaling_available_frequencies")
     table: tuple[int, ...] | None = None
     if table_text:
@@ -413,6 +443,13 @@ def _read_policy(root: SysRoot, name: str) -> CpufreqPolicy | None:
         has_setspeed=setspeed_text is not None,
         epp=root.read_or_none(f"{path}/energy_performance_preference"),
     )
+
+
+def _read_cpu_list(root: SysRoot, rel: str, text: str) -> tuple[int, ...]:
+    try:
+        return parse_cpu_list(text)
+    except ValueError as exc:
+        raise PlatformError(f"unexpected content in {root / rel}: {text[:40]!r}") from exc
 
 
 def _opt_hz(khz: int | None) -> int | None:
@@ -646,7 +683,7 @@ class CpufreqController:
             if governor not in p.available_governors:
                 raise PlatformError(
                     f"governor {governor!r} is not available on {p.name} (driver {p.driver}): "
-                    f"available {', '.join(p.available_governors)}"
+                    + name_choices(governor, p.available_governors)
                 )
         writes = tuple(
             SysfsWrite(f"{p.path}/scaling_governor", governor)
@@ -666,12 +703,11 @@ class CpufreqController:
 
     # applying --------------------------------------------------------------------------------
 
-    def apply(
-        self, plan: CpufreqPlan, *, before_each: Callable[[SysfsWrite], None] | None = None
-    ) -> CpufreqResult:
-        """Write a plan in order, then read back what applies and note any difference."""
+    def apply(self, plan: CpufreqPlan, *, around_each: WriteGuard | None = None) -> CpufreqResult:
+        """Write a plan in order (each write inside ``around_each``, see
+        :func:`write_attributes`), then read back what applies and note any difference."""
         written = write_attributes(
-            self.root, plan.writes, what="the cpufreq files", before_each=before_each
+            self.root, plan.writes, what="the cpufreq files", around_each=around_each
         )
         applied = tuple(self.read_state(p) for p in plan.policies)
         notes = list(plan.notes)

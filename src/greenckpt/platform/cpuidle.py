@@ -15,7 +15,8 @@ mechanisms are offered, because they trade off differently:
 
 States are selected by exit latency ("everything deeper than 10 µs": ``latency`` is in µs in
 sysfs, seconds here) or by name (``C6``, ``C1E``); the plan is validated on every CPU before the
-first write, and a name no CPU has is refused with the available names.
+first write, and a name no CPU has is refused with the available names (the closest ones when
+there are many).
 """
 
 from __future__ import annotations
@@ -26,11 +27,18 @@ import os
 import re
 import struct
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from types import TracebackType
 
-from greenckpt.platform.cpufreq import CPU_DIR, SysfsWrite, format_cpus, write_attributes
+from greenckpt.platform.cpufreq import (
+    CPU_DIR,
+    SysfsWrite,
+    WriteGuard,
+    format_cpus,
+    name_choices,
+    write_attributes,
+)
 from greenckpt.platform.root import PlatformError, SysRoot
 
 __all__ = [
@@ -210,10 +218,14 @@ class CpuidleController:
         if wanted_names is not None:
             known = info.names()
             unknown = [n for n in wanted_names if n not in known]
-            if unknown:
+            hints = {n: name_choices(n, known) for n in unknown}
+            if len(set(hints.values())) == 1:  # few states: one list serves every name
                 raise PlatformError(
-                    f"no C-state named {', '.join(map(repr, unknown))}: available "
-                    f"{', '.join(known)}"
+                    f"no C-state named {', '.join(map(repr, unknown))}: {hints[unknown[0]]}"
+                )
+            if hints:  # many states: the closest ones for each unknown name
+                raise PlatformError(
+                    "no C-state named " + "; ".join(f"{n!r}: {h}" for n, h in hints.items())
                 )
         if cpus is None:
             chosen_cpus = set(info.cpus)
@@ -278,12 +290,11 @@ class CpuidleController:
         writes = tuple(SysfsWrite(s.disable_path, "0") for s in chosen if s.disabled)
         return CstatePlan(f"enable C-states {what}", tuple(chosen), writes)
 
-    def apply(
-        self, plan: CstatePlan, *, before_each: Callable[[SysfsWrite], None] | None = None
-    ) -> CstateResult:
-        """Write a plan in order and read the selected states back."""
+    def apply(self, plan: CstatePlan, *, around_each: WriteGuard | None = None) -> CstateResult:
+        """Write a plan in order (each write inside ``around_each``, see
+        :func:`~greenckpt.platform.cpufreq.write_attributes`) and read the selected states back."""
         written = write_attributes(
-            self.root, plan.writes, what="the cpuidle files", before_each=before_each
+            self.root, plan.writes, what="the cpuidle files", around_each=around_each
         )
         states = tuple(_read_state(self.root, s.cpu, s.index, s.path) for s in plan.states)
         return CstateResult(plan, tuple(written), states)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -157,11 +157,25 @@ def _storage(root: SysRoot, paths: Sequence[str]) -> list[Capability]:
     return out
 
 
+def _guarded(name: str, probe_one: Callable[[], list[Capability]]) -> list[Capability]:
+    """Run one probe; a malformed file under the root becomes an unavailable capability with
+    its reason instead of aborting the whole report."""
+    try:
+        return probe_one()
+    except (PlatformError, OSError, ValueError, UnicodeDecodeError) as exc:
+        return [Capability(name, False, f"could not be read: {exc}")]
+
+
 def probe(paths: Sequence[str] = (".",), root: SysRoot | None = None) -> ProbeReport:
     """Read what this node offers; change nothing."""
     chosen = root if root is not None else SysRoot.default()
     model, cpus, hypervisor = _cpu_model(chosen)
-    caps = [*_meters(chosen), _cpufreq(chosen), _cpuidle(chosen), *_storage(chosen, paths)]
+    caps = [
+        *_guarded("meters", lambda: _meters(chosen)),
+        *_guarded("cpufreq", lambda: [_cpufreq(chosen)]),
+        *_guarded("cpuidle", lambda: [_cpuidle(chosen)]),
+        *_guarded("storage", lambda: _storage(chosen, paths)),
+    ]
     return ProbeReport(
         host=socket.gethostname(),
         root=str(chosen.path),

@@ -18,6 +18,33 @@ GEOPM's save files, every change goes through :class:`NodeSettings`, which:
    by the next start of greenckpt after :func:`pending_state` reports a file) puts the original
    values back from the state file and removes it.
 
+Signals and writes. Python runs a signal handler between any two bytecodes, so a handler could
+restore the node, remove the state file and return (an application's own SIGTERM handler that
+only sets a flag) just before a write of the change it interrupted, which would then leave the
+node changed with no record. So each write of a change is one step with signals deferred: inside
+it the session checks that no signal has closed it, then writes; a signal that arrived meanwhile
+is handled right after that one write (restoring it too), and the next step finds the session
+closed. Saving, restoring (:meth:`NodeSettings.close` and :meth:`NodeSettings.restore`) defer
+signals the same way and handle the deferred one when they are done.
+
+A session whose final restore fails (a write refused) ends anyway: the state file is kept and
+marked ``"ended": true``, so :func:`pending_state` no longer counts its still-running process as
+a live session and ``greenckpt restore`` retries without ``--force``. The session forgets the
+record at that point, so it can never act on a file that someone else has since replaced.
+
+Concurrent starts (every MPI rank of a job runs greenckpt, and so the restoration at start, at
+once). An advisory lock (``flock``) on ``.<state file name>.lock`` next to the state file makes
+"read the record, restore, remove it" one step between processes: the record is read only while
+holding the lock, so a slower restorer can never act on a record another one has already
+restored, nor remove the file a new session has published since (it reads that one instead and
+finds its owner alive). A session takes the same lock while it reads the originals and
+publishes its first record, and waits for it (shared) before starting, so it never saves
+values that a restorer is halfway through putting back. The kernel drops the lock when its
+holder dies, so a crashed restorer blocks nobody and its record stays in place for the next
+one; waiting is bounded (30 s), then a one-line error names the holder's pid. The lock file
+itself stays (removing a lock file lets two processes lock different files); on a file system
+without ``flock`` (some network mounts) the lock is skipped and the old behaviour applies.
+
 Restore order (per cpufreq policy, then the cpuidle flags), reading current values first and
 writing only what differs:
 
@@ -61,6 +88,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -69,6 +97,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -120,6 +149,12 @@ _DIGITS = re.compile(r"\d+")
 _HOST_SAFE = re.compile(r"[^A-Za-z0-9_.\-]")
 _LIMIT_KEYS = ("scaling_governor", "scaling_min_freq", "scaling_max_freq")
 
+_FORCE_HINT = "`greenckpt restore --force` (force=True from Python)"
+
+_LOCK_WAIT_S = 30.0
+"""How long to wait for another process holding the state file's lock before giving up."""
+_LOCK_POLL_S = 0.02
+
 _Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 
@@ -166,6 +201,82 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def _make_state_dir(path: Path) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise PlatformError(
+            f"cannot create the state file directory {path.parent}: {exc.strerror or exc}"
+        ) from exc
+
+
+def _lock_path(path: Path) -> Path:
+    return path.parent / f".{path.name}.lock"
+
+
+def _lock_holder(lock: Path) -> str:
+    """`` (pid 123, restoring the node's settings)`` as recorded by the holder, or ``""``."""
+    try:
+        pid, _, purpose = lock.read_text(encoding="utf-8").strip().partition(" ")
+    except (OSError, UnicodeDecodeError):
+        return ""
+    return f" (pid {pid}, {purpose})" if pid.isdigit() and purpose else ""
+
+
+@contextlib.contextmanager
+def _state_lock(path: Path, purpose: str, *, shared: bool = False) -> Iterator[None]:
+    """Hold the advisory lock of the state file ``path`` (see the module docstring).
+
+    Exclusive (restoring; a session's first publication) creates the lock file; shared (a
+    session starting: wait until no one restores) does not, and skips waiting when there is no
+    lock file. Waits at most ``_LOCK_WAIT_S``, then raises a PlatformError naming the holder.
+    """
+    lock = _lock_path(path)
+    fd = -1
+    if shared:
+        with contextlib.suppress(OSError):  # no lock file: nobody ever held it
+            fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
+    else:
+        _make_state_dir(path)
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise PlatformError(
+                f"cannot open the lock file {lock}: {exc.strerror or exc}; nothing was changed"
+            ) from exc
+    try:
+        if fd >= 0 and _acquire(fd, shared, lock, path) and not shared:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()} {purpose}\n".encode(), 0)
+        yield
+    finally:
+        if fd >= 0:
+            os.close(fd)  # releases the lock
+
+
+def _acquire(fd: int, shared: bool, lock: Path, path: Path) -> bool:
+    """flock ``fd``, polling until ``_LOCK_WAIT_S``; False where the file system has no locks."""
+    operation = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB
+    deadline = time.monotonic() + _LOCK_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fd, operation)
+            return True
+        except BlockingIOError:
+            pass
+        except OSError as exc:
+            if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL):
+                return False
+            raise PlatformError(f"cannot lock {lock}: {exc.strerror or exc}") from exc
+        if time.monotonic() >= deadline:
+            raise PlatformError(
+                f"another greenckpt process{_lock_holder(lock)} has held the lock of the state "
+                f"file {path} for more than {_LOCK_WAIT_S:g} s; try again when it has finished"
+            )
+        time.sleep(_LOCK_POLL_S)
+
+
 def _write_state_file(path: Path, doc: Mapping[str, Any], *, exclusive: bool) -> None:
     """Atomically publish ``doc`` at ``path``: temp file + fsync + link/rename + dir fsync.
 
@@ -173,12 +284,7 @@ def _write_state_file(path: Path, doc: Mapping[str, Any], *, exclusive: bool) ->
     file exists: another session's record is never replaced.
     """
     data = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode("utf-8")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    except OSError as exc:
-        raise PlatformError(
-            f"cannot create the state file directory {path.parent}: {exc.strerror or exc}"
-        ) from exc
+    _make_state_dir(path)
     tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
@@ -242,6 +348,8 @@ def _check_doc(doc: object, path: Path) -> dict[str, Any]:
     for key in ("boot_id", "process_start"):
         if doc.get(key) is not None and not isinstance(doc[key], str | int):
             raise bad(f"{key!r} of the wrong type")
+    if "ended" in doc and not isinstance(doc["ended"], bool):
+        raise bad("'ended' must be true or false")
     cpufreq = doc.get("cpufreq")
     cpuidle = doc.get("cpuidle")
     if not isinstance(cpufreq, dict) or not isinstance(cpuidle, dict):
@@ -344,6 +452,9 @@ class PendingState:
     policies: tuple[str, ...]
     cstates: int
     """Number of saved cpuidle disable flags."""
+    ended: bool = False
+    """The session ended but could not restore everything: its process may still run, but no
+    session owns the file any more (``alive`` is False), so it may be restored now."""
 
     def describe(self) -> str:
         """One line saying what the file is and what to do about it."""
@@ -360,6 +471,12 @@ class PendingState:
             return (
                 f"state file {self.path} from {who} predates the last reboot (settings already "
                 f"reset); {_RESTORE_HINT} discards it"
+            )
+        if self.ended:
+            return (
+                f"the original node settings ({saved}) saved by {who} could not all be restored "
+                f"when it ended: state file {self.path}; call {_RESTORE_HINT} before starting a "
+                "new session"
             )
         return (
             f"the original node settings ({saved}) saved by {who} were never restored: "
@@ -386,8 +503,10 @@ class RestoreReport:
 def _pending_from_doc(path: Path, doc: Mapping[str, Any], root: SysRoot) -> PendingState:
     same_boot = doc.get("boot_id") == _boot_id(root)
     start = doc.get("process_start")
+    ended = doc.get("ended") is True
     alive = (
-        same_boot
+        not ended
+        and same_boot
         and doc["host"] == socket.gethostname()
         and _process_alive(int(doc["pid"]), start if isinstance(start, int) else None)
     )
@@ -401,6 +520,7 @@ def _pending_from_doc(path: Path, doc: Mapping[str, Any], root: SysRoot) -> Pend
         alive=alive,
         policies=tuple(sorted(doc["cpufreq"], key=lambda n: int(n[6:]))),
         cstates=len(doc["cpuidle"]),
+        ended=ended,
     )
 
 
@@ -421,37 +541,62 @@ def pending_state(
 
 def _restore_policy(
     root: SysRoot, name: str, saved: Mapping[str, str | None], written: list[SysfsWrite]
-) -> None:
-    """Put one policy back in the documented order, writing only what differs."""
+) -> list[str]:
+    """Put one policy back in the documented order, writing only what differs.
+
+    Every attribute is attempted, still in that order, even after one fails: a refused governor
+    write must not also leave the limits or the EPP changed. Returns the failures, one line each.
+    """
     path = f"{CPUFREQ_DIR}/{name}"
     what = "the cpufreq files"
+    failures: list[str] = []
 
     def current(attr: str) -> str:
         try:
             return root.read(f"{path}/{attr}")
-        except OSError as exc:
+        except (OSError, UnicodeDecodeError) as exc:
             raise PlatformError(f"cannot read {root / path}/{attr}: {exc}") from exc
 
-    gov = str(saved["scaling_governor"])
-    if current("scaling_governor") != gov:
-        written += write_attributes(root, [SysfsWrite(f"{path}/scaling_governor", gov)], what=what)
-    try:
-        cur_min, cur_max = int(current("scaling_min_freq")), int(current("scaling_max_freq"))
-    except ValueError as exc:
-        raise PlatformError(f"{root / path}: unreadable limits") from exc
-    new_min, new_max = int(str(saved["scaling_min_freq"])), int(str(saved["scaling_max_freq"]))
-    written += write_attributes(
-        root, limit_writes(path, cur_min, cur_max, new_min, new_max), what=what
-    )
-    speed = saved.get("scaling_setspeed")
-    if speed is not None and current("scaling_setspeed") != speed:
-        written += write_attributes(
-            root, [SysfsWrite(f"{path}/scaling_setspeed", speed)], what=what
-        )
-    epp = saved.get("energy_performance_preference")
-    epp_path = f"{path}/energy_performance_preference"
-    if epp is not None and root.read_or_none(epp_path) != epp:
-        written += write_attributes(root, [SysfsWrite(epp_path, epp)], what=what)
+    def attempt(step: Callable[[], None]) -> None:
+        try:
+            step()
+        except PlatformError as exc:
+            failures.append(str(exc))
+
+    def put(w: SysfsWrite) -> None:
+        written.extend(write_attributes(root, [w], what=what))
+
+    def governor() -> None:
+        gov = str(saved["scaling_governor"])
+        if current("scaling_governor") != gov:
+            put(SysfsWrite(f"{path}/scaling_governor", gov))
+
+    def limits() -> None:
+        try:
+            cur_min, cur_max = int(current("scaling_min_freq")), int(current("scaling_max_freq"))
+        except ValueError as exc:
+            raise PlatformError(f"{root / path}: unreadable limits") from exc
+        lo, hi = int(str(saved["scaling_min_freq"])), int(str(saved["scaling_max_freq"]))
+        for w in limit_writes(path, cur_min, cur_max, lo, hi):
+            try:  # the second limit is attempted even when the first is refused
+                put(w)
+            except PlatformError as exc:
+                failures.append(str(exc))
+
+    def setspeed() -> None:
+        speed = saved.get("scaling_setspeed")
+        if speed is not None and current("scaling_setspeed") != speed:
+            put(SysfsWrite(f"{path}/scaling_setspeed", speed))
+
+    def epp() -> None:
+        value = saved.get("energy_performance_preference")
+        epp_path = f"{path}/energy_performance_preference"
+        if value is not None and root.read_or_none(epp_path) != value:
+            put(SysfsWrite(epp_path, value))
+
+    for step in (governor, limits, setspeed, epp):
+        attempt(step)
+    return failures
 
 
 def _restore_saved(
@@ -461,10 +606,7 @@ def _restore_saved(
     written: list[SysfsWrite] = []
     failures: list[str] = []
     for name in sorted(cpufreq, key=lambda n: int(n[6:])):
-        try:
-            _restore_policy(root, name, cpufreq[name], written)
-        except PlatformError as exc:
-            failures.append(str(exc))
+        failures += _restore_policy(root, name, cpufreq[name], written)
     for rel in sorted(cpuidle, key=_idle_sort_key):
         try:
             now = root.read_or_none(rel)
@@ -496,12 +638,24 @@ def restore_from_state_file(
     ``force=True`` overrides, e.g. when that pid was reused by an unrelated process). A file from
     before the last reboot is discarded without writing. When a write fails, the others are still
     attempted, the file is kept for another try, and PlatformError lists the failures.
+
+    Safe to call from many processes at once: the record is read, restored and removed under
+    the state file's lock (module docstring), so one restores and the others, once it is done,
+    find nothing to restore (an empty report naming the file).
     """
     chosen = root if root is not None else SysRoot.default()
     state_path = Path(path) if path is not None else default_state_file(chosen)
-    doc = _load_state_file(state_path)
-    if doc is None:
+    if _load_state_file(state_path) is None:
         return RestoreReport()
+    with _state_lock(state_path, "restoring the node's settings"):
+        return _restore_locked(chosen, state_path, force)
+
+
+def _restore_locked(chosen: SysRoot, state_path: Path, force: bool) -> RestoreReport:
+    """restore_from_state_file while holding the lock: read the record afresh, then act."""
+    doc = _load_state_file(state_path)
+    if doc is None:  # another process restored it while this one waited for the lock
+        return RestoreReport(state_file=state_path)
     pending = _pending_from_doc(state_path, doc, chosen)
     if pending.host != socket.gethostname():
         raise PlatformError(
@@ -513,7 +667,10 @@ def restore_from_state_file(
             f"state file {state_path} records root {pending.root}, not {chosen.path.resolve()}"
         )
     if pending.alive and pending.pid != os.getpid() and not force:
-        raise PlatformError(pending.describe() + "; pass force=True only if it is not greenckpt")
+        raise PlatformError(
+            f"{pending.describe()}; if pid {pending.pid} is not greenckpt (a reused pid), use "
+            f"{_FORCE_HINT}"
+        )
     if not pending.same_boot:
         _remove_state_file(state_path)
         return RestoreReport(stale=True, state_file=state_path)
@@ -580,7 +737,9 @@ class NodeSettings:
     def __enter__(self) -> Self:
         if self._entered:
             raise PlatformError("a NodeSettings session cannot be entered twice")
-        pending = pending_state(self.root, self.state_file)
+        # Wait for a restorer at work (it holds the lock until the record is gone), then look.
+        with _state_lock(self.state_file, "starting a session", shared=True):
+            pending = pending_state(self.root, self.state_file)
         if pending is not None:
             raise PlatformError(pending.describe())
         self._entered = True
@@ -599,19 +758,26 @@ class NodeSettings:
     def close(self) -> RestoreReport:
         """Restore everything, end the session, put the previous signal handlers back.
 
-        Raises PlatformError when something could not be restored (the state file is kept).
+        Raises PlatformError when something could not be restored: the state file is kept,
+        marked as ended so that ``greenckpt restore`` retries it while this process lives on.
         A signal that arrived while restoring is delivered afterwards.
         """
         try:
             report = self._restore_now()
+            marked = self._end_with_failures() if report.failures else True
         finally:
             self._closed_reason = self._closed_reason or "the session has ended"
             self._uninstall_handlers()
         self._deliver_pending_signal()
         if report.failures:
+            retry = (
+                f"{_RESTORE_HINT} retries"
+                if marked
+                else f"it still names this process: retry with {_FORCE_HINT}"
+            )
             raise PlatformError(
-                f"could not restore every node setting (state file {self.state_file} kept): "
-                + "; ".join(report.failures)
+                f"could not restore every node setting (state file {self.state_file} kept; "
+                f"{retry}): " + "; ".join(report.failures)
             )
         return report
 
@@ -667,9 +833,16 @@ class NodeSettings:
             old.close()
 
     def restore(self) -> RestoreReport:
-        """Put every saved setting back now and keep the session open for further changes."""
+        """Put every saved setting back now and keep the session open for further changes.
+
+        A signal that arrived while restoring is handled once everything is back (it then
+        closes the session, as any signal does).
+        """
         self._check_open()
-        report = self._restore_now()
+        try:
+            report = self._restore_now()
+        finally:
+            self._deliver_pending_signal()
         if report.failures:
             raise PlatformError(
                 f"could not restore every node setting (state file {self.state_file} kept): "
@@ -688,45 +861,71 @@ class NodeSettings:
                 "further changes"
             )
 
-    def _guard(self, _write: SysfsWrite) -> None:
-        """Runs before every write: a signal handler may have restored and closed the session."""
-        self._check_open()
+    @contextlib.contextmanager
+    def _guarded_write(self, _write: SysfsWrite) -> Iterator[None]:
+        """Every write of a change runs inside: check and write form one step.
+
+        Signals are deferred, so no handler can restore (and remove the state file) between
+        the check that the session is still open and the write; a signal that arrived is
+        handled right after this one write, which it then restores as well.
+        """
+        try:
+            with self._signals_deferred():
+                self._check_open()
+                yield
+        finally:
+            self._deliver_pending_signal()
 
     def _apply_cpufreq(self, plan: CpufreqPlan) -> CpufreqResult:
         touched = {w.path.rsplit("/", 1)[0] for w in plan.writes}
         self._save(policies=[p.name for p in plan.policies if p.path in touched])
-        return self.cpufreq.apply(plan, before_each=self._guard)
+        return self.cpufreq.apply(plan, around_each=self._guarded_write)
 
     def _apply_cstates(self, plan: CstatePlan) -> CstateResult:
         self._save(idle_paths=[w.path for w in plan.writes])
-        return self.cpuidle.apply(plan, before_each=self._guard)
+        return self.cpuidle.apply(plan, around_each=self._guarded_write)
 
     def _save(self, policies: Iterable[str] = (), idle_paths: Iterable[str] = ()) -> None:
-        """Record the originals not yet saved, then publish the state file before any write."""
-        new_cpufreq: dict[str, dict[str, str | None]] = {}
-        for name in policies:
-            if name not in self._saved_cpufreq:
-                new_cpufreq[name] = self._read_policy_originals(name)
-        new_cpuidle: dict[str, str] = {}
-        for rel in idle_paths:
-            if rel not in self._saved_cpuidle:
-                value = self.root.read_or_none(rel)
-                if value is None:
-                    raise PlatformError(f"cannot read {self.root / rel}; nothing was changed")
-                new_cpuidle[rel] = value
-        if not new_cpufreq and not new_cpuidle:
+        """Record the originals not yet saved, then publish the state file before any write.
+
+        The first publication of a session holds the state file's lock while it reads the
+        originals, so it never records values that a restorer is halfway through putting back.
+        """
+        names = [n for n in policies if n not in self._saved_cpufreq]
+        paths = [r for r in idle_paths if r not in self._saved_cpuidle]
+        if not names and not paths:
             return
+        lock = (
+            _state_lock(self.state_file, "saving the node's original settings")
+            if not self._state_written
+            else contextlib.nullcontext()
+        )
+        try:
+            with lock:
+                self._publish(names, paths)
+        finally:
+            self._deliver_pending_signal()  # handled now, before any write of this change
+
+    def _publish(self, names: Iterable[str], paths: Iterable[str]) -> None:
+        new_cpufreq = {name: self._read_policy_originals(name) for name in names}
+        new_cpuidle: dict[str, str] = {}
+        for rel in paths:
+            value = self.root.read_or_none(rel)
+            if value is None:
+                raise PlatformError(f"cannot read {self.root / rel}; nothing was changed")
+            new_cpuidle[rel] = value
         cpufreq = {**self._saved_cpufreq, **new_cpufreq}
         cpuidle = {**self._saved_cpuidle, **new_cpuidle}
         doc = self._document(cpufreq, cpuidle)
         _check_doc(doc, self.state_file)
         # The file on disk and the record in memory must change together: a signal handler
-        # that ran in between would restore from (or remove) an out-of-date record.
+        # that ran in between would restore from (or remove) an out-of-date record. And a
+        # session a signal has already restored and closed publishes nothing more.
         with self._signals_deferred():
+            self._check_open()
             _write_state_file(self.state_file, doc, exclusive=not self._state_written)
             self._state_written = True
             self._saved_cpufreq, self._saved_cpuidle = cpufreq, cpuidle
-        self._deliver_pending_signal()  # handled now, before any write of this change
 
     def _read_policy_originals(self, name: str) -> dict[str, str | None]:
         path = f"{CPUFREQ_DIR}/{name}"
@@ -746,6 +945,23 @@ class NodeSettings:
         )
         originals["scaling_driver"] = self.root.read_or_none(f"{path}/scaling_driver")
         return originals
+
+    def _end_with_failures(self) -> bool:
+        """The session ends with settings it could not restore: mark its state file as ended
+        (so ``greenckpt restore`` retries it although this process lives on) and forget the
+        record, which from now on belongs to whoever restores it. False when the file could
+        not be rewritten (it then still names this process as a live session)."""
+        doc = self._document(self._saved_cpufreq, self._saved_cpuidle)
+        doc["ended"] = True
+        with self._signals_deferred():
+            try:
+                _write_state_file(self.state_file, doc, exclusive=False)
+                marked = True
+            except PlatformError:
+                marked = False
+            self._saved_cpufreq, self._saved_cpuidle = {}, {}
+            self._state_written = False
+        return marked
 
     def _document(
         self, cpufreq: Mapping[str, Mapping[str, str | None]], cpuidle: Mapping[str, str]
@@ -820,10 +1036,12 @@ class NodeSettings:
         try:
             report = self._restore_now()
             if report.failures:
+                marked = self._end_with_failures()
+                retry = _RESTORE_HINT if marked else _FORCE_HINT
                 print(
                     f"greenckpt: could not restore every node setting after "
-                    f"{signal.Signals(signum).name} (state file {self.state_file} kept): "
-                    + "; ".join(report.failures),
+                    f"{signal.Signals(signum).name} (state file {self.state_file} kept; retry "
+                    f"with {retry}): " + "; ".join(report.failures),
                     file=sys.stderr,
                 )
         except Exception as exc:  # never let a restore error hide the signal
