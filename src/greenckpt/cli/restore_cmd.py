@@ -50,6 +50,12 @@ def run(ns: argparse.Namespace) -> int:
             f"discarded {report.state_file}: it predates the last reboot, which reset the settings"
         )
         return 0
+    if not report.written:
+        print(
+            "nothing left to restore: the settings were already back "
+            "(or another process restored them)"
+        )
+        return 0
     print(f"restored {len(report.written)} setting(s) from {report.state_file}:")
     for w in report.written:
         print(f"  {w.path} = {w.value.strip()}")
