@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 import types
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Self
@@ -30,13 +31,15 @@ import pytest
 
 from greenckpt.platform.meters import rapl as rapl_mod
 from greenckpt.platform.meters.base import (
+    Clock,
     Meter,
     MeterOptions,
+    PolledPowerMeter,
     Resolution,
     Source,
     open_counter,
 )
-from greenckpt.platform.root import SysRoot
+from greenckpt.platform.root import PlatformError, SysRoot
 
 HERE = Path(__file__).resolve().parent
 FAKE_IPMITOOL = HERE / "bin" / "ipmitool"
@@ -58,6 +61,7 @@ class Zone:
     energy_uj: int = 0
     max_range_uj: int | None = INTEL_RANGE_UJ
     limits_uw: dict[str, int] = field(default_factory=dict)  # constraint file -> value
+    enabled: bool = True  # the zone's power limiting (its ``enabled`` file)
 
 
 def write_zones(root: Path, zones: list[Zone], control: str = "powercap") -> None:
@@ -72,7 +76,7 @@ def write_zones(root: Path, zones: list[Zone], control: str = "powercap") -> Non
         (d / "energy_uj").write_text(f"{z.energy_uj}\n")
         if z.max_range_uj is not None:
             (d / "max_energy_range_uj").write_text(f"{z.max_range_uj}\n")
-        (d / "enabled").write_text("1\n")
+        (d / "enabled").write_text("1\n" if z.enabled else "0\n")
         for fname, value in z.limits_uw.items():
             (d / fname).write_text(f"{value}\n")
 
@@ -243,14 +247,21 @@ def fake_pynvml(
     """A module with the subset of the pynvml API the NVML meter uses.
 
     ``mod.energy_mj[i]`` and ``mod.power_mw[i]`` are the values the next call returns;
-    ``mod.calls`` records ``nvmlInit`` / ``nvmlShutdown``.
+    ``mod.calls`` records ``nvmlInit`` / ``nvmlShutdown``; ``mod.fail[name] = message`` makes
+    the function ``name`` raise ``NVMLError(message)`` from then on (a GPU lost after init).
     """
     mod = types.ModuleType("pynvml")
     state: dict[str, Any] = {
         "energy_mj": [10_000 * (i + 1) for i in range(gpus)],
         "power_mw": [100_000 + 50_000 * i for i in range(gpus)],
         "calls": [],
+        "fail": {},
     }
+
+    def check(name: str) -> None:
+        message = state["fail"].get(name)
+        if message is not None:
+            raise FakeNVMLError(message)
 
     def nvmlInit() -> None:
         state["calls"].append("init")
@@ -261,18 +272,22 @@ def fake_pynvml(
         state["calls"].append("shutdown")
 
     def nvmlDeviceGetCount() -> int:
+        check("nvmlDeviceGetCount")
         return gpus
 
     def nvmlDeviceGetHandleByIndex(i: int) -> int:
+        check("nvmlDeviceGetHandleByIndex")
         return i
 
     def nvmlDeviceGetTotalEnergyConsumption(h: int) -> int:
         if not energy_supported:
             raise FakeNVMLError("Not Supported")
+        check("nvmlDeviceGetTotalEnergyConsumption")
         value: int = state["energy_mj"][h]
         return value
 
     def nvmlDeviceGetPowerUsage(h: int) -> int:
+        check("nvmlDeviceGetPowerUsage")
         value: int = state["power_mw"][h]
         return value
 
@@ -289,6 +304,7 @@ def fake_pynvml(
     mod.energy_mj = state["energy_mj"]  # type: ignore[attr-defined]
     mod.power_mw = state["power_mw"]  # type: ignore[attr-defined]
     mod.calls = state["calls"]  # type: ignore[attr-defined]
+    mod.fail = state["fail"]  # type: ignore[attr-defined]
     return mod
 
 
@@ -321,6 +337,17 @@ def install_ipmitool(
     return watts_file
 
 
+def install_ipmitool_script(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, body: str) -> None:
+    """Put a SYNTHETIC ``ipmitool`` running the ``sh`` code ``body`` first on PATH (for output
+    the standard fake cannot produce, such as bytes that are not UTF-8)."""
+    bindir = tmp_path / "scriptbin"
+    bindir.mkdir(exist_ok=True)
+    exe = bindir / "ipmitool"
+    exe.write_text("#!/bin/sh\n# SYNTHETIC ipmitool for one test\n" + body + "\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
 def hide_ipmitool(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A PATH on which no ipmitool can be found."""
     empty = tmp_path / "emptybin"
@@ -336,7 +363,8 @@ class FakeMeter(Meter):
 
     Every value returned by :meth:`read` is logged in ``log`` (one dict per read), so tests can
     check phase energies against the exact counter deltas at the boundaries. ``fail_in_thread``
-    makes reads from the sampler's thread raise (to test error handling).
+    makes reads from the sampler's thread raise, ``failing = True`` every read (to test error
+    handling); ``gap_counts`` is what :attr:`gaps` reports (bump it to fake a degraded read).
     """
 
     name = "fake"
@@ -357,6 +385,8 @@ class FakeMeter(Meter):
         if source is not None:
             self.source = source  # type: ignore[misc]
         self.fail_in_thread = fail_in_thread
+        self.failing = False
+        self.gap_counts: dict[str, int] = {}
         self.t0 = time.monotonic()
         self.log: list[dict[str, float]] = []
         self.reads = 0
@@ -374,9 +404,15 @@ class FakeMeter(Meter):
     def resolution(self) -> Resolution:
         return Resolution(1e-6, "J")
 
+    @property
+    def gaps(self) -> Mapping[str, int]:
+        return self.gap_counts
+
     def read(self) -> dict[str, float]:
         self.reads += 1
-        if self.fail_in_thread and threading.current_thread().name == "greenckpt-sampler":
+        if self.failing or (
+            self.fail_in_thread and threading.current_thread().name == "greenckpt-sampler"
+        ):
             raise OSError("synthetic read failure")
         dt = time.monotonic() - self.t0
         values = {d: w * dt for d, w in self.watts.items()}
@@ -385,6 +421,47 @@ class FakeMeter(Meter):
 
     def close(self) -> None:
         self.closed = True
+
+
+class SlowPolledMeter(PolledPowerMeter):
+    """SYNTHETIC power meter with a slow query, like ``ipmitool``: constant ``watts`` on
+    domain ``node``. Set ``block`` to make the next queries wait on ``gate`` (at most
+    ``block_s``) — ``in_query`` is set while one waits; ``fail`` makes queries fail.
+    ``query_threads`` records the thread of every query."""
+
+    name = "slowpoll"
+    source: ClassVar[Source] = "measured"
+
+    def __init__(
+        self, watts: float = 100.0, period_s: float = 0.0, clock: Clock = time.monotonic
+    ) -> None:
+        super().__init__(("node",), period_s, clock)
+        self.watts = watts
+        self.block = False
+        self.block_s = 3.0
+        self.fail = False
+        self.gate = threading.Event()
+        self.in_query = threading.Event()
+        self.query_threads: list[str] = []
+        self._accept(clock(), {"node": watts})  # the "probe's" reading
+
+    @classmethod
+    def probe(cls, root: SysRoot, options: MeterOptions) -> Self:
+        return cls(clock=options.clock)
+
+    @property
+    def resolution(self) -> Resolution:
+        return Resolution(1.0, "W")
+
+    def _query(self) -> Mapping[str, float]:
+        self.query_threads.append(threading.current_thread().name)
+        if self.block:
+            self.in_query.set()
+            self.gate.wait(self.block_s)
+            self.in_query.clear()
+        if self.fail:
+            raise PlatformError("synthetic BMC failure")
+        return {"node": self.watts}
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, bytes]]:

@@ -122,3 +122,49 @@ def test_probe_without_a_log_is_unavailable(tmp_path: Path) -> None:
         ExternalCsvMeter.probe(ROOT, MeterOptions())
     with pytest.raises(MeterUnavailable, match="does not exist"):
         ExternalCsvMeter.probe(ROOT, MeterOptions(csv_path=tmp_path / "nope.csv"))
+
+
+def test_a_log_that_stops_is_held_briefly_then_refused_and_the_gap_not_charged(
+    tmp_path: Path,
+) -> None:
+    p = tmp_path / "wall.csv"
+    p.write_text("1000.0,100\n1001.0,100\n1002.0,100\n")  # one row a second: hold 3 s
+    wall = fp.ManualClock(1002.0)
+    with ExternalCsvMeter.probe(ROOT, MeterOptions(csv_path=p, wall_clock=wall)) as m:
+        wall.advance(2.0)
+        assert m.read()["node"] == pytest.approx(200.0)  # logger a little late: held
+        wall.advance(60.0)  # the logger stopped
+        with pytest.raises(PlatformError, match="hold limit"):
+            m.read()
+        assert m.hold_s == pytest.approx(3.0)
+        assert m.stale_reads == 1
+        with p.open("a") as fh:  # ... and starts again
+            fh.write("1070.0,300\n")
+        wall.t = 1071.0
+        # 200 J handed out before the stop; the silent minute is not charged; 1 s at 300 W.
+        assert m.read()["node"] == pytest.approx(200.0 + 300.0)
+
+
+def test_an_empty_log_is_not_read_as_zero_watts(tmp_path: Path) -> None:
+    p = tmp_path / "wall.csv"
+    p.write_text("timestamp,watts\n")
+    wall = fp.ManualClock(1000.0)
+    with ExternalCsvMeter.probe(ROOT, MeterOptions(csv_path=p, wall_clock=wall)) as m:
+        with pytest.raises(PlatformError, match="no reading"):
+            m.read()
+        p.write_text("timestamp,watts\n1000.0,50\n")
+        wall.advance(2.0)
+        assert m.read()["node"] == pytest.approx(100.0)
+
+
+def test_hold_limit_can_be_given(tmp_path: Path) -> None:
+    p = tmp_path / "wall.csv"
+    p.write_text("1000.0,100\n")
+    wall = fp.ManualClock(1000.0)
+    opts = MeterOptions(csv_path=p, wall_clock=wall, csv_max_hold_s=0.5)
+    with ExternalCsvMeter.probe(ROOT, opts) as m:
+        wall.advance(1.0)
+        with pytest.raises(PlatformError, match=r"0\.5 s hold limit"):
+            m.read()
+    with pytest.raises(MeterUnavailable, match="positive"):
+        ExternalCsvMeter.probe(ROOT, MeterOptions(csv_path=p, csv_max_hold_s=0.0))

@@ -144,6 +144,21 @@ def test_unknown_name_is_one_line_listing_the_valid_ones(tmp_path: Path) -> None
         probe_meter("nope", SysRoot(tmp_path))
 
 
+@pytest.mark.parametrize(
+    ("typo", "suggestion"),
+    [("rapll", "'rapl'"), ("ipmitool", "'ipmi'"), ("estimater", "'estimator'")],
+)
+def test_unknown_name_suggests_the_nearest_valid_one(
+    tmp_path: Path, typo: str, suggestion: str
+) -> None:
+    with pytest.raises(PlatformError) as info:
+        select_meters([typo], root=SysRoot(tmp_path))
+    msg = str(info.value)
+    assert "\n" not in msg
+    assert f"did you mean {suggestion}" in msg
+    assert "valid meters: rapl, perf" in msg
+
+
 def test_probing_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fp.intel_tree(tmp_path, sockets=2, psys=True)
     fp.power_pmu_tree(tmp_path)

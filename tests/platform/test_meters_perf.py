@@ -18,7 +18,6 @@ from greenckpt.platform.meters.perf import (
     SyscallOpener,
     detect_power_pmu,
     paranoid_reason,
-    parse_cpulist,
 )
 from greenckpt.platform.root import SysRoot
 from tests.platform import fake_power as fp
@@ -60,25 +59,45 @@ def test_wrong_unit_is_unavailable(tmp_path: Path) -> None:
         detect_power_pmu(SysRoot(tmp_path))
 
 
-def test_paranoid_level_blocks_unprivileged_users(
+def _as_real_root_non_root_user(monkeypatch: pytest.MonkeyPatch, opener: fp.FakePerfOpener) -> None:
+    """Let the probe open the fake tree's PMU through ``opener``, as a user who is not root."""
+    monkeypatch.setattr(SysRoot, "is_real", property(lambda self: True))
+    monkeypatch.setattr(perf_mod, "SyscallOpener", lambda: opener)
+    monkeypatch.setattr(perf_mod.os, "geteuid", lambda: 1000)
+
+
+def test_a_capable_non_root_user_is_not_refused_for_the_paranoid_level(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CAP_PERFMON lets a non-root user open system-wide counters at any paranoid level: the
+    probe must try, not judge by the level (which its own hint says CAP_PERFMON overrides)."""
+    fp.power_pmu_tree(tmp_path, paranoid=2)
+    opener = fp.FakePerfOpener()  # the kernel says yes: this process holds CAP_PERFMON
+    _as_real_root_non_root_user(monkeypatch, opener)
+    with PerfPowerMeter.probe(SysRoot(tmp_path), MeterOptions()) as m:
+        assert m.domains == ("package-0", "dram-0")
+        assert len(opener.opened) == 2
+
+
+def test_a_refused_open_is_explained_by_the_paranoid_level(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fp.power_pmu_tree(tmp_path, paranoid=2)
-    pmu = detect_power_pmu(SysRoot(tmp_path))
-    monkeypatch.setattr(perf_mod, "_privileged", lambda: False)
-    reason = paranoid_reason(pmu)
-    assert reason is not None
+    _as_real_root_non_root_user(monkeypatch, fp.FakePerfOpener(fail_errno=errno.EACCES))
+    with pytest.raises(MeterUnavailable) as info:
+        PerfPowerMeter.probe(SysRoot(tmp_path), MeterOptions())
+    reason = info.value.reason
+    assert "perf_event_open failed" in reason
     assert "perf_event_paranoid=2" in reason
     assert "sysctl kernel.perf_event_paranoid=0" in reason
-    with pytest.raises(MeterUnavailable, match="paranoid"):
-        PerfPowerMeter.probe(SysRoot(tmp_path), MeterOptions())
-    monkeypatch.setattr(perf_mod, "_privileged", lambda: True)
-    assert paranoid_reason(pmu) is None
+    assert "CAP_PERFMON" in reason
 
 
-def test_paranoid_zero_is_no_obstacle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_paranoid_reason_explains_levels_above_zero_only(tmp_path: Path) -> None:
+    fp.power_pmu_tree(tmp_path, paranoid=2)
+    reason = paranoid_reason(detect_power_pmu(SysRoot(tmp_path)))
+    assert reason is not None and "perf_event_paranoid=2" in reason
     fp.power_pmu_tree(tmp_path, paranoid=0)
-    monkeypatch.setattr(perf_mod, "_privileged", lambda: False)
     assert paranoid_reason(detect_power_pmu(SysRoot(tmp_path))) is None
 
 
@@ -112,10 +131,17 @@ def test_open_failure_says_why_and_closes_what_was_opened(tmp_path: Path) -> Non
         PerfPowerMeter.open(pmu, fp.FakePerfOpener(fail_errno=errno.EACCES))
 
 
-def test_cpulist() -> None:
-    assert parse_cpulist("0") == (0,)
-    assert parse_cpulist("0,18\n") == (0, 18)
-    assert parse_cpulist("0-2,8") == (0, 1, 2, 8)
+def test_cpumask_ranges_name_one_cpu_per_package(tmp_path: Path) -> None:
+    fp.power_pmu_tree(tmp_path, cpumask="0-1,18")
+    assert detect_power_pmu(SysRoot(tmp_path)).cpus == (0, 1, 18)
+
+
+@pytest.mark.parametrize("cpumask", [b"zero", b"0,x", b"-1", b"0-99999999", b"\xff\xfe0"])
+def test_garbage_cpumask_is_unavailable(tmp_path: Path, cpumask: bytes) -> None:
+    fp.power_pmu_tree(tmp_path)
+    (tmp_path / perf_mod.PMU_DIR / "cpumask").write_bytes(cpumask + b"\n")
+    with pytest.raises(MeterUnavailable, match="cpumask"):
+        detect_power_pmu(SysRoot(tmp_path))
 
 
 def test_syscall_wrapper_counts_a_software_event() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from greenckpt.platform.meters import MeterOptions, MeterUnavailable, RaplMeter, WrappingCounter
 from greenckpt.platform.meters.rapl import find_zones
 from greenckpt.platform.root import SysRoot
+from greenckpt.platform.sampler import Sampler
 from tests.platform import fake_power as fp
 
 OPTS = MeterOptions()
@@ -166,3 +168,62 @@ def test_close_is_idempotent(tmp_path: Path) -> None:
     m.close()
     m.close()
     assert math.isfinite(m.max_period_s)
+
+
+def test_a_read_later_than_the_wrap_safe_period_is_marked(tmp_path: Path) -> None:
+    fp.intel_tree(tmp_path)
+    clock = fp.ManualClock()
+    with RaplMeter.probe(SysRoot(tmp_path), MeterOptions(clock=clock)) as m:
+        zones = {z.domain: z for z in m.zones}
+        dram_safe = zones["dram-0"].wrap_s / 4  # ≈ 91 s: the shortest
+        pkg_safe = zones["package-0"].wrap_s / 4  # ≈ 364 s
+        clock.advance(dram_safe / 2)
+        m.read()
+        assert m.gaps == dict.fromkeys(m.domains, 0)
+        clock.advance(dram_safe + 1)  # late for dram only
+        fp.set_energy(tmp_path, "intel-rapl:0", 1_000_000 + 5_000_000)
+        r = m.read()
+        assert r["package-0"] == pytest.approx(5.0)  # the figure is still returned...
+        assert m.gaps == {"package-0": 0, "core-0": 0, "uncore-0": 0, "dram-0": 1}  # ...marked
+        assert m.late_reads == 1
+        clock.advance(pkg_safe + 1)  # late for every zone
+        m.read()
+        assert m.gaps == {"package-0": 1, "core-0": 1, "uncore-0": 1, "dram-0": 2}
+        assert m.longest_interval_s == pytest.approx(pkg_safe + 1)
+
+
+def test_a_late_rapl_read_makes_the_phase_unreliable(tmp_path: Path) -> None:
+    fp.intel_tree(tmp_path)
+    clock = fp.ManualClock()
+    with (
+        RaplMeter.probe(SysRoot(tmp_path), MeterOptions(clock=clock)) as m,
+        Sampler([m], rate_hz=20) as s,
+    ):
+        with s.phase("compute") as clean:
+            pass
+        with s.phase("checkpoint") as late:
+            clock.advance(m.max_period_s * 2)  # as if the sampler had been starved
+            time.sleep(0.1)
+    assert clean.result is not None and clean.result.reliable
+    assert late.result is not None and not late.result.reliable
+    assert late.result.gaps["rapl/dram-0"] == 1
+    assert late.result.to_dict()["energy"]["rapl/dram-0"]["gaps"] == 1
+
+
+def test_disabled_power_limits_do_not_bound_the_wrap_time(tmp_path: Path) -> None:
+    limits = {
+        "constraint_0_power_limit_uw": 100_000_000,
+        "constraint_1_power_limit_uw": 120_000_000,
+    }
+    fp.write_zones(
+        tmp_path,
+        [
+            fp.Zone("intel-rapl:0", "package-0", limits_uw=limits),
+            fp.Zone("intel-rapl:1", "package-1", limits_uw=limits, enabled=False),
+            fp.Zone("intel-rapl:2", "package-2", limits_uw={**limits, "constraint_1_enabled": 0}),
+        ],
+    )
+    zones = {z.domain: z for z in find_zones(SysRoot(tmp_path))}
+    assert zones["package-0"].max_power_w == pytest.approx(120.0)  # both limits in force
+    assert zones["package-1"].max_power_w == pytest.approx(500.0)  # none in force: fallback
+    assert zones["package-2"].max_power_w == pytest.approx(100.0)  # PL2 switched off

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from greenckpt.platform.meters import Selection, select_meters
+from greenckpt.platform.meters.base import HOLD_QUERIES
 from greenckpt.platform.root import PlatformError, SysRoot
 from greenckpt.platform.sampler import PhaseEnergy, Sampler
 from tests.platform import fake_power as fp
@@ -153,8 +154,39 @@ def test_clean_stop_is_prompt_even_at_a_low_rate() -> None:
     assert time.monotonic() - t0 < 2.0
     assert not s.running
     s.stop()  # idempotent
-    assert s.thread_cpu_s >= 0.0
     assert len(s.series()) == 2  # start and final readings
+
+
+class _BusyMeter(fp.FakeMeter):
+    """SYNTHETIC: each read in the sampler's thread spins ``spin_s`` of that thread's CPU and
+    adds what it spun to ``spun_s``."""
+
+    def __init__(self, spin_s: float) -> None:
+        super().__init__()
+        self.spin_s = spin_s
+        self.spun_s = 0.0
+
+    def read(self) -> dict[str, float]:
+        if threading.current_thread().name == "greenckpt-sampler":
+            start = time.thread_time()
+            while time.thread_time() - start < self.spin_s:
+                pass
+            self.spun_s += time.thread_time() - start
+        return super().read()
+
+
+def test_thread_cpu_is_the_sampling_threads_own_cpu_time() -> None:
+    meter = _BusyMeter(spin_s=0.002)
+    s = Sampler([meter], rate_hz=50)
+    assert s.thread_cpu_s == 0.0  # known only after stop()
+    w0 = time.monotonic()
+    s.start()
+    time.sleep(0.3)  # the main thread only sleeps: its CPU must not count
+    s.stop()
+    wall = time.monotonic() - w0
+    assert s.ticks >= 3
+    # At least what the reads spun in the sampler's thread, at most one core for the run.
+    assert meter.spun_s <= s.thread_cpu_s <= wall
 
 
 def test_background_errors_are_recorded_and_sampling_goes_on() -> None:
@@ -205,6 +237,32 @@ def test_a_phase_left_open_at_stop_is_truncated() -> None:
     assert ph.result.energy_j["fake/package-0"] > 0
 
 
+def test_a_truncated_phase_counts_only_the_samples_inside_it() -> None:
+    s = Sampler([fp.FakeMeter()], rate_hz=100).start()
+    ph = s.phase("checkpoint")
+    ph.__enter__()
+    time.sleep(0.1)
+    s.stop()
+    ph.__exit__(None, None, None)
+    res = ph.result
+    assert res is not None and res.truncated
+    series = s.series()
+    start, end = _row_of(series.t_s, res.start_s), _row_of(series.t_s, res.end_s)
+    assert end == len(series) - 1  # the final reading ends the phase
+    assert res.samples == end - start - 1  # the rows strictly between the two
+    assert not series.boundary[start + 1 : end].any()
+
+
+def test_a_phase_that_ends_normally_counts_the_samples_inside_it() -> None:
+    with Sampler([fp.FakeMeter()], rate_hz=100) as s, s.phase("compute") as ph:
+        time.sleep(0.1)
+    res = ph.result
+    assert res is not None
+    series = s.series()
+    start, end = _row_of(series.t_s, res.start_s), _row_of(series.t_s, res.end_s)
+    assert res.samples == end - start - 1 >= 3
+
+
 def test_max_samples_bounds_the_series() -> None:
     with Sampler([fp.FakeMeter()], rate_hz=1000, max_samples=10) as s:
         time.sleep(0.1)
@@ -234,3 +292,135 @@ def test_end_to_end_with_the_estimator_on_this_machine() -> None:
     est = sel.meters[0]
     power = res.mean_power_w["estimator/cpu"]
     assert est.p_idle_w * 0.99 <= power <= est.p_max_w * 1.01  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------- failing and degraded meters
+
+
+def test_a_failing_meter_does_not_starve_the_meters_after_it() -> None:
+    """[failing, rapl] used to lose the whole tick at the first meter: rapl went unread."""
+    bad = fp.FakeMeter({"node": 50.0}, name="badcsv", fail_in_thread=True)
+    good = fp.FakeMeter({"package-0": 100.0}, name="rapl")
+    with Sampler([bad, good], rate_hz=100) as s:
+        time.sleep(0.3)
+    assert s.ticks >= 5
+    assert good.reads >= s.ticks + 2  # every tick, plus start and stop
+    series = s.series()
+    ticks = ~series.boundary
+    # The good meter's energy grows tick by tick; the failing one's is carried forward, marked.
+    assert np.all(np.diff(series.energy_j[:, 1]) > 0)
+    assert series.held[ticks, 0].all() and not series.held[:, 1].any()
+    assert s.failed_reads == {"badcsv": s.ticks, "rapl": 0}
+    assert s.gaps == {"badcsv/node": s.ticks, "rapl/package-0": 0}
+    assert s.error_count == s.ticks
+    assert s.errors[0].startswith("sample: badcsv: OSError: synthetic read failure")
+
+
+def test_a_meter_failing_at_a_phase_boundary_is_carried_forward_and_marked() -> None:
+    flaky = fp.FakeMeter({"node": 200.0}, name="csv")
+    steady = fp.FakeMeter({"package-0": 100.0}, name="rapl")
+    with Sampler([flaky, steady], rate_hz=5) as s:
+        with s.phase("checkpoint") as ph:
+            time.sleep(0.05)
+            last_good = flaky.log[-1]["node"]
+            flaky.failing = True
+        flaky.failing = False
+        with s.phase("compute") as after:
+            time.sleep(0.01)
+    res = ph.result
+    assert res is not None  # the boundary did not raise
+    assert not res.reliable
+    assert res.gaps["csv/node"] >= 1
+    assert res.gaps["rapl/package-0"] == 0
+    assert res.energy_j["rapl/package-0"] == pytest.approx(100.0 * res.duration_s, rel=0.05)
+    # csv: its last good reading, carried forward to the phase's end (and marked there).
+    series = s.series()
+    end = _row_of(series.t_s, res.end_s)
+    assert series.held[end].tolist() == [True, False]
+    assert series.energy_j[end, 0] == pytest.approx(last_good - flaky.log[0]["node"])
+    doc = res.to_dict()
+    assert doc["reliable"] is False
+    assert doc["energy"]["csv/node"]["gaps"] == res.gaps["csv/node"]
+    assert doc["energy"]["rapl/package-0"]["gaps"] == 0
+    assert after.result is not None and after.result.reliable
+    assert any("phase 'checkpoint' end: csv:" in e for e in s.errors)
+
+
+def test_degraded_readings_a_meter_reports_reach_the_phase() -> None:
+    meter = fp.FakeMeter({"package-0": 100.0, "dram-0": 10.0})
+    with Sampler([meter], rate_hz=20) as s:
+        with s.phase("compute") as clean:
+            time.sleep(0.01)
+        with s.phase("checkpoint") as marked:
+            meter.gap_counts["dram-0"] = 1  # e.g. a counter read too late
+            time.sleep(0.01)
+    assert clean.result is not None and clean.result.reliable
+    assert clean.result.to_dict()["reliable"] is True
+    assert marked.result is not None and not marked.result.reliable
+    assert marked.result.gaps == {"fake/package-0": 0, "fake/dram-0": 1}
+    series = s.series()
+    assert series.held[:, 1].sum() == 1
+    assert series.to_dict()["domains"]["fake/dram-0"]["held_rows"] == [
+        int(np.flatnonzero(series.held[:, 1])[0])
+    ]
+
+
+def test_a_meter_failing_at_start_is_refused_and_owned_meters_closed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    meter = fp.FakeMeter()
+    meter.failing = True
+    monkeypatch.setattr("greenckpt.platform.sampler.select_meters", lambda: Selection([meter], []))
+    s = Sampler()
+    with pytest.raises(PlatformError, match="first reading failed: fake: OSError"):
+        s.start()
+    assert meter.closed
+    assert not s.running
+
+
+def test_auto_detected_meters_are_closed_when_validation_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    meter = fp.FakeMeter(max_period_s=0.01)
+    monkeypatch.setattr("greenckpt.platform.sampler.select_meters", lambda: Selection([meter], []))
+    with pytest.raises(PlatformError, match="could wrap"):
+        Sampler(rate_hz=10)
+    assert meter.closed
+
+
+# ---------------------------------------------------------------- slow meters
+
+
+def test_a_phase_boundary_never_waits_for_a_slow_query() -> None:
+    """A boundary in the application's thread takes the held power, integrated to the
+    boundary, while the background thread is stuck in a slow query (ipmitool)."""
+    meter = fp.SlowPolledMeter(watts=100.0)
+    with Sampler([meter], rate_hz=50) as s:
+        meter.block = True
+        assert meter.in_query.wait(2.0)  # the background thread is inside the query
+        with s.phase("checkpoint") as ph:
+            time.sleep(0.02)
+        still_in_query = meter.in_query.is_set()
+        meter.gate.set()
+    assert still_in_query  # the phase began and ended while the query ran
+    assert set(meter.query_threads) == {"greenckpt-sampler"}
+    res = ph.result
+    assert res is not None and res.reliable
+    assert res.mean_power_w["slowpoll/node"] == pytest.approx(100.0, rel=0.01)
+
+
+def test_a_slow_meter_failing_for_good_is_held_then_carried_forward() -> None:
+    meter = fp.SlowPolledMeter(watts=100.0)
+    with Sampler([meter], rate_hz=100) as s:
+        time.sleep(0.05)
+        meter.fail = True
+        deadline = time.monotonic() + 10.0
+        while meter.consecutive_failures < HOLD_QUERIES and time.monotonic() < deadline:
+            time.sleep(0.01)  # 2 failed queries held, the 3rd refused
+        with s.phase("checkpoint") as ph:
+            time.sleep(0.02)
+    res = ph.result
+    assert res is not None and not res.reliable
+    assert res.energy_j["slowpoll/node"] == 0.0  # nothing extrapolated past the hold
+    assert meter.gaps == {"node": 2}
+    assert any("not extrapolating" in e for e in s.errors)

@@ -14,6 +14,20 @@ Design:
   wrap (:attr:`~greenckpt.platform.meters.base.Meter.max_period_s`; the sampler refuses a
   period above it). Boundary readings also enter the time series, so integrating the series
   over a phase gives exactly the phase energy.
+* **A boundary never waits for a slow meter**: meters that query slowly (``ipmitool``) are
+  queried only by the background thread (:meth:`~greenckpt.platform.meters.base.Meter.poll`),
+  outside the sampler's lock; every read under the lock — boundaries included — uses
+  :meth:`~greenckpt.platform.meters.base.Meter.read_nowait`, which for such a meter is its held
+  power integrated to that instant. A checkpoint's critical path never runs behind a BMC.
+* **One failing meter never stops the others**: each meter is read on its own; one that raises
+  has its error recorded (``errors``, ``failed_reads``), its last good value carried forward
+  (its energy stops growing — an honest under-count rather than a guess) and the row marked
+  (``Series.held``), and the other meters are read as usual. Boundaries do the same, so a
+  phase always gets a result. Failed reads, plus the degraded readings meters report
+  themselves (:attr:`~greenckpt.platform.meters.base.Meter.gaps`: a failed query answered by
+  holding the last power, a counter read too late to rule out a lost wrap), are counted per
+  domain in every phase they fall in (``PhaseEnergy.gaps``); ``PhaseEnergy.reliable`` is False
+  when any is non-zero, and ``to_dict()`` says so next to each figure.
 * **Power per domain** in the series is derived from energy deltas between consecutive
   readings (``Series.power_w``), never from instantaneous readings, so it integrates back to
   the same energy.
@@ -31,14 +45,15 @@ Design:
   at each read, plus the Unix time for joining external logs
   (:meth:`~greenckpt.platform.meters.external.PowerLog.energy_between`).
 * **Clean stop**: ``stop()`` (or leaving the ``with`` block) wakes the thread at once through an
-  event, joins it, and takes a final reading. A meter that raises in the background is
-  recorded in ``errors`` and sampling goes on; a meter that raises at a phase boundary raises
-  to the caller (but never masks an exception leaving the phase's body).
+  event, joins it (after the slow query in flight, if any), and takes a final reading. Only the
+  first reading, at ``start()``, must succeed for every meter (there is nothing to carry
+  forward yet): otherwise ``start()`` raises and closes the meters the sampler owns.
 
 Cost: one sample is one read of each meter plus a row copy — a few tens of µs for sysfs
 counters — so 10 Hz costs well under 1 % of a core (``benchmarks/bench_sampler.py``) and 1 kHz
-is possible with counter meters. The series grows by ``8·(2 + domains)`` bytes per sample (about
-3 MB per hour at 10 Hz with 8 domains); ``max_samples`` bounds it by dropping the oldest rows.
+is possible with counter meters. The series grows by ``8·(3 + domains + meters)`` bytes per
+sample (about 4 MB per hour at 10 Hz with 8 domains in 3 meters); ``max_samples`` bounds it by
+dropping the oldest rows.
 """
 
 from __future__ import annotations
@@ -75,7 +90,14 @@ class PhaseEnergy:
     subtracting them (filled in when the parent closes; equal to ``energy_j`` for a leaf).
     Times: ``start_s``/``end_s`` on the sampler's monotonic clock (seconds since the sampler
     started), ``start_unix``/``end_unix`` Unix time. ``truncated``: the sampler stopped before
-    the phase ended, so the phase ends at the sampler's final reading.
+    the phase ended, so the phase ends at the sampler's final reading. ``samples``: the readings
+    strictly between the two boundaries.
+
+    ``gaps``: per domain, the readings in the phase (boundaries included) that are not plain
+    measurements — a failed read whose last value was carried forward, or a degraded reading
+    the meter reported (a held power after a failed query, a counter read too late to rule out
+    a lost wrap). A figure with gaps is still the best the sampler has, but
+    :attr:`reliable` is False and reports must say so.
     """
 
     name: str
@@ -92,6 +114,12 @@ class PhaseEnergy:
     sources: Mapping[str, Source]
     samples: int
     truncated: bool = False
+    gaps: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def reliable(self) -> bool:
+        """True when no figure of this phase rests on a failed or degraded reading."""
+        return not any(self.gaps.values())
 
     @property
     def duration_s(self) -> float:
@@ -124,11 +152,13 @@ class PhaseEnergy:
             "duration_s": self.duration_s,
             "samples": self.samples,
             "truncated": self.truncated,
+            "reliable": self.reliable,
             "energy": {
                 k: {
                     "joules": v,
                     "exclusive_joules": self.exclusive_energy_j.get(k, v),
                     "source": self.sources[k],
+                    "gaps": self.gaps.get(k, 0),
                 }
                 for k, v in self.energy_j.items()
             },
@@ -141,7 +171,9 @@ class Series:
 
     ``t_s``: monotonic seconds since start; ``unix``: Unix time of the same reads;
     ``energy_j[i, j]``: joules of ``domains[j]`` at read ``i`` (the first row is 0);
-    ``boundary[i]``: the read was a phase boundary (or start/stop), not a timer tick.
+    ``boundary[i]``: the read was a phase boundary (or start/stop), not a timer tick;
+    ``held[i, j]``: ``domains[j]``'s meter failed at read ``i`` (its last value was carried
+    forward) or reported a degraded reading (see ``PhaseEnergy.gaps``).
     """
 
     domains: tuple[str, ...]
@@ -150,6 +182,7 @@ class Series:
     unix: FloatArray
     energy_j: FloatArray
     boundary: npt.NDArray[np.bool_]
+    held: npt.NDArray[np.bool_]
 
     def __len__(self) -> int:
         return int(self.t_s.size)
@@ -179,6 +212,7 @@ class Series:
                     "source": self.sources[d],
                     "energy_j": self.energy_j[:, j].tolist(),
                     "power_w": watts[:, j].tolist(),
+                    "held_rows": np.flatnonzero(self.held[:, j]).tolist(),
                 }
                 for j, d in enumerate(self.domains)
             },
@@ -187,7 +221,7 @@ class Series:
 
 
 class _Buffer:
-    """Growable (optionally bounded) rows of ``(t, unix, boundary, energy...)`` in chunks."""
+    """Growable (optionally bounded) rows of ``(t, unix, boundary, energy..., held...)``."""
 
     def __init__(self, width: int, max_rows: int | None) -> None:
         self.width = width + 3
@@ -239,6 +273,7 @@ class _OpenPhase:
     unix0: float
     e0: FloatArray
     row0: int
+    gaps0: FloatArray
     children: FloatArray
     result: PhaseEnergy | None = None
 
@@ -310,6 +345,20 @@ class Sampler:
         if meters is None:
             self._owned = select_meters()
             meters = self._owned
+        try:
+            self._setup(meters, rate_hz, max_samples, clock, wall_clock)
+        except BaseException:
+            self._close_owned()  # auto-detected meters would otherwise stay open
+            raise
+
+    def _setup(
+        self,
+        meters: Selection | Sequence[Meter],
+        rate_hz: float,
+        max_samples: int | None,
+        clock: Clock,
+        wall_clock: Clock,
+    ) -> None:
         self.selection = meters if isinstance(meters, Selection) else None
         self.meters: tuple[Meter, ...] = tuple(
             meters.meters if isinstance(meters, Selection) else meters
@@ -328,24 +377,35 @@ class Sampler:
                 )
         keys: list[str] = []
         sources: dict[str, Source] = {}
+        layout: list[tuple[Meter, tuple[str, ...], int, int]] = []
         for m in self.meters:
-            for d in m.domains:
+            domains = tuple(m.domains)
+            lo = len(keys)
+            for d in domains:
                 key = f"{m.name}/{d}"
                 if key in sources:
                     raise PlatformError(f"domain {key!r} appears twice (the same meter twice?)")
                 keys.append(key)
                 sources[key] = m.source
+            layout.append((m, domains, lo, len(keys)))
         self.domains: tuple[str, ...] = tuple(keys)
         self.sources: Mapping[str, Source] = sources
+        self._layout = tuple(layout)
+        # Meters with a slow query of their own: queried by the background thread only.
+        self._pollers = tuple(m for m in self.meters if type(m).poll is not Meter.poll)
         self._clock = clock
         self._wall = wall_clock
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._buf = _Buffer(len(keys), max_samples)
+        self._buf = _Buffer(len(keys) + len(self.meters), max_samples)
         self._origin = np.zeros(len(keys))
+        self._raw = [0.0] * len(keys)  # last good reading per domain (meters' own origins)
+        self._gaps = np.zeros(len(keys))  # failed + degraded readings per domain since start
+        self._meter_gaps = [0] * len(keys)  # meters' own gap counters at the last read
+        self._failed_reads = dict.fromkeys((m.name for m in self.meters), 0)
         self._t0 = 0.0
-        self._last: tuple[float, float, FloatArray] | None = None
+        self._last: tuple[float, float, FloatArray, int, FloatArray] | None = None
         self._phases: list[_OpenPhase] = []
         self._local = threading.local()
         self._stats = _Stats()
@@ -359,8 +419,14 @@ class Sampler:
             raise PlatformError(f"sampler already {self._state}; make a new one")
         with self._lock:
             self._t0 = self._clock()
-            self._origin = self._read_meters()
-            self._store(0.0, self._wall(), np.zeros(len(self.domains)), boundary=True)
+            unix = self._wall()
+            try:
+                self._origin = self._first_reading()
+            except BaseException:
+                self._state = "stopped"
+                self._close_owned()
+                raise
+            self._store(0.0, unix, np.zeros(len(self.domains)), True, [False] * len(self.meters))
         self._state = "running"
         self._thread = threading.Thread(target=self._run, name="greenckpt-sampler", daemon=True)
         self._thread.start()
@@ -377,7 +443,7 @@ class Sampler:
         assert self._thread is not None
         self._thread.join()
         try:
-            self._boundary_read()
+            self._boundary_read("final reading")
         except Exception as exc:
             self._record_error(f"final reading: {exc}")
         self._state = "stopped"
@@ -385,7 +451,8 @@ class Sampler:
 
     def _close_owned(self) -> None:
         if self._owned is not None:
-            self._owned.close()
+            owned, self._owned = self._owned, None
+            owned.close()
 
     @property
     def running(self) -> bool:
@@ -405,36 +472,81 @@ class Sampler:
 
     # -- reading -------------------------------------------------------------------------
 
-    def _read_meters(self) -> FloatArray:
-        """Every meter's cumulative joules, in domain order (meters' own origins)."""
-        values: list[float] = []
-        for m in self.meters:
-            r = m.read()
-            values.extend(float(r[d]) for d in m.domains)
-        return np.asarray(values, dtype=np.float64)
+    def _first_reading(self) -> FloatArray:
+        """Every meter's reading at start (lock held); any failure is fatal: no value yet."""
+        for m, domains, lo, hi in self._layout:
+            try:
+                r = m.read_nowait()
+                self._raw[lo:hi] = [float(r[d]) for d in domains]
+            except Exception as exc:
+                raise PlatformError(
+                    f"first reading failed: {_describe(m, exc)} (a meter must answer at start)"
+                ) from exc
+            gaps = m.gaps
+            self._meter_gaps[lo:hi] = [gaps.get(d, 0) for d in domains]
+        return np.asarray(self._raw, dtype=np.float64)
 
-    def _store(self, t_rel: float, unix: float, e: FloatArray, boundary: bool) -> None:
-        self._buf.append(t_rel, unix, boundary, e.tolist())
-        self._last = (t_rel, unix, e)
+    def _read_meters(self, where: str) -> tuple[FloatArray, list[bool]]:
+        """Every meter's cumulative joules, in domain order (meters' own origins), and per
+        meter whether its figure is held or degraded (lock held).
 
-    def _sample(self, boundary: bool) -> tuple[float, float, FloatArray, int]:
-        """Read every meter, store the row; return (t_rel, unix, energy, row index)."""
+        A meter that raises keeps its last good value and the others are read as usual.
+        """
+        raw = self._raw
+        held: list[bool] = []
+        for m, domains, lo, hi in self._layout:
+            try:
+                r = m.read_nowait()
+                values = [float(r[d]) for d in domains]
+                gaps = m.gaps
+            except Exception as exc:
+                self._failed_reads[m.name] += 1
+                self._gaps[lo:hi] += 1
+                self._note_error(f"{where}: {_describe(m, exc)}")
+                held.append(True)
+                continue
+            raw[lo:hi] = values
+            degraded = False
+            if gaps:
+                for j, d in enumerate(domains, lo):
+                    g = gaps.get(d, 0)
+                    if g != self._meter_gaps[j]:
+                        self._gaps[j] += max(0, g - self._meter_gaps[j])
+                        self._meter_gaps[j] = g
+                        degraded = True
+            held.append(degraded)
+        return np.asarray(raw, dtype=np.float64), held
+
+    def _store(
+        self, t_rel: float, unix: float, e: FloatArray, boundary: bool, held: list[bool]
+    ) -> None:
+        self._buf.append(t_rel, unix, boundary, [*e.tolist(), *map(float, held)])
+        self._last = (t_rel, unix, e, self._buf.appended - 1, self._gaps.copy())
+
+    def _sample(self, where: str) -> tuple[float, float, FloatArray, int, FloatArray]:
+        """Read every meter, store the row; return (t_rel, unix, energy, row index, gaps)."""
         with self._lock:
             t = self._clock()
             unix = self._wall()
-            e = self._read_meters() - self._origin
+            raw, held = self._read_meters(where)
+            e = raw - self._origin
             t_rel = t - self._t0
-            self._store(t_rel, unix, e, boundary)
-            return t_rel, unix, e, self._buf.appended - 1
+            self._store(t_rel, unix, e, where != "sample", held)
+            assert self._last is not None
+            return self._last
 
-    def _boundary_read(self) -> tuple[float, float, FloatArray, int]:
-        return self._sample(boundary=True)
+    def _boundary_read(self, where: str) -> tuple[float, float, FloatArray, int, FloatArray]:
+        return self._sample(where)
+
+    def _note_error(self, message: str) -> None:
+        """Record an error (lock held)."""
+        self._stats.error_count += 1
+        if len(self._stats.errors) < MAX_ERRORS_KEPT:
+            self._stats.errors.append(message)
 
     def _record_error(self, message: str) -> None:
         with self._lock:
-            self._stats.error_count += 1
-            if len(self._stats.errors) < MAX_ERRORS_KEPT:
-                self._stats.errors.append(message)
+            self._note_error(message)
 
     def _run(self) -> None:
         cpu0 = time.thread_time()
@@ -442,8 +554,15 @@ class Sampler:
         next_t = self._clock() + period
         try:
             while not self._stop.wait(max(0.0, next_t - self._clock())):
+                for m in self._pollers:  # slow queries: here only, outside the lock
+                    try:
+                        m.poll()
+                    except Exception as exc:
+                        self._record_error(f"poll: {_describe(m, exc)}")
+                if self._stop.is_set():
+                    break
                 try:
-                    self._sample(boundary=False)
+                    self._sample("sample")
                     self._stats.ticks += 1
                 except Exception as exc:
                     self._record_error(f"sample: {type(exc).__name__}: {exc}")
@@ -477,7 +596,7 @@ class Sampler:
     def _enter_phase(self, name: str) -> _OpenPhase:
         if self._state != "running":
             raise PlatformError(f"phase {name!r}: the sampler is not running (start it first)")
-        t, unix, e, row = self._boundary_read()
+        t, unix, e, row, gaps = self._boundary_read(f"phase {name!r} start")
         stack = self._stack()
         parent = stack[-1] if stack else None
         with self._lock:
@@ -491,6 +610,7 @@ class Sampler:
                 unix0=unix,
                 e0=e,
                 row0=row,
+                gaps0=gaps,
                 children=np.zeros(len(self.domains)),
             )
             self._phases.append(op)
@@ -504,11 +624,11 @@ class Sampler:
         truncated = self._state != "running"
         if truncated:
             assert self._last is not None
-            t, unix, e = self._last
-            row = self._buf.appended
+            t, unix, e, row, gaps = self._last  # the final reading
         else:
-            t, unix, e, row = self._boundary_read()
+            t, unix, e, row, gaps = self._boundary_read(f"phase {op.name!r} end")
         inclusive = e - op.e0
+        phase_gaps = (gaps - op.gaps0).astype(int).tolist()
         exclusive = inclusive - op.children
         result = PhaseEnergy(
             name=op.name,
@@ -525,6 +645,7 @@ class Sampler:
             sources=dict(self.sources),
             samples=max(0, row - op.row0 - 1),
             truncated=truncated,
+            gaps=dict(zip(self.domains, phase_gaps, strict=True)),
         )
         with self._lock:
             op.result = result
@@ -565,14 +686,30 @@ class Sampler:
         """The time series so far (a copy; safe to call while running)."""
         with self._lock:
             a = self._buf.array()
+        nd = len(self.domains)
+        meter_held = a[:, 3 + nd :] > 0.5
+        columns = [j for j, (_, _, lo, hi) in enumerate(self._layout) for _ in range(lo, hi)]
         return Series(
             domains=self.domains,
             sources=dict(self.sources),
             t_s=a[:, 0].copy(),
             unix=a[:, 1].copy(),
-            energy_j=a[:, 3:].copy(),
+            energy_j=a[:, 3 : 3 + nd].copy(),
             boundary=a[:, 2] > 0.5,
+            held=meter_held[:, columns],
         )
+
+    @property
+    def gaps(self) -> dict[str, int]:
+        """Failed or degraded readings per domain since start (see ``PhaseEnergy.gaps``)."""
+        with self._lock:
+            return dict(zip(self.domains, self._gaps.astype(int).tolist(), strict=True))
+
+    @property
+    def failed_reads(self) -> dict[str, int]:
+        """Reads that raised, per meter name (their last values were carried forward)."""
+        with self._lock:
+            return dict(self._failed_reads)
 
     @property
     def ticks(self) -> int:
@@ -586,13 +723,14 @@ class Sampler:
 
     @property
     def errors(self) -> list[str]:
-        """The first meter errors (background and final reads); see ``error_count``."""
+        """The first meter errors (any read or poll), each naming its meter; see
+        ``error_count``."""
         with self._lock:
             return list(self._stats.errors)
 
     @property
     def error_count(self) -> int:
-        """How many reads failed."""
+        """How many meter reads or polls failed."""
         return self._stats.error_count
 
     @property
@@ -603,3 +741,11 @@ class Sampler:
     def describe(self) -> Iterable[str]:
         """One line per domain: key and source."""
         return [f"{k} ({s})" for k, s in self.sources.items()]
+
+
+def _describe(meter: Meter, exc: BaseException) -> str:
+    """``"<meter>: <error>"`` for an error message, without naming the meter twice."""
+    text = str(exc) or type(exc).__name__
+    if not isinstance(exc, PlatformError):
+        text = f"{type(exc).__name__}: {text}"
+    return text if text.startswith(f"{meter.name}:") else f"{meter.name}: {text}"

@@ -15,7 +15,9 @@ Meters (registry name → class): ``rapl`` (:class:`RaplMeter`, powercap counter
 (:class:`ExternalCsvMeter`, a wall-plug meter's log; :class:`PowerLog` joins one afterwards),
 ``estimator`` (:class:`UtilisationEstimator`, TDP × utilisation, labelled estimated).
 The sampler that turns them into time series and per-phase energy is
-:mod:`greenckpt.platform.sampler`.
+:mod:`greenckpt.platform.sampler`. A meter never presents a guess as a measurement: held
+powers are bounded (a few failed queries, a few log intervals) and then refused, and degraded
+readings are counted in :attr:`Meter.gaps` so that phases can be marked.
 """
 
 from greenckpt.platform.meters.base import (

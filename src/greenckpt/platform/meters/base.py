@@ -14,8 +14,25 @@ Contract of :meth:`Meter.read`:
 * it is cheap enough to call at the sampler's rate; a meter whose underlying query is slow
   (``ipmitool``) rate-limits itself (:attr:`Meter.min_period_s`) and extrapolates in between;
 * it must be called at least once every :attr:`Meter.max_period_s` seconds, or a counter may
-  wrap twice between two reads and energy be lost (the sampler enforces this);
+  wrap twice between two reads and energy be lost (the sampler reads far more often; a meter
+  that is nevertheless read too late says so through :attr:`Meter.gaps`);
+* it raises :class:`~greenckpt.platform.root.PlatformError` when it has no figure it can stand
+  behind (a GPU lost, a BMC silent for longer than the hold limit, a power log that stopped
+  growing) — it never returns a guess labelled as a measurement;
 * it is not thread-safe: the sampler serialises reads with a lock.
+
+Two more methods split a read in two for meters whose query is slow, so that a phase boundary
+in the application's thread never waits for one (the sampler uses them; callers reading a meter
+directly just call :meth:`Meter.read`): :meth:`Meter.poll` runs the slow query when it is due
+(the sampler's background thread calls it, outside its lock) and :meth:`Meter.read_nowait`
+returns the cumulative energy from what is already known, integrated to now, without querying.
+For a counter meter ``poll`` does nothing and ``read_nowait`` is ``read``; a meter that
+implements ``poll`` makes it safe to run while ``read_nowait`` is called from another thread.
+
+Degraded figures: :attr:`Meter.gaps` counts, per domain, the readings a meter returned that are
+not plain measurements — a failed query answered by holding the last power, a counter read too
+late to rule out a lost wrap. The sampler adds them (and its own failed reads) to every phase
+they fall in (``PhaseEnergy.gaps``), so a report can say which figures are not clean.
 
 Every figure carries its meter's :attr:`Meter.source` — ``"measured"`` (a hardware counter or
 instrument) or ``"estimated"`` (a model) — as DESIGN.md requires.
@@ -35,7 +52,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from typing import ClassVar, Literal, Self
 
 from greenckpt.platform.root import PlatformError, SysRoot
@@ -45,6 +62,14 @@ Source = Literal["measured", "estimated"]
 
 Clock = Callable[[], float]
 """A monotonic clock in seconds (``time.monotonic`` by default; injectable for tests)."""
+
+HOLD_QUERIES = 3
+"""Failed queries in a row after which a polled meter stops holding its last power: the
+failures before are answered by the held power (and counted in ``gaps``); from this one on
+:meth:`PolledPowerMeter.read_nowait` raises until a query succeeds, and the time in between
+is not charged at all."""
+
+_NO_GAPS: Mapping[str, int] = MappingProxyType({})
 
 
 class MeterUnavailable(PlatformError):  # noqa: N818 - reads as "raise MeterUnavailable"
@@ -76,12 +101,16 @@ class MeterOptions:
     ``idle_fraction``: the estimator's idle power as a fraction of TDP.
     ``ipmitool``: the ``ipmitool`` executable (name looked up on ``PATH``, or a path).
     ``ipmi_period_s`` / ``nvml_period_s``: the shortest time between two real queries.
+    ``csv_max_hold_s``: how long past its last row a power log's last power may be extrapolated
+    before the CSV meter refuses (``None``: three times the log's median interval, at least 1 s;
+    10 s while the log has fewer than two rows).
     ``clock``: a monotonic clock; ``wall_clock``: Unix time (the CSV meter's time base); tests
     inject fake ones.
     """
 
     csv_path: str | os.PathLike[str] | None = None
     csv_domain: str = "node"
+    csv_max_hold_s: float | None = None
     tdp_w: float | None = None
     idle_fraction: float | None = None
     ipmitool: str = "ipmitool"
@@ -125,6 +154,23 @@ class Meter(ABC):
     @abstractmethod
     def read(self) -> dict[str, float]:
         """Cumulative joules per domain since the meter was opened; never decreasing."""
+
+    def poll(self) -> None:  # noqa: B027 - counter meters have no slow query to run
+        """Run the meter's slow query now if one is due (the sampler's background thread)."""
+
+    def read_nowait(self) -> dict[str, float]:
+        """Like :meth:`read`, but never runs a slow query: what is known, integrated to now."""
+        return self.read()
+
+    @property
+    def gaps(self) -> Mapping[str, int]:
+        """Degraded readings returned so far, per domain (cumulative; absent domains: none).
+
+        A degraded reading is a figure this meter returned that is not a plain measurement:
+        a failed query answered by holding the last power, a counter read later than
+        :attr:`max_period_s`. Reads that raise are not counted here (the caller sees them).
+        """
+        return _NO_GAPS
 
     def close(self) -> None:  # noqa: B027 - most meters hold nothing to release
         """Release file descriptors, libraries, child processes. Idempotent."""
@@ -211,54 +257,124 @@ class PowerIntegrator:
 class PolledPowerMeter(Meter):
     """Base for meters that query instantaneous power per domain, at most every ``period``.
 
-    Subclasses implement :meth:`_query` (power in watts per domain, slow); :meth:`read` calls it
-    only when ``min_period_s`` has passed since the last query and otherwise extrapolates by
-    holding the last power (see :class:`PowerIntegrator`).
+    Subclasses implement :meth:`_query` (power in watts per domain, slow). :meth:`poll` calls it
+    when ``min_period_s`` has passed since the last attempt, *without holding the meter's lock*
+    while it runs, so :meth:`read_nowait` — the held power integrated to now (see
+    :class:`PowerIntegrator`) — never waits for it; :meth:`read` is ``poll`` then
+    ``read_nowait``. A reading is stamped when its query returns, so a figure already handed
+    out is never revised downwards.
+
+    Failed queries (BMC busy, timeout, driver error): the last power is held, the failure is
+    counted in ``failures`` and in :attr:`gaps`; after :data:`HOLD_QUERIES` failures in a row
+    :meth:`read_nowait` raises ``PlatformError`` instead of extrapolating further, and the span
+    from the last figure handed out to the next successful query is not charged (an honest
+    under-count, marked, rather than a guess presented as a measurement).
     """
 
-    def __init__(self, domains: tuple[str, ...], min_period_s: float, clock: Clock) -> None:
+    def __init__(
+        self,
+        domains: tuple[str, ...],
+        min_period_s: float,
+        clock: Clock,
+        max_failures: int = HOLD_QUERIES,
+    ) -> None:
         self._domains = domains
         self.min_period_s = min_period_s
+        self.max_failures = max_failures
         self._clock = clock
         self._integrators = {d: PowerIntegrator() for d in domains}
-        self._t_query: float | None = None
+        self._t_query: float | None = None  # start of the last attempt
+        self._t_good: float | None = None  # when the last successful query returned
+        self._t_returned = -math.inf  # the latest time a figure was handed out for
+        self._inflight = False
+        self._refusing = False
         self._lock = threading.Lock()
+        self._gaps = dict.fromkeys(domains, 0)
         self.queries = 0
         self.failures = 0
+        self.consecutive_failures = 0
         self.last_error: str | None = None
 
     @property
     def domains(self) -> tuple[str, ...]:
         return self._domains
 
+    @property
+    def gaps(self) -> Mapping[str, int]:
+        """Failed queries answered by holding the last power, for every domain."""
+        return self._gaps
+
     @abstractmethod
     def _query(self) -> Mapping[str, float]:
         """Instantaneous power (W) per domain; may raise ``PlatformError`` on a failed query."""
 
-    def _poll(self, t: float) -> None:
+    def poll(self) -> None:
+        with self._lock:
+            t = self._clock()
+            if self._inflight or (
+                self._t_query is not None and t - self._t_query < self.min_period_s
+            ):
+                return
+            self._inflight = True
+            self._t_query = t
+        powers: Mapping[str, float] | None = None
+        error = ""
         try:
             powers = self._query()
         except PlatformError as exc:
-            # A transient failure (BMC busy, timeout): keep holding the last power and say so.
-            self.failures += 1
-            self.last_error = str(exc)
-            self._t_query = t
-            return
-        self._accept(t, powers)
+            error = str(exc)
+        except BaseException as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            with self._lock:
+                self._inflight = False
+                if powers is None:
+                    self._failed(error)
+                else:
+                    self._accept(self._clock(), powers)
+
+    def _failed(self, message: str) -> None:
+        """Record a failed query (lock held): hold the last power, or stop holding it."""
+        self.failures += 1
+        self.consecutive_failures += 1
+        self.last_error = message
+        if self.consecutive_failures < self.max_failures:
+            for d in self._gaps:  # answered by holding the last power: a degraded figure
+                self._gaps[d] += 1
+        elif not self._refusing:
+            self._refusing = True
+            for integ in self._integrators.values():
+                if integ.t_last is not None:
+                    # Charge up to the last figure handed out, then nothing until a new reading.
+                    integ.update(max(integ.t_last, self._t_returned), 0.0)
 
     def _accept(self, t: float, powers: Mapping[str, float]) -> None:
-        """Record a successful query's powers (W) taken at ``t``."""
+        """Record a successful query's powers (W), stamped ``t`` (when it returned)."""
         self.queries += 1
-        self._t_query = t
+        self.consecutive_failures = 0
+        self._refusing = False
+        self._t_good = t
+        if self._t_query is None:
+            self._t_query = t
         for d, integ in self._integrators.items():
             integ.update(t, float(powers.get(d, integ.p_last)))
 
-    def read(self) -> dict[str, float]:
+    def read_nowait(self) -> dict[str, float]:
         with self._lock:
             t = self._clock()
-            if self._t_query is None or t - self._t_query >= self.min_period_s:
-                self._poll(t)
+            if self._refusing:
+                age = "" if self._t_good is None else f" for {t - self._t_good:.3g} s"
+                raise PlatformError(
+                    f"{self.name}: no power reading{age} ({self.consecutive_failures} queries "
+                    f"failed in a row, last: {self.last_error}); not extrapolating further"
+                )
+            self._t_returned = max(self._t_returned, t)
             return {d: integ.energy_at(t) for d, integ in self._integrators.items()}
+
+    def read(self) -> dict[str, float]:
+        self.poll()
+        return self.read_nowait()
 
 
 def open_counter(path: Path) -> int:

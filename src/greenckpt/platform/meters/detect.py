@@ -16,13 +16,16 @@ Auto-detection (``select_meters()`` / ``select_meters(["auto"])``):
 Explicit names (``select_meters(["rapl", "ipmi"])``) open exactly those meters and raise
 :class:`~greenckpt.platform.meters.base.MeterUnavailable` if one cannot run — a user who asks
 for a measurement must not silently get an estimate. ``"auto"`` may be combined with names.
-An unknown name raises a one-line :class:`~greenckpt.platform.root.PlatformError` listing the
-valid ones. Probing only reads files, runs read-only queries and opens counters; nothing on
-the machine is changed, and every meter opened but not selected is closed.
+An unknown name raises a one-line :class:`~greenckpt.platform.root.PlatformError` naming the
+nearest valid ones and listing them all. Probing only reads files, runs read-only queries and
+opens counters; nothing on the machine is changed, and every meter opened but not selected is
+closed. A meter whose library fails in an unexpected way while probing (an ``NVMLError`` after
+``nvmlInit``) is reported unavailable with that error, never as a traceback.
 """
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -109,7 +112,9 @@ def check_names(names: Sequence[str]) -> list[str]:
     for raw in names:
         name = raw.strip().lower()
         if name != "auto" and name not in METERS:
-            raise PlatformError(f"unknown meter {raw!r}; valid meters: {valid_names()}")
+            close = difflib.get_close_matches(name, [*METERS, "auto"], n=2, cutoff=0.6)
+            hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            raise PlatformError(f"unknown meter {raw!r}{hint}; valid meters: {valid_names()}")
         if name not in out:
             out.append(name)
     return out

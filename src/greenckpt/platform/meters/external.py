@@ -28,6 +28,14 @@ Two uses:
   decreases when a late row revises the extrapolation. Its error per span is the logger's
   interval × the power change; prefer the join for reported numbers.
 
+  The last power is extrapolated for at most the *hold limit* past the last row's timestamp:
+  three times the log's median interval (over its last 16 rows), at least 1 s — 10 s while the
+  log has fewer than two rows — or ``MeterOptions.csv_max_hold_s``. A log that falls further
+  behind (the logger stopped, crashed or stalls) makes :meth:`ExternalCsvMeter.read` raise
+  ``PlatformError`` rather than present a held figure as a measurement; the sampler marks the
+  phases concerned, and when rows come again the time in between is not charged (join the log
+  afterwards for the exact figure). A log with no row yet raises too.
+
 Both are ``measured``: the figures come from an instrument.
 """
 
@@ -35,6 +43,8 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +63,14 @@ from greenckpt.platform.meters.base import (
     Source,
 )
 from greenckpt.platform.root import PlatformError, SysRoot
+
+HOLD_INTERVALS = 3.0
+"""The live meter extrapolates the last row for at most this many log intervals..."""
+MIN_HOLD_S = 1.0
+"""... and for at least this long (loggers flush in bursts)."""
+DEFAULT_HOLD_S = 10.0
+"""Hold limit while the log has fewer than two rows (its interval is not known yet)."""
+_INTERVALS_KEPT = 16
 
 
 def _parse_line(line: str) -> tuple[float, float, int] | None:
@@ -156,23 +174,33 @@ class ExternalCsvMeter(Meter):
     name = "csv"
     source: ClassVar[Source] = "measured"
 
-    def __init__(self, path: Path, domain: str, wall_clock: Clock) -> None:
+    def __init__(
+        self, path: Path, domain: str, wall_clock: Clock, max_hold_s: float | None = None
+    ) -> None:
         self.path = path
         self._domain = domain
         self._wall = wall_clock
+        self.max_hold_s = max_hold_s
         self._fh = open(path, "rb")  # noqa: SIM115 - held open for tailing; closed in close()
         self._offset = 0
         self._partial = b""
         self._integ = PowerIntegrator()
         self._decimals: int | None = None
+        self._t_row: float | None = None  # timestamp of the last row accepted
+        self._intervals: deque[float] = deque(maxlen=_INTERVALS_KEPT)
+        self._t_returned = -math.inf  # the latest wall time a figure was handed out for
+        self._frozen = False
         self.skipped_lines = 0
         self.rows = 0
+        self.stale_reads = 0
         try:
             self._tail()
         except BaseException:
             self._fh.close()
             raise
-        self._base = self._integ.energy_at(self._wall())
+        now = self._wall()
+        energy = self._energy_now(now)  # (freezes a log that is already stale)
+        self._base = energy if energy is not None else self._integ.energy_at(now)
         self._last = 0.0
 
     @classmethod
@@ -184,8 +212,11 @@ class ExternalCsvMeter(Meter):
         path = Path(options.csv_path)
         if not path.is_file():
             raise MeterUnavailable(cls.name, f"power log {path} does not exist")
+        hold = options.csv_max_hold_s
+        if hold is not None and not (hold > 0):
+            raise MeterUnavailable(cls.name, f"csv_max_hold_s must be positive, got {hold}")
         try:
-            return cls(path, options.csv_domain, options.wall_clock)
+            return cls(path, options.csv_domain, options.wall_clock, hold)
         except OSError as exc:
             raise MeterUnavailable(cls.name, f"cannot read {path}: {exc}") from None
 
@@ -223,13 +254,49 @@ class ExternalCsvMeter(Meter):
             if self._integ.t_last is not None and ts <= self._integ.t_last:
                 self.skipped_lines += 1
                 continue
-            self._integ.update(ts, watts)
+            if self._t_row is not None:
+                self._intervals.append(ts - self._t_row)
+            self._integ.update(ts, watts)  # after a freeze, the gap is charged at 0 W
+            self._t_row = ts
+            self._frozen = False
             self.rows += 1
             self._decimals = decimals if self._decimals is None else max(self._decimals, decimals)
 
+    @property
+    def hold_s(self) -> float:
+        """How long past the last row its power may be extrapolated (see the module doc)."""
+        if self.max_hold_s is not None:
+            return self.max_hold_s
+        if not self._intervals:
+            return DEFAULT_HOLD_S
+        return max(MIN_HOLD_S, HOLD_INTERVALS * statistics.median(self._intervals))
+
+    def _energy_now(self, now: float) -> float | None:
+        """Integrated joules at ``now`` (log's origin), or None when the log is stale/empty."""
+        if self._t_row is None:
+            return None
+        if now - self._t_row > self.hold_s:
+            if not self._frozen:
+                # Charge up to the last figure handed out, then nothing until a new row.
+                self._integ.update(max(self._t_row, self._t_returned), 0.0)
+                self._frozen = True
+            return None
+        self._t_returned = max(self._t_returned, now)
+        return self._integ.energy_at(now)
+
     def read(self) -> dict[str, float]:
         self._tail()
-        value = max(self._last, self._integ.energy_at(self._wall()) - self._base)
+        now = self._wall()
+        energy = self._energy_now(now)
+        if energy is None:
+            self.stale_reads += 1
+            if self._t_row is None:
+                raise PlatformError(f"no reading in {self.path} yet (is the logger running?)")
+            raise PlatformError(
+                f"the last row of {self.path} is {now - self._t_row:.3g} s old, beyond the "
+                f"{self.hold_s:.3g} s hold limit (has the logger stopped?); not extrapolating"
+            )
+        value = max(self._last, energy - self._base)
         self._last = value
         return {self._domain: value}
 

@@ -12,13 +12,18 @@ into the ``node`` domain. A query costs tens to hundreds of milliseconds and BMC
 figure about once a second, so the meter queries at most every ``MeterOptions.ipmi_period_s``
 (1 s) and integrates by zero-order hold in between
 (:class:`~greenckpt.platform.meters.base.PowerIntegrator`): energy over a span shorter than a
-second is the last reading × the span. A query blocks the caller (the sampler thread) for its
-duration; the sampler timestamps every sample, so the series stays correct, only less regular.
+second is the last reading × the span. A query blocks only the sampler's background thread
+(:meth:`~greenckpt.platform.meters.base.PolledPowerMeter.poll`); phase boundaries, read in the
+application's thread, take the held power integrated to the boundary and never wait for
+``ipmitool``. The sampler timestamps every sample, so the series stays correct, only less
+regular.
 
 Unavailable (with the reason): ``ipmitool`` not on ``PATH``; a non-zero exit (no BMC, no
 ``/dev/ipmi0`` — which needs the ``ipmi_si``/``ipmi_devintf`` modules and root — or DCMI not
-supported); output without a power reading; the reading deactivated. A query that fails later
-keeps the last power and is counted in ``failures``.
+supported); output without a power reading (or not text at all); the reading deactivated. A
+query that fails later keeps the last power and is counted in ``failures`` and ``gaps``; after
+three failures in a row the meter stops extrapolating and its reads raise until the BMC answers
+again (see :class:`~greenckpt.platform.meters.base.PolledPowerMeter`).
 """
 
 from __future__ import annotations
@@ -50,7 +55,9 @@ def parse_dcmi_power(text: str) -> float:
     m = _READING_RE.search(text)
     if not m:
         first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "(no output)")
-        raise PlatformError(f"no 'Instantaneous power reading' in ipmitool output: {first}")
+        if len(first) > 120:
+            first = first[:117] + "..."
+        raise PlatformError(f"no 'Instantaneous power reading' in ipmitool output: {first!r}")
     return float(m.group(1))
 
 
@@ -75,12 +82,11 @@ class IpmiMeter(PolledPowerMeter):
                 "BMC has no IPMI power reading)",
             )
         meter = cls(exe, options)
-        t = options.clock()
         try:
             powers = meter._query()
         except PlatformError as exc:
             raise MeterUnavailable(cls.name, str(exc)) from None
-        meter._accept(t, powers)  # the probe's reading is the first sample
+        meter._accept(options.clock(), powers)  # the probe's reading is the first sample
         return meter
 
     @property
@@ -90,18 +96,20 @@ class IpmiMeter(PolledPowerMeter):
     def _query(self) -> Mapping[str, float]:
         cmd = [self.exe, "dcmi", "power", "reading"]
         try:
-            proc = subprocess.run(
-                cmd, capture_output=True, text=True, timeout=self.timeout_s, check=False
-            )
+            proc = subprocess.run(cmd, capture_output=True, timeout=self.timeout_s, check=False)
         except subprocess.TimeoutExpired:
             raise PlatformError(
                 f"`ipmitool dcmi power reading` did not answer within {self.timeout_s:g} s"
             ) from None
         except OSError as exc:
             raise PlatformError(f"cannot run {self.exe}: {exc}") from None
+        # Bytes, decoded leniently: a BMC or a wrapper printing something not UTF-8 must give a
+        # PlatformError (no reading found), never a UnicodeDecodeError.
+        stdout = proc.stdout.decode("utf-8", errors="replace")
+        stderr = proc.stderr.decode("utf-8", errors="replace")
         if proc.returncode != 0:
             msg = next(
-                (ln.strip() for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()),
+                (ln.strip() for ln in (stderr + stdout).splitlines() if ln.strip()),
                 "no message",
             )
             hint = ""
@@ -113,4 +121,4 @@ class IpmiMeter(PolledPowerMeter):
             raise PlatformError(
                 f"`ipmitool dcmi power reading` exited {proc.returncode}: {msg}{hint}"
             )
-        return {"node": parse_dcmi_power(proc.stdout)}
+        return {"node": parse_dcmi_power(stdout)}

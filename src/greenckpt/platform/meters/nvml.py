@@ -11,6 +11,12 @@ All GPUs use the same mode: if any GPU lacks the energy counter, every GPU is in
 power, so that all figures from this meter share one resolution and method. Domains are
 ``gpu0``, ``gpu1``, ... in NVML index order (which may differ from ``CUDA_VISIBLE_DEVICES``
 order). ``pynvml`` is imported lazily: greenckpt does not depend on it (extra ``nvidia``).
+
+Errors: any ``NVMLError`` while probing (``nvmlInit``, counting GPUs, getting handles, the first
+energy or power query) makes the meter unavailable with NVML's message, and NVML is shut down
+again; an ``NVMLError`` while reading (a GPU fallen off the bus, a driver reset) becomes a
+:class:`~greenckpt.platform.root.PlatformError` — in energy mode at once, in power mode after
+the held power has run out (see :class:`~greenckpt.platform.meters.base.PolledPowerMeter`).
 """
 
 from __future__ import annotations
@@ -54,12 +60,15 @@ class NvmlMeter(PolledPowerMeter):
         domains = tuple(f"gpu{i}" for i in range(len(handles)))
         super().__init__(domains, 0.0 if energy_mode else options.nvml_period_s, options.clock)
         self._nvml = nvml
+        self._error: type[BaseException] = getattr(nvml, "NVMLError", Exception)
         self._handles = handles
         self.energy_mode = energy_mode
+        self._closed = False
         self._base: list[int] = []
         if energy_mode:
-            self._base = [int(nvml.nvmlDeviceGetTotalEnergyConsumption(h)) for h in handles]
-        self._closed = False
+            self._base = self._energy_mj()
+        else:
+            self._accept(options.clock(), self._query())  # the probe's reading: first sample
 
     @classmethod
     def probe(cls, root: SysRoot, options: MeterOptions) -> Self:
@@ -72,10 +81,20 @@ class NvmlMeter(PolledPowerMeter):
                 cls.name, f"nvmlInit failed (no NVIDIA driver?): {exc}"
             ) from None
         try:
-            count = int(nvml.nvmlDeviceGetCount())
+            try:
+                count = int(nvml.nvmlDeviceGetCount())
+            except error as exc:
+                raise MeterUnavailable(cls.name, f"nvmlDeviceGetCount failed: {exc}") from None
             if count == 0:
                 raise MeterUnavailable(cls.name, "NVML sees no GPU")
-            handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+            handles = []
+            for i in range(count):
+                try:
+                    handles.append(nvml.nvmlDeviceGetHandleByIndex(i))
+                except error as exc:
+                    raise MeterUnavailable(
+                        cls.name, f"gpu{i}: nvmlDeviceGetHandleByIndex failed: {exc}"
+                    ) from None
             energy_mode = True
             for h in handles:
                 try:
@@ -90,7 +109,10 @@ class NvmlMeter(PolledPowerMeter):
                         raise MeterUnavailable(
                             cls.name, f"gpu{i} reports neither energy nor power: {exc}"
                         ) from None
-            return cls(nvml, handles, energy_mode, options)
+            try:
+                return cls(nvml, handles, energy_mode, options)
+            except (error, PlatformError) as exc:  # a GPU lost between the checks and now
+                raise MeterUnavailable(cls.name, f"first reading failed: {exc}") from None
         except BaseException:
             with contextlib.suppress(Exception):
                 nvml.nvmlShutdown()
@@ -101,21 +123,37 @@ class NvmlMeter(PolledPowerMeter):
         return Resolution(1e-3, "J") if self.energy_mode else Resolution(1e-3, "W")
 
     def _query(self) -> Mapping[str, float]:
-        error: type[BaseException] = getattr(self._nvml, "NVMLError", Exception)
-        try:
-            return {
-                d: float(self._nvml.nvmlDeviceGetPowerUsage(h)) * 1e-3
-                for d, h in zip(self.domains, self._handles, strict=True)
-            }
-        except error as exc:
-            raise PlatformError(f"nvmlDeviceGetPowerUsage: {exc}") from None
+        out: dict[str, float] = {}
+        for d, h in zip(self.domains, self._handles, strict=True):
+            try:
+                out[d] = float(self._nvml.nvmlDeviceGetPowerUsage(h)) * 1e-3
+            except self._error as exc:
+                raise PlatformError(f"{d}: nvmlDeviceGetPowerUsage failed: {exc}") from None
+        return out
 
-    def read(self) -> dict[str, float]:
+    def _energy_mj(self) -> list[int]:
+        out: list[int] = []
+        for d, h in zip(self.domains, self._handles, strict=True):
+            try:
+                out.append(int(self._nvml.nvmlDeviceGetTotalEnergyConsumption(h)))
+            except self._error as exc:
+                raise PlatformError(
+                    f"{d}: nvmlDeviceGetTotalEnergyConsumption failed: {exc}"
+                ) from None
+        return out
+
+    def poll(self) -> None:
         if not self.energy_mode:
-            return super().read()
+            super().poll()
+
+    def read_nowait(self) -> dict[str, float]:
+        if not self.energy_mode:
+            return super().read_nowait()
+        if self._closed:
+            raise PlatformError("the nvml meter is closed")
         return {
-            d: (int(self._nvml.nvmlDeviceGetTotalEnergyConsumption(h)) - b) * 1e-3
-            for d, h, b in zip(self.domains, self._handles, self._base, strict=True)
+            d: (e - b) * 1e-3
+            for d, e, b in zip(self.domains, self._energy_mj(), self._base, strict=True)
         }
 
     def describe(self) -> str:

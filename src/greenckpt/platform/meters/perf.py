@@ -12,7 +12,7 @@ Detection (reads only, through the :class:`~greenckpt.platform.root.SysRoot`)::
     sys/bus/event_source/devices/power/events/energy-pkg    "event=0x02" -> attr.config
     sys/bus/event_source/devices/power/events/energy-pkg.scale   joules per count (2^-32)
     sys/bus/event_source/devices/power/events/energy-pkg.unit    "Joules"
-    proc/sys/kernel/perf_event_paranoid                     > 0 needs CAP_PERFMON / root
+    proc/sys/kernel/perf_event_paranoid                     explains a refused open (below)
 
 Events ``energy-pkg``, ``energy-ram``, ``energy-cores``, ``energy-gpu`` and ``energy-psys`` become
 domains ``package-N``, ``dram-N``, ``core-N``, ``uncore-N`` (RAPL PP1, the integrated GPU) and
@@ -24,19 +24,27 @@ x86_64) and a ``perf_event_attr`` of ``PERF_ATTR_SIZE_VER0`` (64 bytes; the kern
 published size). Each read is an 8-byte ``read(2)`` of the running count; energy = count ×
 scale. A fake tree can be detected but never opened (its PMU type would name whatever PMU has
 that number on the real machine); tests drive the meter with a fake opener instead.
+
+Permissions: the probe always *tries* ``perf_event_open``; the kernel alone knows whether this
+process may (root, ``CAP_PERFMON``, ``CAP_SYS_ADMIN``, or ``kernel.perf_event_paranoid`` ≤ 0).
+Only when the kernel refuses (``EACCES``/``EPERM``) does the paranoid level serve — to explain
+the refusal and say how to lift it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import os
 import platform
+import re
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Protocol, Self
 
+from greenckpt.platform.cpufreq import parse_cpu_list
 from greenckpt.platform.meters.base import Meter, MeterOptions, MeterUnavailable, Resolution, Source
 from greenckpt.platform.root import SysRoot
 
@@ -64,6 +72,9 @@ PERF_FLAG_FD_CLOEXEC = 8
 PERF_ATTR_SIZE_VER0 = 64
 PERF_TYPE_SOFTWARE = 1
 PERF_COUNT_SW_TASK_CLOCK = 1
+MAX_CPUS = 1 << 16
+"""A cpumask naming a CPU at or above this is garbage (Linux's NR_CPUS tops out at 8192)."""
+_CPUMASK_RE = re.compile(r"[0-9]+(?:-[0-9]+)?(?:,[0-9]+(?:-[0-9]+)?)*")
 
 
 class PerfEventAttr(ctypes.Structure):
@@ -158,17 +169,6 @@ class PowerPmu:
     paranoid: int | None
 
 
-def parse_cpulist(text: str) -> tuple[int, ...]:
-    """``"0,18"`` / ``"0-3,8"`` → CPU numbers."""
-    cpus: list[int] = []
-    for part in text.strip().split(","):
-        if not part:
-            continue
-        lo, _, hi = part.partition("-")
-        cpus.extend(range(int(lo), int(hi or lo) + 1))
-    return tuple(cpus)
-
-
 def _parse_config(spec: str) -> int:
     """``"event=0x02"`` (the power PMU's format: ``config:0-7``) → ``attr.config``."""
     config = 0
@@ -212,7 +212,22 @@ def detect_power_pmu(root: SysRoot) -> PowerPmu:
         events.append(PerfEvent(ev, stem, config, scale, unit))
     if not events:
         raise MeterUnavailable(name, f"power PMU at {root / PMU_DIR} lists no energy-* events")
-    cpus = parse_cpulist(root.read_or_none(f"{PMU_DIR}/cpumask") or "0") or (0,)
+    try:
+        cpumask = root.read(f"{PMU_DIR}/cpumask") or "0"
+    except FileNotFoundError:
+        cpumask = "0"
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MeterUnavailable(name, f"cannot read {root / PMU_DIR}/cpumask: {exc}") from None
+    try:
+        if not _CPUMASK_RE.fullmatch(cpumask) or any(
+            int(n) >= MAX_CPUS for n in re.findall(r"\d+", cpumask)
+        ):
+            raise ValueError(cpumask)
+        cpus = parse_cpu_list(cpumask) or (0,)
+    except ValueError:
+        raise MeterUnavailable(
+            name, f"cannot parse {root / PMU_DIR}/cpumask: {cpumask[:60]!r} (expected '0,18')"
+        ) from None
     paranoid_text = root.read_or_none(PARANOID)
     try:
         paranoid = int(paranoid_text) if paranoid_text is not None else None
@@ -221,18 +236,18 @@ def detect_power_pmu(root: SysRoot) -> PowerPmu:
     return PowerPmu(pmu_type, tuple(events), cpus, paranoid)
 
 
-def _privileged() -> bool:
-    """Root (or, approximately, CAP_PERFMON holders — they will find out at open time)."""
-    return os.geteuid() == 0
-
-
 def paranoid_reason(pmu: PowerPmu) -> str | None:
-    """Why an unprivileged process cannot open system-wide counters, or None."""
-    if pmu.paranoid is not None and pmu.paranoid > 0 and not _privileged():
+    """Why the kernel refused a system-wide counter, going by the paranoid level, or None.
+
+    Only an explanation: whether this process may open the counters is found out by opening
+    them (it may hold CAP_PERFMON, which no level reveals).
+    """
+    if pmu.paranoid is not None and pmu.paranoid > 0:
         return (
             f"kernel.perf_event_paranoid={pmu.paranoid} forbids system-wide counters to "
-            "unprivileged users: `sudo sysctl kernel.perf_event_paranoid=0`, or give the "
-            "process CAP_PERFMON (`sudo setcap cap_perfmon+ep` on the interpreter)"
+            "processes without CAP_PERFMON: `sudo sysctl kernel.perf_event_paranoid=0`, or give "
+            "the process CAP_PERFMON (`sudo setcap cap_perfmon+ep` on the interpreter), or run "
+            "as root"
         )
     return None
 
@@ -270,19 +285,17 @@ class PerfPowerMeter(Meter):
                 with contextlib.suppress(OSError):
                     opener.close(fd)
             hint = ""
-            if exc.errno in (1, 13):  # EPERM, EACCES
-                hint = (
-                    f" (kernel.perf_event_paranoid={pmu.paranoid}; system-wide counters need "
-                    "paranoid ≤ 0, CAP_PERFMON or root)"
+            if exc.errno in (errno.EPERM, errno.EACCES):
+                reason = paranoid_reason(pmu) or (
+                    f"kernel.perf_event_paranoid={pmu.paranoid}; system-wide counters need "
+                    "paranoid ≤ 0, CAP_PERFMON or root"
                 )
+                hint = f" ({reason})"
             raise MeterUnavailable(cls.name, f"perf_event_open failed: {exc}{hint}") from None
 
     @classmethod
     def probe(cls, root: SysRoot, options: MeterOptions) -> Self:
         pmu = detect_power_pmu(root)
-        reason = paranoid_reason(pmu)
-        if reason:
-            raise MeterUnavailable(cls.name, reason)
         if not root.is_real:
             raise MeterUnavailable(
                 cls.name,

@@ -26,9 +26,19 @@ Wraparound: ``energy_uj`` is a 32-bit MSR scaled to µJ; it runs over
 every ~8.7 min. A negative delta is one wrap and is corrected by adding
 ``max_energy_range_uj`` (:class:`~greenckpt.platform.meters.base.WrappingCounter`). Two wraps
 between reads cannot be seen, so :attr:`RaplMeter.max_period_s` is a quarter of the shortest
-wrap time, computed per zone from the range and the zone's highest power limit (or 500 W when
-none is given); the sampler refuses a period above it (its default, 0.1 s, is four orders of
-magnitude below).
+wrap time, computed per zone from the range and the zone's highest power limit in force (or
+500 W when none is); the sampler refuses a period above it (its default, 0.1 s, is four orders
+of magnitude below). A limit that is not in force — the zone's ``enabled`` reads 0, or a
+``constraint_N_enabled`` file (where a driver exposes one) reads 0 — bounds nothing and is
+ignored; a zone left with no limit in force falls back to 500 W (or its ``max_power_uw``, if
+higher).
+
+Late reads: the meter times every read. A read that comes later than a zone's wrap-safe period
+after the previous one (a starved sampler, a caller reading by hand once an hour) cannot rule
+out a second, invisible wrap. Such a read is not refused — it still returns the best figure,
+assuming at most one wrap — but it is counted in :attr:`RaplMeter.gaps` for the zones concerned
+(and in ``late_reads``), so that the sampler marks every phase containing it as not clean.
+Refusing would only throw away the other zones' good deltas and hide the late one in the next.
 
 Root-only counters: since Linux 5.10 (CVE-2020-8694, the "Platypus" side channel) ``energy_uj``
 is mode 0400 owned by root. Opening it then raises ``PermissionError``; :meth:`RaplMeter.probe`
@@ -43,13 +53,17 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import math
 import os
 import re
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Self
 
 from greenckpt.platform.meters.base import (
+    Clock,
     Meter,
     MeterOptions,
     MeterUnavailable,
@@ -93,19 +107,45 @@ class RaplZone:
         return self.max_range_uj * 1e-6 / self.max_power_w
 
 
+def _read_int(path: Path) -> int | None:
+    try:
+        return int(path.read_text(encoding="ascii").strip())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+
+
 def _highest_limit_w(path: Path) -> float | None:
-    """The highest ``constraint_*_power_limit_uw`` / ``constraint_*_max_power_uw``, in W."""
-    best: float | None = None
+    """The highest power limit in force (``constraint_*_power_limit_uw``) or stated maximum
+    (``constraint_*_max_power_uw``) of a zone, in W; None when no limit is in force.
+
+    A zone whose ``enabled`` reads 0, or a constraint whose ``constraint_N_enabled`` reads 0,
+    has its ``power_limit_uw`` ignored: a limit that is not enforced bounds nothing.
+    """
+    zone_enabled = _read_int(path / "enabled") != 0
+    limits: list[float] = []
+    maxima: list[float] = []
     for f in sorted(path.glob("constraint_*_*_uw")):
-        if not (f.name.endswith("_power_limit_uw") or f.name.endswith("_max_power_uw")):
+        number, _, what = f.name.removeprefix("constraint_").partition("_")
+        if what not in ("power_limit_uw", "max_power_uw"):
             continue
-        try:
-            value = int(f.read_text(encoding="ascii").strip()) * 1e-6
-        except (OSError, ValueError):
+        value = _read_int(f)
+        if value is None or value <= 0:
             continue
-        if value > 0 and (best is None or value > best):
-            best = value
-    return best
+        if what == "max_power_uw":
+            maxima.append(value * 1e-6)
+        elif zone_enabled and _read_int(path / f"constraint_{number}_enabled") != 0:
+            limits.append(value * 1e-6)
+    if not limits:
+        return None
+    return max(limits + maxima)
+
+
+def _unbounded_w(path: Path) -> float:
+    """Assumed highest power of a zone with no limit in force: the fallback or its max_power."""
+    maxima = [
+        v * 1e-6 for f in sorted(path.glob("constraint_*_max_power_uw")) if (v := _read_int(f))
+    ]
+    return max([FALLBACK_MAX_POWER_W, *maxima])
 
 
 def find_zones(root: SysRoot) -> list[RaplZone]:
@@ -145,7 +185,7 @@ def find_zones(root: SysRoot) -> list[RaplZone]:
         limit = _highest_limit_w(root / rel)
         if sub is None and limit is not None:
             limits[pkg] = limit
-        max_power = limit or limits.get(pkg) or FALLBACK_MAX_POWER_W
+        max_power = limit or limits.get(pkg) or _unbounded_w(root / rel)
         if not (root / f"{rel}/energy_uj").exists():
             continue
         used.add(domain)
@@ -159,14 +199,22 @@ class RaplMeter(Meter):
     name = "rapl"
     source: ClassVar[Source] = "measured"
 
-    def __init__(self, zones: list[RaplZone], fds: list[int]) -> None:
+    def __init__(
+        self, zones: list[RaplZone], fds: list[int], clock: Clock = time.monotonic
+    ) -> None:
         self.zones = zones
         self._fds = fds
+        self._clock = clock
         self._counters = [
             WrappingCounter(read_counter(fd), z.max_range_uj)
             for z, fd in zip(zones, fds, strict=True)
         ]
-        self.max_period_s = min(z.wrap_s for z in zones) / WRAP_SAFETY
+        self._t_read = clock()
+        self._safe_s = [z.wrap_s / WRAP_SAFETY for z in zones]
+        self.max_period_s = min(self._safe_s)
+        self._gaps = {z.domain: 0 for z in zones}
+        self.late_reads = 0
+        self.longest_interval_s = 0.0
 
     @classmethod
     def probe(cls, root: SysRoot, options: MeterOptions) -> Self:
@@ -188,7 +236,7 @@ class RaplMeter(Meter):
         try:
             for z in zones:
                 fds.append(open_counter(z.path / "energy_uj"))
-            return cls(zones, fds)
+            return cls(zones, fds, options.clock)
         except PermissionError:
             _close_all(fds)
             raise MeterUnavailable(cls.name, GRANT_ACCESS) from None
@@ -212,12 +260,28 @@ class RaplMeter(Meter):
         """How many wraps each domain's counter has made since it was opened."""
         return {z.domain: c.wraps for z, c in zip(self.zones, self._counters, strict=True)}
 
+    @property
+    def gaps(self) -> Mapping[str, int]:
+        """Reads later than the zone's wrap-safe period (a second wrap could have been missed)."""
+        return self._gaps
+
     def read(self) -> dict[str, float]:
         if not self._fds:
             raise PlatformError("the rapl meter is closed")
+        raw = [read_counter(fd) for fd in self._fds]
+        t = self._clock()
+        interval = t - self._t_read
+        self._t_read = t
+        if interval > self.max_period_s:
+            self.late_reads += 1
+            for z, safe in zip(self.zones, self._safe_s, strict=True):
+                if interval > safe:
+                    self._gaps[z.domain] += 1
+        if interval > self.longest_interval_s and math.isfinite(interval):
+            self.longest_interval_s = interval
         return {
-            z.domain: c.update(read_counter(fd)) * 1e-6
-            for z, fd, c in zip(self.zones, self._fds, self._counters, strict=True)
+            z.domain: c.update(value) * 1e-6
+            for z, c, value in zip(self.zones, self._counters, raw, strict=True)
         }
 
     def describe(self) -> str:
