@@ -132,21 +132,11 @@ class CstateResult:
     states: tuple[IdleState, ...]
 
 
-def _int_attr(root: SysRoot, rel: str) -> int | None:
-    text = root.read_or_none(rel)
-    if text is None:
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        return None
-
-
 def _read_state(root: SysRoot, cpu: int, index: int, path: str) -> IdleState:
-    latency = _int_attr(root, f"{path}/latency")
+    latency = root.read_int_or_none(f"{path}/latency")
     if latency is None:
         raise PlatformError(f"cannot read the exit latency of {root / path}")
-    residency = _int_attr(root, f"{path}/residency")
+    residency = root.read_int_or_none(f"{path}/residency")
     return IdleState(
         cpu=cpu,
         index=index,
@@ -154,7 +144,7 @@ def _read_state(root: SysRoot, cpu: int, index: int, path: str) -> IdleState:
         desc=root.read_or_none(f"{path}/desc") or "",
         latency_s=latency * 1e-6,
         residency_s=None if residency is None else residency * 1e-6,
-        disabled=(_int_attr(root, f"{path}/disable") or 0) != 0,
+        disabled=(root.read_int_or_none(f"{path}/disable") or 0) != 0,
         path=path,
     )
 

@@ -52,6 +52,17 @@ class SysRoot:
         except (OSError, UnicodeDecodeError):
             return None
 
+    def read_int_or_none(self, rel: str) -> int | None:
+        """Integer attribute of a file, or ``None`` when absent, unreadable or not an integer
+        (optional sysfs attributes vary by driver and kernel; their absence is not an error)."""
+        text = self.read_or_none(rel)
+        if text is None:
+            return None
+        try:
+            return int(text)
+        except ValueError:
+            return None
+
     def write(self, rel: str, value: str) -> None:
         """Write ``value`` to a sysfs-style attribute (no newline handling needed by sysfs)."""
         with open(self / rel, "w", encoding="utf-8") as fh:

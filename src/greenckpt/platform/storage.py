@@ -534,16 +534,6 @@ def _resolve_or_none(root: SysRoot, path: str) -> str | None:
 # --------------------------------------------------------------------------- block devices
 
 
-def _read_int(root: SysRoot, rel: str) -> int | None:
-    text = root.read_or_none(rel)
-    if text is None:
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        return None
-
-
 def _clean(text: str | None) -> str | None:
     """sysfs pads vendor/model with spaces; an empty string is no information."""
     if text is None:
@@ -632,7 +622,7 @@ def _describe(root: SysRoot, sysfs_path: str) -> BlockDevice:
     queue = (
         f"{sysfs_path}/queue" if (root / f"{sysfs_path}/queue").is_dir() else f"{disk_path}/queue"
     )
-    rot = _read_int(root, f"{queue}/rotational")
+    rot = root.read_int_or_none(f"{queue}/rotational")
     rotational = None if rot is None else bool(rot)
     bus = _bus(disk, disk_path)
     # virtio's device/vendor is a numeric virtio vendor ID (0x1af4), not a maker's name.
@@ -640,7 +630,7 @@ def _describe(root: SysRoot, sysfs_path: str) -> BlockDevice:
     model = _clean(root.read_or_none(f"{disk_path}/device/model"))
     if model is None and bus == "mmc":
         model = _clean(root.read_or_none(f"{disk_path}/device/name"))
-    sectors = _read_int(root, f"{sysfs_path}/size")
+    sectors = root.read_int_or_none(f"{sysfs_path}/size")
     transport = root.read_or_none(f"{disk_path}/device/transport") if bus == "nvme" else None
     is_virtual = (
         bus in ("virtio", "xen")
@@ -665,8 +655,8 @@ def _describe(root: SysRoot, sysfs_path: str) -> BlockDevice:
         rotational=rotational,
         vendor=vendor,
         model=model,
-        logical_block_size=_read_int(root, f"{queue}/logical_block_size"),
-        physical_block_size=_read_int(root, f"{queue}/physical_block_size"),
+        logical_block_size=root.read_int_or_none(f"{queue}/logical_block_size"),
+        physical_block_size=root.read_int_or_none(f"{queue}/physical_block_size"),
         size_bytes=None if sectors is None else sectors * SECTOR,
         is_virtual=is_virtual,
         is_network=is_network,
