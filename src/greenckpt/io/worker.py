@@ -1,0 +1,283 @@
+"""What one I/O worker does: open its files, wait for the start signal, move its chunks, report.
+
+Why it is its own module: a spawned worker imports only this (and :mod:`.sources`), so its
+start-up is short and everything it needs is picklable. The same :func:`run_worker` runs
+in-process for a single worker, so the measured code path is identical either way.
+
+A worker's work is a tuple of :class:`Chunk` ``(path, offset, length, source)``: the benchmark
+gives each worker one chunk of one file; the checkpoint library can give a worker any number of
+chunks of any files (its own file, or its slice of a shared file).
+
+Timing: everything that is not the I/O itself — opening files, allocating the aligned buffer,
+generating the data pool, dropping the page cache before a read — happens *before* the start
+barrier. The clock (``CLOCK_MONOTONIC``, the same in every process of the node) starts when
+the barrier releases and stops after the last ``fsync``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import mmap
+import os
+import signal
+import threading
+import time
+import traceback
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from greenckpt.io.sources import DataSource
+
+__all__ = [
+    "Chunk",
+    "Fault",
+    "Op",
+    "ReadMethod",
+    "WorkerReport",
+    "WorkerTask",
+    "aligned_buffer",
+    "run_worker",
+]
+
+Op = Literal["write", "read"]
+ReadMethod = Literal["o_direct", "fadvise_dontneed", "cached"]
+"""How a read avoided the page cache: ``o_direct`` (bypassed it), ``fadvise_dontneed`` (the
+file's clean pages were dropped before the start), ``cached`` (neither was possible: the
+figure may be a memory-copy speed, not the storage's)."""
+
+BARRIER_TIMEOUT_S = 300.0
+"""How long a worker waits for the others to be ready before giving up."""
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """``length`` bytes at ``offset`` of ``path``; ``source`` supplies them for a write."""
+
+    path: str
+    offset: int
+    length: int
+    source: DataSource | None = None
+
+
+@dataclass(frozen=True)
+class Fault:
+    """Test hook: make worker ``rank`` raise after it has moved ``after_bytes`` bytes.
+
+    Exists so the tests can check that a failing worker's job cleans up (files, processes)
+    through the real multi-process path, not a mock of it.
+    """
+
+    rank: int = 0
+    after_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class WorkerTask:
+    """Everything one worker needs; picklable (crosses into a spawned process)."""
+
+    rank: int
+    op: Op
+    chunks: tuple[Chunk, ...]
+    block_size: int
+    fsync: bool
+    read_method: ReadMethod
+    alignment: int
+    checksum: bool = False
+    fault: Fault | None = None
+
+
+@dataclass(frozen=True)
+class WorkerReport:
+    """What a worker did: bytes moved, monotonic start/end (ns), CRC-32 per chunk if asked."""
+
+    rank: int
+    bytes: int
+    start_ns: int
+    end_ns: int
+    checksums: tuple[int, ...] | None
+
+
+def aligned_buffer(size: int, alignment: int) -> tuple[mmap.mmap, memoryview]:
+    """A writable buffer of ``size`` bytes whose address is a multiple of ``alignment``.
+
+    O_DIRECT needs the memory address, the file offset and the length aligned to the device's
+    logical block size. Anonymous ``mmap`` memory is page-aligned, which covers any logical
+    block size up to the page size; a larger alignment over-allocates and slices.
+    """
+    page = mmap.PAGESIZE
+    extra = 0 if alignment <= page else alignment
+    region = mmap.mmap(-1, size + extra)
+    if extra == 0:
+        return region, memoryview(region)[:size]
+    address = ctypes.addressof(ctypes.c_char.from_buffer(region))
+    skip = (-address) % alignment
+    return region, memoryview(region)[skip : skip + size]
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def _open_files(task: WorkerTask) -> dict[str, int]:
+    """Open each distinct file once, in the mode the op and read method need."""
+    fds: dict[str, int] = {}
+    try:
+        for chunk in task.chunks:
+            if chunk.path in fds:
+                continue
+            if task.op == "write":
+                # The engine creates/truncates files before the workers start, so a worker
+                # never truncates a file another worker is already writing (shared layout).
+                flags = os.O_WRONLY
+            else:
+                flags = os.O_RDONLY | (os.O_DIRECT if task.read_method == "o_direct" else 0)
+            fds[chunk.path] = os.open(chunk.path, flags | os.O_CLOEXEC)
+    except BaseException:
+        for fd in fds.values():
+            os.close(fd)
+        raise
+    return fds
+
+
+def _drop_cache(fd: int) -> None:
+    """Make the file's cached pages clean (fsync) and ask the kernel to drop them."""
+    os.fsync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _check_fault(task: WorkerTask, moved: int) -> None:
+    fault = task.fault
+    if fault is not None and fault.rank == task.rank and moved >= fault.after_bytes:
+        raise RuntimeError(f"injected fault in worker {task.rank} after {moved} bytes")
+
+
+def _write_chunk(task: WorkerTask, fd: int, chunk: Chunk, moved: int) -> int | None:
+    source = chunk.source
+    if source is None:
+        raise ValueError(f"write chunk of {chunk.path} at {chunk.offset} has no source")
+    crc = 0
+    pos = 0
+    while pos < chunk.length:
+        _check_fault(task, moved + pos)
+        want = min(task.block_size, chunk.length - pos)
+        view = source.block(pos, want)
+        done = 0
+        while done < want:
+            done += os.pwrite(fd, view[done:], chunk.offset + pos + done)
+        if task.checksum:
+            crc = zlib.crc32(view, crc)
+        pos += want
+    return crc if task.checksum else None
+
+
+def _read_chunk(task: WorkerTask, fd: int, chunk: Chunk, buf: memoryview, moved: int) -> int | None:
+    direct = task.read_method == "o_direct"
+    crc = 0
+    pos = 0
+    while pos < chunk.length:
+        _check_fault(task, moved + pos)
+        want = min(task.block_size, chunk.length - pos)
+        # O_DIRECT lengths must be whole logical blocks; the only short length is a chunk's
+        # tail at end of file, where rounding up reads nothing beyond EOF.
+        request = _round_up(want, task.alignment) if direct else want
+        got = os.preadv(fd, [buf[:request]], chunk.offset + pos)
+        if got <= 0:
+            raise OSError(f"{chunk.path}: end of file at {chunk.offset + pos}, expected more data")
+        got = min(got, want)
+        if task.checksum:
+            crc = zlib.crc32(buf[:got], crc)
+        pos += got
+    return crc if task.checksum else None
+
+
+def run_worker(task: WorkerTask, start: Callable[[], None] | None = None) -> WorkerReport:
+    """Prepare, wait on ``start`` (the barrier), move the chunks, fsync; return the report.
+
+    Files are closed whatever happens. For writes with ``fsync``, each file is fsynced and
+    then each distinct directory, so a newly created file's directory entry is durable too.
+    """
+    fds = _open_files(task)
+    region: mmap.mmap | None = None
+    buf = memoryview(b"")
+    try:
+        if task.op == "write":
+            for chunk in task.chunks:
+                if chunk.source is None:
+                    raise ValueError(f"write chunk of {chunk.path} has no source")
+                chunk.source.prepare(chunk.length, task.block_size)
+        else:
+            size = _round_up(task.block_size, task.alignment)
+            region, buf = aligned_buffer(size, task.alignment)
+            if task.read_method == "fadvise_dontneed":
+                for fd in fds.values():
+                    _drop_cache(fd)
+        if start is not None:
+            start()
+        start_ns = time.monotonic_ns()
+        moved = 0
+        checksums: list[int] = []
+        for chunk in task.chunks:
+            fd = fds[chunk.path]
+            if task.op == "write":
+                crc = _write_chunk(task, fd, chunk, moved)
+            else:
+                crc = _read_chunk(task, fd, chunk, buf, moved)
+            moved += chunk.length
+            if crc is not None:
+                checksums.append(crc)
+        if task.op == "write" and task.fsync:
+            for fd in fds.values():
+                os.fsync(fd)
+            for directory in dict.fromkeys(os.path.dirname(p) or "." for p in fds):
+                _fsync_dir(directory)
+        end_ns = time.monotonic_ns()
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+        buf.release()
+        if region is not None:
+            with contextlib.suppress(BufferError):  # a traceback may still hold a view
+                region.close()
+    return WorkerReport(
+        rank=task.rank,
+        bytes=moved,
+        start_ns=start_ns,
+        end_ns=end_ns,
+        checksums=tuple(checksums) if task.checksum else None,
+    )
+
+
+def worker_entry(task: WorkerTask, barrier: threading.Barrier, results: Any) -> None:
+    """Entry point of a worker process: run, and put ``(kind, rank, payload)`` on ``results``.
+
+    SIGINT is ignored so that Ctrl-C reaches only the parent, which then terminates the
+    workers and removes the files in one place. A failure before the start breaks the
+    barrier so the others stop waiting; ``kind`` is ``"ok"``, ``"error"`` (one-line message)
+    or ``"aborted"`` (stopped because another worker failed).
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def start() -> None:
+        barrier.wait(BARRIER_TIMEOUT_S)
+
+    try:
+        report = run_worker(task, start)
+    except threading.BrokenBarrierError:
+        results.put(("aborted", task.rank, "start barrier broken"))
+    except BaseException as exc:  # report everything; the parent decides
+        barrier.abort()
+        last = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        results.put(("error", task.rank, last))
+    else:
+        results.put(("ok", task.rank, report))

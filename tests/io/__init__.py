@@ -1,0 +1,1 @@
+"""Tests of the parallel read/write engine (greenckpt.io) on the real disk."""
