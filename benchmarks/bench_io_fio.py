@@ -25,7 +25,9 @@ Runs are interleaved (for every repeat, every n: fio and engine, in alternating 
 then read) and each cell is the median over repeats; ``ratio`` is engine/fio of the medians,
 ``best`` of the fastest runs. Both are printed because on a VM a write's final fsync is
 bimodal (a flush on the host sometimes adds ~0.3 s to either tool), which can move a median
-of few runs; the min–max spans show when that happened. Needs fio (``apt-get install -y fio``);
+of few runs; the min–max spans show when that happened. Every run starts after ``os.sync()``,
+so neither tool pays for the other's writeback or file deletion (without it, write medians on
+this VM swung from 0.46 to 1.68). Needs fio (``apt-get install -y fio``);
 without it the script says so and exits 0.
 """
 
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -122,6 +125,9 @@ def main(argv: list[str] | None = None) -> int:
                 order = ("fio", "engine") if (rep + n) % 2 == 0 else ("engine", "fio")
                 for tool in order:
                     for op in ("write", "read"):
+                        # Start every run with no dirty pages or pending deletions of the
+                        # previous one, so neither tool pays for the other's writeback.
+                        os.sync()
                         if tool == "fio":
                             value = fio(op, fio_dir, size, n, block, args.fallocate)
                         else:
