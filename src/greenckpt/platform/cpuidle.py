@@ -29,7 +29,6 @@ import struct
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
-from types import TracebackType
 
 from greenckpt.platform.cpufreq import (
     CPU_DIR,
@@ -39,7 +38,7 @@ from greenckpt.platform.cpufreq import (
     name_choices,
     write_attributes,
 )
-from greenckpt.platform.root import PlatformError, SysRoot
+from greenckpt.platform.root import ClosesOnExit, PlatformError, SysRoot
 
 __all__ = [
     "CPUIDLE_DIR",
@@ -310,7 +309,7 @@ class CpuidleController:
         return self.apply(self.plan_enable(deeper_than_s=deeper_than_s, names=names, cpus=cpus))
 
 
-class CpuDmaLatency:
+class CpuDmaLatency(ClosesOnExit):
     """Hold a PM QoS CPU latency bound through ``/dev/cpu_dma_latency`` while open.
 
     The request lives exactly as long as the file descriptor: the kernel drops it when the file
@@ -377,11 +376,3 @@ class CpuDmaLatency:
     def __enter__(self) -> CpuDmaLatency:
         self.open()
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -102,7 +102,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType, TracebackType
+from types import FrameType
 from typing import Any, Self
 
 from greenckpt.platform.cpufreq import (
@@ -118,7 +118,7 @@ from greenckpt.platform.cpufreq import (
     write_attributes,
 )
 from greenckpt.platform.cpuidle import CpuDmaLatency, CpuidleController, CstatePlan, CstateResult
-from greenckpt.platform.root import PlatformError, SysRoot
+from greenckpt.platform.root import ClosesOnExit, PlatformError, SysRoot
 
 __all__ = [
     "DEFAULT_SIGNALS",
@@ -689,7 +689,7 @@ def _restore_locked(chosen: SysRoot, state_path: Path, force: bool) -> RestoreRe
 # --------------------------------------------------------------------------------------------
 
 
-class NodeSettings:
+class NodeSettings(ClosesOnExit):
     """A session that changes node settings and always puts them back.
 
     ::
@@ -746,14 +746,6 @@ class NodeSettings:
         self._created = datetime.now(UTC).isoformat(timespec="seconds")
         self._install_handlers()
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> RestoreReport:
         """Restore everything, end the session, put the previous signal handlers back.

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
+from typing import Self
 
 ENV_VAR = "GREENCKPT_SYSROOT"
 """Environment variable that overrides the default root (``/``)."""
@@ -67,3 +69,28 @@ class SysRoot:
         """Write ``value`` to a sysfs-style attribute (no newline handling needed by sysfs)."""
         with open(self / rel, "w", encoding="utf-8") as fh:
             fh.write(value)
+
+
+class ClosesOnExit:
+    """``with obj:`` for objects whose whole cleanup is ``close()``.
+
+    Meters, meter selections, the DMA-latency hold and the node-settings session all release
+    what they hold in ``close()``; leaving a ``with`` block, normally or by an exception, must
+    call it. Subclasses whose entry does work (opening, installing handlers) override
+    ``__enter__`` and keep this ``__exit__``.
+    """
+
+    def close(self) -> object:
+        """Release what the object holds (subclasses implement it)."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -52,10 +52,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType, TracebackType
+from types import MappingProxyType
 from typing import ClassVar, Literal, Self
 
-from greenckpt.platform.root import PlatformError, SysRoot
+from greenckpt.platform.root import ClosesOnExit, PlatformError, SysRoot
 
 Source = Literal["measured", "estimated"]
 """Where a power or energy figure comes from: a hardware counter/instrument, or a model."""
@@ -121,7 +121,7 @@ class MeterOptions:
     wall_clock: Clock = time.time
 
 
-class Meter(ABC):
+class Meter(ClosesOnExit, ABC):
     """A source of cumulative energy per domain (see the module docstring for the contract)."""
 
     name: ClassVar[str]
@@ -155,7 +155,7 @@ class Meter(ABC):
     def read(self) -> dict[str, float]:
         """Cumulative joules per domain since the meter was opened; never decreasing."""
 
-    def poll(self) -> None:  # noqa: B027 - counter meters have no slow query to run
+    def poll(self) -> None:
         """Run the meter's slow query now if one is due (the sampler's background thread)."""
 
     def read_nowait(self) -> dict[str, float]:
@@ -172,7 +172,7 @@ class Meter(ABC):
         """
         return _NO_GAPS
 
-    def close(self) -> None:  # noqa: B027 - most meters hold nothing to release
+    def close(self) -> None:
         """Release file descriptors, libraries, child processes. Idempotent."""
 
     def describe(self) -> str:
@@ -180,17 +180,6 @@ class Meter(ABC):
         return (
             f"{self.name}: {', '.join(self.domains)} ({self.source}, resolution {self.resolution})"
         )
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 class WrappingCounter:

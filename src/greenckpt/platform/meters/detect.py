@@ -28,8 +28,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Literal, Self
+from typing import Literal
 
 from greenckpt.platform.meters.base import Meter, MeterOptions, MeterUnavailable
 from greenckpt.platform.meters.estimator import UtilisationEstimator
@@ -38,7 +37,7 @@ from greenckpt.platform.meters.ipmi import IpmiMeter
 from greenckpt.platform.meters.nvml import NvmlMeter
 from greenckpt.platform.meters.perf import PerfPowerMeter
 from greenckpt.platform.meters.rapl import RaplMeter
-from greenckpt.platform.root import PlatformError, SysRoot
+from greenckpt.platform.root import ClosesOnExit, PlatformError, SysRoot
 
 METERS: dict[str, type[Meter]] = {
     "rapl": RaplMeter,
@@ -69,7 +68,7 @@ class Probe:
 
 
 @dataclass
-class Selection:
+class Selection(ClosesOnExit):
     """The meters chosen (open; close them, or use as a context manager) and every probe."""
 
     meters: list[Meter] = field(default_factory=list)
@@ -88,17 +87,6 @@ class Selection:
         """Close every selected meter."""
         for m in self.meters:
             m.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def valid_names() -> str:
@@ -130,6 +118,18 @@ def probe_meter(
     return METERS[checked].probe(root or SysRoot.default(), options or MeterOptions())
 
 
+def _try(sel: Selection, name: str, root: SysRoot, options: MeterOptions) -> Meter | None:
+    """Probe one meter; record it as selected, or as unavailable with the reason."""
+    try:
+        meter = METERS[name].probe(root, options)
+    except MeterUnavailable as exc:
+        sel.probes.append(Probe(name, "unavailable", exc.reason))
+        return None
+    sel.meters.append(meter)
+    sel.probes.append(Probe(name, "selected", meter.describe()))
+    return meter
+
+
 def _auto(root: SysRoot, options: MeterOptions, have: set[str]) -> Selection:
     """Probe what ``have`` (the meters already named) leaves open, best CPU meter first."""
     sel = Selection()
@@ -144,26 +144,14 @@ def _auto(root: SysRoot, options: MeterOptions, have: set[str]) -> Selection:
         if cpu is not None:
             sel.probes.append(Probe(name, "not needed", f"{cpu.name} already covers the CPU"))
             continue
-        try:
-            cpu = METERS[name].probe(root, options)
-        except MeterUnavailable as exc:
-            sel.probes.append(Probe(name, "unavailable", exc.reason))
-            continue
-        sel.meters.append(cpu)
-        sel.probes.append(Probe(name, "selected", cpu.describe()))
+        cpu = _try(sel, name, root, options)
     for name in ("nvml", "ipmi", "csv"):
         if name in have:
             continue
         if name == "csv" and options.csv_path is None:
             sel.probes.append(Probe(name, "not needed", "no external meter log given"))
             continue
-        try:
-            meter = METERS[name].probe(root, options)
-        except MeterUnavailable as exc:
-            sel.probes.append(Probe(name, "unavailable", exc.reason))
-            continue
-        sel.meters.append(meter)
-        sel.probes.append(Probe(name, "selected", meter.describe()))
+        _try(sel, name, root, options)
     return sel
 
 
