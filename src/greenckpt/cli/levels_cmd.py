@@ -28,7 +28,7 @@ from typing import Any
 from rich.table import Table
 
 from greenckpt import units
-from greenckpt.cli.plan_cmd import make_console
+from greenckpt.cli.console import make_console
 from greenckpt.model import (
     Level,
     MultilevelExpectation,

@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console
 
 from greenckpt.cli.args import Inputs, add_scenario_arguments, scenario_from_args
+from greenckpt.cli.console import make_console
 from greenckpt.optimize import pareto_front, plan
 from greenckpt.report.jsonout import dumps
 from greenckpt.report.plan_report import plan_tables, plan_to_dict, power_source
@@ -28,12 +29,6 @@ def register(sub: Any) -> None:
         "--pareto", action="store_true", help="also print the runtime/energy Pareto front"
     )
     p.set_defaults(run=run)
-
-
-def make_console() -> Console:
-    """A console that does not squeeze tables to 80 columns when output is piped."""
-    console = Console()
-    return console if console.is_terminal else Console(width=120)
 
 
 def header(inputs: Inputs, console: Console) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from greenckpt.cli.plan_cmd import make_console
+from greenckpt.cli.console import make_console
 from greenckpt.platform.probe import probe
 from greenckpt.platform.root import SysRoot
 from greenckpt.report.jsonout import dumps

@@ -21,7 +21,8 @@ from greenckpt.cli.args import (
     scenario_from_args,
     unit_type,
 )
-from greenckpt.cli.plan_cmd import header, make_console
+from greenckpt.cli.console import make_console
+from greenckpt.cli.plan_cmd import header
 from greenckpt.model import epe, sojourn_times
 from greenckpt.optimize import Choice, plan
 from greenckpt.report.jsonout import dumps
