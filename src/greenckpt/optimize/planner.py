@@ -289,8 +289,13 @@ def _candidates(profile: Profile, scn: Scenario) -> _Pairs:
 
 
 def plan(profile: Profile, scenario: Scenario) -> Plan:
-    """Jointly choose write settings, read settings and interval minimising EPE."""
+    """Jointly choose write settings, read settings and interval minimising EPE.
+
+    A profile measured at several sizes is first narrowed to the size nearest the checkpoint
+    (:meth:`Profile.at_size`).
+    """
     scn = scenario
+    profile = profile.at_size(scn.ckpt_size)
     c = _candidates(profile, scn)
     writes, reads, wi, ri, tc, tr, wc, wr = c.writes, c.reads, c.wi, c.ri, c.tc, c.tr, c.wc, c.wr
     x_time = time_optimal_interval(tc, scn.rate)
@@ -354,6 +359,11 @@ def _baseline_point(
             f"no {op} points measured under the ondemand governor at {n} I/O processes; "
             "ondemand adapts to load and cannot be inferred from fixed-frequency points"
         )
+    if not fixed and all(p.uncontrolled for p in pts):
+        return None, (
+            "the CPU frequency was not controlled when this profile was made (no cpufreq "
+            f"control on the node), so what {name} would do cannot be read from it"
+        )
     if not fixed:
         return None, (
             f"no {op} points measured under the {name} governor or at fixed frequencies at "
@@ -410,6 +420,7 @@ def pareto_front(profile: Profile, scenario: Scenario, samples: int = 24) -> lis
     the whole trade-off.
     """
     scn = scenario
+    profile = profile.at_size(scn.ckpt_size)
     c = _candidates(profile, scn)
     writes, reads, wi, ri, tc, tr, wc, wr = c.writes, c.reads, c.wi, c.ri, c.tc, c.tr, c.wc, c.wr
     x_t = time_optimal_interval(tc, scn.rate)

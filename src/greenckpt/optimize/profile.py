@@ -11,9 +11,14 @@ any compression), so points with and without a codec compare directly. Every pow
 carries its source: ``measured`` (a meter), ``estimated`` (a model of the node's power) or
 ``synthetic`` (made up for examples and tests; never presented as a measurement).
 
-The format (``format: "greenckpt-profile"``, ``format_version: 1``) is documented in
-docs/formats.md. Loading validates every field and raises :class:`ProfileError` with the JSON
-path of the first bad value, so a malformed file never reaches the optimizer.
+The format (``format: "greenckpt-profile"``, ``format_version: 2``; version 1 files are still
+read) is documented in docs/formats.md. Version 2 adds what the profiler records: the CPU
+setting "not controlled" (a node without cpufreq control, where a point has neither a fixed
+frequency nor a governor), the size, block size and layout each point was measured with, the
+raw repetitions, whether the power figure rests on clean readings, and the sweep that made the
+file (so a killed sweep can resume). Loading validates every field and raises
+:class:`ProfileError` with the JSON path of the first bad value, so a malformed file never
+reaches the optimizer.
 """
 
 from __future__ import annotations
@@ -21,12 +26,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, cast
 
 FORMAT_NAME = "greenckpt-profile"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 
 Operation = Literal["write", "read"]
 PowerSource = Literal["measured", "estimated", "synthetic"]
@@ -42,12 +48,25 @@ class ProfileError(ValueError):
 
 
 @dataclass(frozen=True)
+class Run:
+    """One repetition of a point as measured: logical bytes/s, mean node power, duration."""
+
+    throughput: float
+    power: float
+    seconds: float
+
+
+@dataclass(frozen=True)
 class ProfilePoint:
     """One measured (or estimated, or synthetic) operating point of the node's I/O.
 
-    Exactly one of ``frequency`` (Hz, a fixed CPU frequency) and ``governor`` (a stock cpufreq
-    governor measured as a setting) is set. ``codec`` is ``None`` for uncompressed I/O.
-    ``cstates`` is ``None`` when C-states were left as found, else whether they were enabled.
+    At most one of ``frequency`` (Hz, a fixed CPU frequency) and ``governor`` (a stock cpufreq
+    governor measured as a setting) is set; neither means the frequency was not controlled (the
+    node had no cpufreq control, so the CPU ran as it was found). ``codec`` is ``None`` for
+    uncompressed I/O. ``cstates`` is ``None`` when C-states were left as found, else whether
+    they were enabled. ``size``/``block_size``/``layout`` describe the I/O pattern measured
+    (``None`` in version 1 files). ``reliable`` is False when a power reading behind the figure
+    failed or was degraded. ``runs`` are the repetitions the medians come from.
     """
 
     op: Operation
@@ -62,14 +81,35 @@ class ProfilePoint:
     repetitions: int = 1
     throughput_spread: float | None = None
     power_spread: float | None = None
+    size: int | None = None
+    block_size: int | None = None
+    layout: str | None = None
+    read_method: str | None = None
+    reliable: bool = True
+    runs: tuple[Run, ...] = ()
+
+    @property
+    def uncontrolled(self) -> bool:
+        """True when the CPU frequency was not controlled (neither fixed nor a governor)."""
+        return self.frequency is None and self.governor is None
 
     @property
     def setting_label(self) -> str:
-        """Human label of the CPU setting, e.g. ``2.10 GHz`` or ``ondemand``."""
+        """Human label of the CPU setting, e.g. ``2.10 GHz``, ``ondemand`` or ``as found``."""
         if self.governor is not None:
             return self.governor
-        assert self.frequency is not None
+        if self.frequency is None:
+            return "as found"
         return f"{self.frequency / 1e9:.2f} GHz"
+
+    @property
+    def setting_key(self) -> str:
+        """Machine-readable CPU setting: ``<hz>``, ``governor:<name>`` or ``uncontrolled``."""
+        if self.governor is not None:
+            return f"governor:{self.governor}"
+        if self.frequency is None:
+            return "uncontrolled"
+        return f"{self.frequency:.0f}"
 
     @property
     def energy_per_byte(self) -> float:
@@ -89,6 +129,12 @@ class Profile:
     meters: tuple[str, ...] = ()
     idle_power: float | None = None
     idle_power_source: PowerSource | None = None
+    idle_power_spread: float | None = None
+    power_domains: tuple[str, ...] = ()
+    created: str = ""
+    tool: str = ""
+    status: Literal["complete", "partial"] = "complete"
+    sweep: Mapping[str, Any] = field(default_factory=dict)
 
     def for_op(self, op: Operation) -> tuple[ProfilePoint, ...]:
         """Points of one operation, in file order."""
@@ -108,6 +154,24 @@ class Profile:
     def process_counts(self) -> tuple[int, ...]:
         """Distinct numbers of I/O processes measured, ascending."""
         return tuple(sorted({p.processes for p in self.points}))
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """Distinct sizes S measured, ascending (empty when the file does not record them)."""
+        return tuple(sorted({p.size for p in self.points if p.size is not None}))
+
+    def at_size(self, size: float) -> Profile:
+        """The points measured at the recorded size nearest to ``size`` (on a log scale).
+
+        A profile swept over several sizes (to see where throughput stops depending on S) has
+        one set of points per size; a plan for a checkpoint of ``size`` bytes uses the set whose
+        S is closest to it. Points without a size are always kept.
+        """
+        sizes = self.sizes
+        if len(sizes) < 2:
+            return self
+        best = min(sizes, key=lambda s: (abs(math.log(s / size)), -s))
+        return replace(self, points=tuple(p for p in self.points if p.size in (None, best)))
 
 
 def _where(path: str) -> str:
@@ -138,7 +202,35 @@ def _choice(obj: Mapping[str, Any], key: str, path: str, allowed: Sequence[str])
     return cast(str, value)
 
 
-def _point_from_json(obj: Any, path: str) -> ProfilePoint:
+def _optional_int(obj: Mapping[str, Any], key: str, path: str) -> int | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ProfileError(f"{path}.{key}: expected an integer >= 1 or null, got {value!r}")
+    return value
+
+
+def _runs_from_json(obj: Mapping[str, Any], path: str) -> tuple[Run, ...]:
+    raw = obj.get("runs", [])
+    if not isinstance(raw, list):
+        raise ProfileError(f"{path}.runs: expected a list of runs")
+    runs = []
+    for i, r in enumerate(raw):
+        where = f"{path}.runs[{i}]"
+        if not isinstance(r, dict):
+            raise ProfileError(f"{where}: expected an object")
+        runs.append(
+            Run(
+                throughput=_number(r, "throughput_Bps", where),
+                power=_number(r, "power_W", where),
+                seconds=_number(r, "seconds", where),
+            )
+        )
+    return tuple(runs)
+
+
+def _point_from_json(obj: Any, path: str, version: int = FORMAT_VERSION) -> ProfilePoint:
     if not isinstance(obj, dict):
         raise ProfileError(f"{path}: expected an object, got {type(obj).__name__}")
     op = cast(Operation, _choice(obj, "op", path, OPERATIONS))
@@ -151,9 +243,14 @@ def _point_from_json(obj: Any, path: str) -> ProfilePoint:
         raise ProfileError(
             f"{path}.governor: expected one of {', '.join(GOVERNORS)} or null, got {governor!r}"
         )
-    if (frequency is None) == (governor is None):
+    if frequency is not None and governor is not None:
         raise ProfileError(
-            f"{path}: give exactly one of frequency_hz (a fixed CPU frequency) and governor"
+            f"{path}: give at most one of frequency_hz (a fixed CPU frequency) and governor"
+        )
+    if version == 1 and frequency is None and governor is None:
+        raise ProfileError(
+            f"{path}: give exactly one of frequency_hz (a fixed CPU frequency) and governor "
+            "(a version 1 profile cannot say the frequency was not controlled)"
         )
     codec = obj.get("codec")
     if codec is not None and not (isinstance(codec, str) and codec):
@@ -177,7 +274,27 @@ def _point_from_json(obj: Any, path: str) -> ProfilePoint:
         repetitions=reps,
         throughput_spread=_optional_number(obj, "throughput_spread_Bps", path),
         power_spread=_optional_number(obj, "power_spread_W", path),
+        size=_optional_int(obj, "size_bytes", path),
+        block_size=_optional_int(obj, "block_size_bytes", path),
+        layout=_optional_str(obj, "layout", path),
+        read_method=_optional_str(obj, "read_method", path),
+        reliable=_bool(obj, "reliable", path, default=True),
+        runs=_runs_from_json(obj, path),
     )
+
+
+def _optional_str(obj: Mapping[str, Any], key: str, path: str) -> str | None:
+    value = obj.get(key)
+    if value is not None and not (isinstance(value, str) and value):
+        raise ProfileError(f"{path}.{key}: expected a non-empty string or null, got {value!r}")
+    return value
+
+
+def _bool(obj: Mapping[str, Any], key: str, path: str, *, default: bool) -> bool:
+    value = obj.get(key, default)
+    if not isinstance(value, bool):
+        raise ProfileError(f"{path}.{key}: expected true or false, got {value!r}")
+    return value
 
 
 def profile_from_json(data: Any) -> Profile:
@@ -190,15 +307,17 @@ def profile_from_json(data: Any) -> Profile:
             "(is this a greenckpt profile?)"
         )
     version = data.get("format_version")
-    if version != FORMAT_VERSION:
+    if isinstance(version, bool) or version not in READABLE_VERSIONS:
         raise ProfileError(
-            f"profile.format_version: this greenckpt reads version {FORMAT_VERSION}, "
-            f"got {version!r}"
+            "profile.format_version: this greenckpt reads versions "
+            f"{', '.join(map(str, READABLE_VERSIONS))}, got {version!r}"
         )
     raw_points = data.get("points")
     if not isinstance(raw_points, list) or not raw_points:
         raise ProfileError("profile.points: expected a non-empty list of measured points")
-    points = tuple(_point_from_json(p, f"profile.points[{i}]") for i, p in enumerate(raw_points))
+    points = tuple(
+        _point_from_json(p, f"profile.points[{i}]", version) for i, p in enumerate(raw_points)
+    )
     synthetic = data.get("synthetic", False)
     if not isinstance(synthetic, bool):
         raise ProfileError(f"profile.synthetic: expected true or false, got {synthetic!r}")
@@ -208,7 +327,7 @@ def profile_from_json(data: Any) -> Profile:
             "say synthetic: true"
         )
     idle = data.get("idle_power")
-    idle_power = idle_source = None
+    idle_power = idle_source = idle_spread = None
     if idle is not None:
         if not isinstance(idle, dict):
             raise ProfileError('profile.idle_power: expected {"value_W": ..., "source": ...}')
@@ -216,24 +335,40 @@ def profile_from_json(data: Any) -> Profile:
         idle_source = cast(
             PowerSource, _choice(idle, "source", "profile.idle_power", POWER_SOURCES)
         )
-    for key in ("machine", "storage"):
+        idle_spread = _optional_number(idle, "spread_W", "profile.idle_power")
+    for key in ("machine", "storage", "sweep"):
         if not isinstance(data.get(key, {}), dict):
             raise ProfileError(f"profile.{key}: expected an object")
-    meters = data.get("meters", [])
-    if not isinstance(meters, list) or not all(isinstance(m, str) for m in meters):
-        raise ProfileError("profile.meters: expected a list of meter names")
-    note = data.get("note", "")
-    if not isinstance(note, str):
-        raise ProfileError("profile.note: expected a string")
+    names = {}
+    for key in ("meters", "power_domains"):
+        value = data.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(m, str) for m in value):
+            raise ProfileError(f"profile.{key}: expected a list of names")
+        names[key] = tuple(value)
+    text = {}
+    for key in ("note", "created", "tool"):
+        value = data.get(key, "")
+        if not isinstance(value, str):
+            raise ProfileError(f"profile.{key}: expected a string")
+        text[key] = value
+    status = data.get("status", "complete")
+    if status not in ("complete", "partial"):
+        raise ProfileError(f"profile.status: expected 'complete' or 'partial', got {status!r}")
     return Profile(
         points=points,
         synthetic=synthetic,
-        note=note,
+        note=text["note"],
         machine=dict(data.get("machine", {})),
         storage=dict(data.get("storage", {})),
-        meters=tuple(meters),
+        meters=names["meters"],
         idle_power=idle_power,
         idle_power_source=idle_source,
+        idle_power_spread=idle_spread,
+        power_domains=names["power_domains"],
+        created=text["created"],
+        tool=text["tool"],
+        status=status,
+        sweep=dict(data.get("sweep", {})),
     )
 
 
@@ -280,6 +415,21 @@ def point_to_json(p: ProfilePoint) -> dict[str, Any]:
         out["throughput_spread_Bps"] = p.throughput_spread
     if p.power_spread is not None:
         out["power_spread_W"] = p.power_spread
+    for key, value in (
+        ("size_bytes", p.size),
+        ("block_size_bytes", p.block_size),
+        ("layout", p.layout),
+        ("read_method", p.read_method),
+    ):
+        if value is not None:
+            out[key] = value
+    if not p.reliable:
+        out["reliable"] = False
+    if p.runs:
+        out["runs"] = [
+            {"throughput_Bps": r.throughput, "power_W": r.power, "seconds": r.seconds}
+            for r in p.runs
+        ]
     return out
 
 
@@ -288,13 +438,22 @@ def profile_to_json(profile: Profile) -> dict[str, Any]:
     out: dict[str, Any] = {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
+        "status": profile.status,
         "synthetic": profile.synthetic,
         "note": profile.note,
+        "created": profile.created,
+        "tool": profile.tool,
         "machine": dict(profile.machine),
         "storage": dict(profile.storage),
         "meters": list(profile.meters),
+        "power_domains": list(profile.power_domains),
     }
     if profile.idle_power is not None:
-        out["idle_power"] = {"value_W": profile.idle_power, "source": profile.idle_power_source}
+        idle: dict[str, Any] = {"value_W": profile.idle_power, "source": profile.idle_power_source}
+        if profile.idle_power_spread is not None:
+            idle["spread_W"] = profile.idle_power_spread
+        out["idle_power"] = idle
+    if profile.sweep:
+        out["sweep"] = dict(profile.sweep)
     out["points"] = [point_to_json(p) for p in profile.points]
     return out
