@@ -11,6 +11,7 @@ import json
 import multiprocessing.queues
 import os
 import pickle
+import time
 import zlib
 from pathlib import Path
 from types import SimpleNamespace
@@ -306,3 +307,33 @@ def test_job_files_names(tmp_path: Path) -> None:
         str(tmp_path / "x.0000"),
         str(tmp_path / "x.0001"),
     )
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_on_start_is_called_once_inside_the_io_window(tmp_path: Path, workers: int) -> None:
+    """The hook fires when the workers are released, so a power reading there brackets the I/O
+    rather than the process start-up; the window is reported on the monotonic clock."""
+    calls: list[float] = []
+    before = time.monotonic()
+    res = run_io(
+        "write",
+        tmp_path,
+        total_bytes=4 * MiB,
+        workers=workers,
+        block_size=BS,
+        on_start=lambda: calls.append(time.monotonic()),
+    )
+    after = time.monotonic()
+    assert len(calls) == 1
+    assert before <= res.start_monotonic_s <= res.end_monotonic_s <= after
+    assert before <= calls[0] <= res.end_monotonic_s
+    assert res.wall_s == pytest.approx(res.end_monotonic_s - res.start_monotonic_s, abs=1e-6)
+
+
+def test_on_start_failure_is_raised_and_cleans_up(tmp_path: Path) -> None:
+    def boom() -> None:
+        raise RuntimeError("meter gone")
+
+    with pytest.raises(RuntimeError, match="meter gone"):
+        run_io("write", tmp_path, total_bytes=2 * MiB, workers=2, block_size=BS, on_start=boom)
+    assert list(tmp_path.iterdir()) == []

@@ -424,3 +424,34 @@ def test_a_slow_meter_failing_for_good_is_held_then_carried_forward() -> None:
     assert res.energy_j["slowpoll/node"] == 0.0  # nothing extrapolated past the hold
     assert meter.gaps == {"node": 2}
     assert any("not extrapolating" in e for e in s.errors)
+
+
+def test_marks_bracket_a_window_with_the_exact_counter_delta() -> None:
+    meter = fp.FakeMeter({"package-0": 100.0})
+    with Sampler([meter], rate_hz=50) as s:
+        a = s.mark()
+        time.sleep(0.03)
+        b = s.mark()
+    n = len(meter.log)
+    assert n >= 3
+    logged = [r["package-0"] for r in meter.log]
+    e = a.energy_to(b)["fake/package-0"]
+    # Energy = difference of two logged reads, and ≈ 100 W x elapsed monotonic time.
+    assert any(abs(logged[j] - logged[i] - e) < 1e-9 for i in range(n) for j in range(i, n))
+    assert e == pytest.approx(100.0 * (b.monotonic_s - a.monotonic_s), rel=0.05)
+    assert b.t_s - a.t_s == pytest.approx(b.monotonic_s - a.monotonic_s)
+    assert a.gaps_to(b) == {"fake/package-0": 0}
+
+
+def test_mark_counts_a_failed_read_as_a_gap_and_needs_a_running_sampler() -> None:
+    meter = fp.FakeMeter({"package-0": 100.0})
+    s = Sampler([meter], rate_hz=5)
+    with pytest.raises(PlatformError, match="not running"):
+        s.mark()
+    with s:
+        a = s.mark()
+        meter.failing = True
+        b = s.mark()
+        meter.failing = False
+    assert a.gaps_to(b)["fake/package-0"] >= 1
+    assert a.energy_to(b)["fake/package-0"] == 0.0  # carried forward, never guessed

@@ -36,12 +36,14 @@ import contextlib
 import multiprocessing
 import os
 import queue
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, get_args
 
 from greenckpt.io.sources import DataSource, PatternSource
 from greenckpt.io.worker import (
+    BARRIER_TIMEOUT_S,
     Chunk,
     Fault,
     Op,
@@ -132,6 +134,11 @@ class IOResult:
     """``None`` when the single worker ran in the calling process."""
     wall_s: float
     """``max end − common start``."""
+    start_monotonic_s: float
+    """The common start on ``time.monotonic()``'s clock (the same in every process of the
+    node), so power samples can be lined up with the I/O window."""
+    end_monotonic_s: float
+    """The last worker's end on the same clock."""
     throughput: float
     """Aggregate bytes per second: ``total_bytes / wall_s``."""
     processes: tuple[ProcessResult, ...]
@@ -304,13 +311,48 @@ def _stop(procs: Sequence[multiprocessing.process.BaseProcess]) -> None:
             p.join()
 
 
-def _run_processes(tasks: Sequence[WorkerTask], start_method: StartMethod) -> list[WorkerReport]:
+class _StartWatcher:
+    """Joins the workers' start barrier from the parent and calls ``on_start`` on release.
+
+    Why a thread: the parent's main loop must keep watching for dead workers while the others
+    wait; the extra barrier party lets the caller act (take a power reading) at the very
+    moment the workers start moving data rather than when the processes were spawned.
+    """
+
+    def __init__(self, barrier: Any, on_start: Callable[[], None]) -> None:
+        self.error: BaseException | None = None
+        self._barrier = barrier
+        self._on_start = on_start
+        self._thread = threading.Thread(target=self._run, name="greenckpt-io-start", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._barrier.wait(BARRIER_TIMEOUT_S)
+        except threading.BrokenBarrierError:
+            return
+        try:
+            self._on_start()
+        except BaseException as exc:  # handed to the caller's thread
+            self.error = exc
+
+    def join(self) -> None:
+        self._thread.join(BARRIER_TIMEOUT_S)
+        if self.error is not None:
+            raise self.error
+
+
+def _run_processes(
+    tasks: Sequence[WorkerTask],
+    start_method: StartMethod,
+    on_start: Callable[[], None] | None = None,
+) -> list[WorkerReport]:
     ctx = (
         multiprocessing.get_context("spawn")
         if start_method == "spawn"
         else multiprocessing.get_context("forkserver")
     )
-    barrier = ctx.Barrier(len(tasks))
+    barrier = ctx.Barrier(len(tasks) + (on_start is not None))
     results = ctx.Queue()
     procs = [
         ctx.Process(
@@ -324,9 +366,12 @@ def _run_processes(tasks: Sequence[WorkerTask], start_method: StartMethod) -> li
     reports: dict[int, WorkerReport] = {}
     aborted: set[int] = set()
     finished = False
+    watcher: _StartWatcher | None = None
     try:
         for p in procs:
             p.start()
+        if on_start is not None:
+            watcher = _StartWatcher(barrier, on_start)
         while len(reports) + len(aborted) < len(tasks):
             try:
                 kind, rank, payload = results.get(timeout=0.1)
@@ -353,6 +398,8 @@ def _run_processes(tasks: Sequence[WorkerTask], start_method: StartMethod) -> li
             raise IOJobError(f"workers {sorted(aborted)} stopped without a failure report")
         for p in procs:
             p.join()
+        if watcher is not None:
+            watcher.join()
         finished = True
     finally:
         if not finished:
@@ -375,6 +422,7 @@ def run_chunks(
     start_method: StartMethod = "spawn",
     in_process: bool = True,
     fault: Fault | None = None,
+    on_start: Callable[[], None] | None = None,
 ) -> list[WorkerReport]:
     """Run one worker per entry of ``assignments`` (its chunks) from a common start.
 
@@ -383,7 +431,9 @@ def run_chunks(
     given (files for ``o_direct`` must allow it). Files to write must exist. A single worker
     runs in the calling process when ``in_process``; otherwise each worker is a process and
     its chunks' sources must be picklable. On any failure the workers are terminated and
-    :class:`IOJobError` is raised.
+    :class:`IOJobError` is raised. ``on_start`` is called in the calling process when the
+    workers are released to move data (after files are open and sources prepared), e.g. to
+    take a power reading at the start of the I/O window.
     """
     if not assignments:
         raise ValueError("no workers: give at least one worker's chunks")
@@ -403,10 +453,10 @@ def run_chunks(
     ]
     if len(tasks) == 1 and in_process:
         try:
-            return [run_worker(tasks[0])]
+            return [run_worker(tasks[0], on_start)]
         except (OSError, RuntimeError, ValueError) as exc:
             raise IOJobError(f"worker 0 failed: {type(exc).__name__}: {exc}") from exc
-    return _run_processes(tasks, start_method)
+    return _run_processes(tasks, start_method, on_start)
 
 
 def run_io(
@@ -426,13 +476,15 @@ def run_io(
     start_method: StartMethod = "spawn",
     in_process: bool = True,
     fault: Fault | None = None,
+    on_start: Callable[[], None] | None = None,
 ) -> IOResult:
     """Write or read ``total_bytes`` in directory ``path`` with ``workers`` processes.
 
     Everything is checked before anything starts; bad input raises a one-line ``ValueError``
     (or :class:`~greenckpt.platform.root.PlatformError` when the filesystem cannot do what was
     explicitly asked). Writes send incompressible pseudo-random data from ``seed``. ``fault``
-    is a test hook (see :class:`~greenckpt.io.worker.Fault`).
+    is a test hook (see :class:`~greenckpt.io.worker.Fault`); ``on_start`` is as in
+    :func:`run_chunks`.
     """
     if op not in get_args(Op):
         raise ValueError(f"op must be 'write' or 'read', got {op!r}")
@@ -505,6 +557,7 @@ def run_io(
             start_method=start_method,
             in_process=in_process,
             fault=fault,
+            on_start=on_start,
         )
         succeeded = True
     finally:
@@ -541,6 +594,8 @@ def run_io(
         in_process=single,
         start_method=None if single else start_method,
         wall_s=wall,
+        start_monotonic_s=start / 1e9,
+        end_monotonic_s=end / 1e9,
         throughput=sum(r.bytes for r in reports) / wall,
         processes=processes,
         notes=tuple(notes),

@@ -166,6 +166,31 @@ class PhaseEnergy:
 
 
 @dataclass(frozen=True)
+class Mark:
+    """A synchronous reading of every meter at one instant (see :meth:`Sampler.mark`).
+
+    Two marks bracket a window whose energy is :meth:`energy_to`; that is how the profiler
+    charges exactly the I/O window of a run (from the workers' release to their end) instead of
+    a phase that also holds process start-up. ``t_s`` is seconds since the sampler started,
+    ``monotonic_s`` the same instant on the sampler's clock.
+    """
+
+    t_s: float
+    monotonic_s: float
+    unix: float
+    energy_j: Mapping[str, float]
+    gaps: Mapping[str, int]
+
+    def energy_to(self, later: Mark) -> dict[str, float]:
+        """Joules per domain between this mark and ``later``."""
+        return {k: later.energy_j[k] - v for k, v in self.energy_j.items()}
+
+    def gaps_to(self, later: Mark) -> dict[str, int]:
+        """Failed or degraded readings per domain between the two marks (boundaries included)."""
+        return {k: later.gaps[k] - v for k, v in self.gaps.items()}
+
+
+@dataclass(frozen=True)
 class Series:
     """The sampled time series: cumulative joules per domain since the sampler started.
 
@@ -652,6 +677,23 @@ class Sampler:
             if op.parent is not None:
                 self._phases[op.parent].children += inclusive
         return result
+
+    def mark(self) -> Mark:
+        """Read every meter now (in the caller's thread; thread-safe) and return the reading.
+
+        Like a phase boundary, the reading enters the time series; a failing meter's last
+        value is carried forward and counted in ``gaps``.
+        """
+        if self._state != "running":
+            raise PlatformError("mark: the sampler is not running (start it first)")
+        t, unix, e, _row, gaps = self._boundary_read("mark")
+        return Mark(
+            t_s=t,
+            monotonic_s=t + self._t0,
+            unix=unix,
+            energy_j=dict(zip(self.domains, e.tolist(), strict=True)),
+            gaps=dict(zip(self.domains, gaps.astype(int).tolist(), strict=True)),
+        )
 
     # -- results -------------------------------------------------------------------------
 
