@@ -1,0 +1,264 @@
+"""What a sweep measures: CPU settings × C-states × sizes × codecs × process counts × operation.
+
+Why a separate, pure module: the sweep runner, the resume logic, the adaptive mode and the
+tests all need the same answer to "which points, in which order, and is this file's sweep the
+same sweep?", without touching the machine.
+
+Order: the grid is walked one *cell* at a time. A cell is one (CPU setting, C-states, size,
+codec, process count); within a cell every repetition writes the files and then reads them
+back (reads need the files a write of the same size and process count left), so a cell yields
+one point per operation. Cells are ordered CPU setting first, then C-states, size, codec and
+processes, so the node is reconfigured as rarely as possible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from greenckpt.optimize.profile import GOVERNORS, OPERATIONS, Operation
+
+SettingKind = Literal["frequency", "governor", "uncontrolled"]
+LAYOUTS = ("file_per_process", "shared_file")
+READ_METHODS = ("auto", "o_direct", "fadvise_dontneed", "cached")
+
+
+class SweepError(ValueError):
+    """A sweep request is invalid; the message says which value and what would be valid."""
+
+
+@dataclass(frozen=True, order=True)
+class CpuSetting:
+    """How the CPU is set while a cell runs: a fixed frequency, a governor, or left as found."""
+
+    kind: SettingKind
+    hz: int | None = None
+    governor: str | None = None
+
+    @classmethod
+    def frequency(cls, hz: float) -> CpuSetting:
+        """A fixed frequency in Hz."""
+        return cls("frequency", hz=round(hz))
+
+    @classmethod
+    def of_governor(cls, name: str) -> CpuSetting:
+        """A stock governor measured as a setting."""
+        if name not in GOVERNORS:
+            raise SweepError(f"unknown governor {name!r}: expected one of {', '.join(GOVERNORS)}")
+        return cls("governor", governor=name)
+
+    @classmethod
+    def uncontrolled(cls) -> CpuSetting:
+        """The frequency left as the node has it (no cpufreq control)."""
+        return cls("uncontrolled")
+
+    @property
+    def key(self) -> str:
+        """Stable text key (same as ``ProfilePoint.setting_key``)."""
+        if self.kind == "governor":
+            return f"governor:{self.governor}"
+        if self.kind == "uncontrolled":
+            return "uncontrolled"
+        return str(self.hz)
+
+    @classmethod
+    def from_key(cls, key: str) -> CpuSetting:
+        """Inverse of :attr:`key`."""
+        if key == "uncontrolled":
+            return cls.uncontrolled()
+        if key.startswith("governor:"):
+            return cls.of_governor(key.removeprefix("governor:"))
+        try:
+            return cls.frequency(int(key))
+        except ValueError:
+            raise SweepError(f"not a CPU setting: {key!r}") from None
+
+    @property
+    def label(self) -> str:
+        """Human label: ``2.10 GHz``, ``ondemand`` or ``as found``."""
+        if self.kind == "governor":
+            assert self.governor is not None
+            return self.governor
+        if self.kind == "uncontrolled":
+            return "as found"
+        assert self.hz is not None
+        return f"{self.hz / 1e9:.2f} GHz"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One configuration of the node and the I/O pattern; yields one point per operation."""
+
+    setting: CpuSetting
+    cstates: bool | None
+    size: int
+    codec: str | None
+    processes: int
+
+    @property
+    def key(self) -> str:
+        """Stable key used by the resume journal (the profile's ``sweep.done`` list)."""
+        cst = "asfound" if self.cstates is None else ("on" if self.cstates else "off")
+        return f"{self.setting.key}|{cst}|{self.size}|{self.codec or 'none'}|{self.processes}"
+
+    @property
+    def label(self) -> str:
+        """Short human description for progress lines."""
+        parts = [self.setting.label, f"{self.processes} proc", _size_label(self.size)]
+        if self.codec:
+            parts.append(self.codec)
+        if self.cstates is not None:
+            parts.append("C-states " + ("on" if self.cstates else "off"))
+        return ", ".join(parts)
+
+
+def _size_label(size: int) -> str:
+    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= factor and size % factor == 0:
+            return f"{size // factor} {unit}"
+    return f"{size} B"
+
+
+def default_process_counts(cores: int) -> tuple[int, ...]:
+    """1, 2, 4, … up to the first power of two at least twice the core count (beyond it, as
+    the paper's 1–48 goes beyond its 12 cores)."""
+    counts = [1]
+    while counts[-1] < 2 * max(1, cores):
+        counts.append(counts[-1] * 2)
+    return tuple(counts)
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """Everything that defines a sweep; equal specs mean a file can be resumed."""
+
+    path: str
+    settings: tuple[CpuSetting, ...]
+    processes: tuple[int, ...]
+    ops: tuple[Operation, ...] = OPERATIONS
+    sizes: tuple[int, ...] = (2 << 30,)
+    codecs: tuple[str | None, ...] = (None,)
+    cstates: tuple[bool | None, ...] = (None,)
+    block_size: int = 1 << 20
+    layout: str = "file_per_process"
+    read_method: str = "auto"
+    repetitions: int = 3
+    warmup: int = 1
+    idle_seconds: float = 5.0
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Free-form settings recorded with the sweep (meters asked for, sampling rate)."""
+
+    def validate(self) -> None:
+        """Raise :class:`SweepError` for the first invalid value (nothing about the machine)."""
+        if not self.settings:
+            raise SweepError("no CPU settings to measure: give frequencies and/or governors")
+        if len(set(self.settings)) != len(self.settings):
+            raise SweepError("a CPU setting is listed twice")
+        if not self.processes:
+            raise SweepError("the process list is empty: give at least one count, e.g. 1,2,4")
+        for n in self.processes:
+            if n < 1:
+                raise SweepError(f"process counts must be >= 1, got {n}")
+        if len(set(self.processes)) != len(self.processes):
+            raise SweepError("a process count is listed twice")
+        if not self.ops or any(op not in OPERATIONS for op in self.ops):
+            raise SweepError(f"operations must be among {', '.join(OPERATIONS)}")
+        if not self.sizes or any(s < 1 for s in self.sizes):
+            raise SweepError("sizes must be positive byte counts")
+        if self.block_size < 1:
+            raise SweepError(f"block size must be >= 1 byte, got {self.block_size}")
+        for s in self.sizes:
+            for n in self.processes:
+                if s < n * self.block_size:
+                    raise SweepError(
+                        f"size {s} B cannot give each of {n} processes a {self.block_size} B "
+                        f"block: use a size of at least {n * self.block_size} B or fewer processes"
+                    )
+        if self.layout not in LAYOUTS:
+            raise SweepError(f"layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")
+        if self.read_method not in READ_METHODS:
+            raise SweepError(
+                f"read method must be one of {', '.join(READ_METHODS)}, got {self.read_method!r}"
+            )
+        if self.repetitions < 1:
+            raise SweepError(f"repetitions must be >= 1, got {self.repetitions}")
+        if self.warmup < 0:
+            raise SweepError(f"warm-up runs must be >= 0, got {self.warmup}")
+        if not self.idle_seconds >= 0:
+            raise SweepError(f"idle seconds must be >= 0, got {self.idle_seconds}")
+        if any(c is not None for c in self.codecs):
+            raise SweepError(
+                "compressed I/O is not measured yet: the engine writes uncompressed data "
+                "(leave the codec out)"
+            )
+
+    def cells(self) -> list[Cell]:
+        """Every cell, in measuring order (see the module docstring)."""
+        return [
+            Cell(setting, cst, size, codec, n)
+            for setting in self.settings
+            for cst in self.cstates
+            for size in self.sizes
+            for codec in self.codecs
+            for n in self.processes
+        ]
+
+    def runs_per_cell(self) -> int:
+        """I/O jobs per cell: every repetition and warm-up writes, and reads if asked."""
+        per_rep = 1 + ("read" in self.ops)
+        return (self.repetitions + self.warmup) * per_rep
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``sweep.spec`` object of a profile (compared on resume)."""
+        return {
+            "path": self.path,
+            "settings": [s.key for s in self.settings],
+            "processes": list(self.processes),
+            "ops": list(self.ops),
+            "sizes": list(self.sizes),
+            "codecs": list(self.codecs),
+            "cstates": list(self.cstates),
+            "block_size": self.block_size,
+            "layout": self.layout,
+            "read_method": self.read_method,
+            "repetitions": self.repetitions,
+            "warmup": self.warmup,
+            "idle_seconds": self.idle_seconds,
+            "extra": dict(self.extra),
+        }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> SweepSpec:
+        """Inverse of :meth:`to_json`; raises :class:`SweepError` on anything malformed."""
+        try:
+            spec = cls(
+                path=str(obj["path"]),
+                settings=tuple(CpuSetting.from_key(str(k)) for k in obj["settings"]),
+                processes=tuple(int(n) for n in obj["processes"]),
+                ops=tuple(obj["ops"]),
+                sizes=tuple(int(s) for s in obj["sizes"]),
+                codecs=tuple(obj["codecs"]),
+                cstates=tuple(obj["cstates"]),
+                block_size=int(obj["block_size"]),
+                layout=str(obj["layout"]),
+                read_method=str(obj["read_method"]),
+                repetitions=int(obj["repetitions"]),
+                warmup=int(obj["warmup"]),
+                idle_seconds=float(obj["idle_seconds"]),
+                extra=dict(obj.get("extra", {})),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SweepError(f"the recorded sweep is malformed ({exc})") from None
+        spec.validate()
+        return spec
+
+    def differences(self, other: SweepSpec) -> list[str]:
+        """Field names whose values differ (why a file cannot be resumed with this spec)."""
+        a, b = self.to_json(), other.to_json()
+        return [k for k in a if a[k] != b.get(k)]
+
+
+def ops_of(spec: SweepSpec) -> Sequence[Operation]:
+    """The operations a cell records, writes first."""
+    return [op for op in OPERATIONS if op in spec.ops]
