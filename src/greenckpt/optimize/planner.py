@@ -354,15 +354,15 @@ def _baseline_point(
     if governed:
         return governed[0], f"measured under the {name} governor"
     fixed = [p for p in pts if p.frequency is not None]
-    if name == "ondemand":
-        return None, (
-            f"no {op} points measured under the ondemand governor at {n} I/O processes; "
-            "ondemand adapts to load and cannot be inferred from fixed-frequency points"
-        )
     if not fixed and all(p.uncontrolled for p in pts):
         return None, (
             "the CPU frequency was not controlled when this profile was made (no cpufreq "
             f"control on the node), so what {name} would do cannot be read from it"
+        )
+    if name == "ondemand":
+        return None, (
+            f"no {op} points measured under the ondemand governor at {n} I/O processes; "
+            "ondemand adapts to load and cannot be inferred from fixed-frequency points"
         )
     if not fixed:
         return None, (

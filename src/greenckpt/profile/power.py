@@ -1,0 +1,76 @@
+"""Which metered domains make up a profile point's "node power".
+
+Why: the model needs one power per state (``W_C``, ``W_R``), but meters report overlapping
+domains (RAPL ``core`` ⊂ ``package`` ⊂ ``psys``; a BMC's ``node`` includes all of them), so
+summing every domain would count the CPU two or three times. The rule, widest honest figure
+first:
+
+1. a node-level meter (the BMC through IPMI, an external wall-plug meter's log): that domain
+   alone — it already includes CPU, memory, disks and fans;
+2. else RAPL ``psys`` (the whole SoC platform on laptops), alone;
+3. else the non-overlapping CPU-side domains: every ``package-N`` plus every ``dram-N`` (from
+   RAPL, or the perf power PMU), plus every GPU from NVML;
+4. else the utilisation estimator's ``cpu`` domain.
+
+The chosen keys, their scope in words and their source (``estimated`` when any chosen domain is
+estimated) are recorded in the profile, so a reader knows what the watts cover.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from greenckpt.optimize.profile import PowerSource
+
+_NODE_METERS = ("ipmi", "csv")
+_CPU_SIDE = re.compile(r"(rapl|perf)/(package|dram)-\d+(@.*)?|nvml/gpu\d+")
+
+
+@dataclass(frozen=True)
+class PowerChoice:
+    """The domains summed into a point's power, what they cover, and where they come from."""
+
+    keys: tuple[str, ...]
+    scope: str
+    source: PowerSource
+
+    def power(self, energy_j: Mapping[str, float], seconds: float) -> float:
+        """Mean watts over ``seconds`` from the joules per domain of that window."""
+        return sum(energy_j[k] for k in self.keys) / seconds
+
+
+def choose_power_domains(domains: Sequence[str], sources: Mapping[str, str]) -> PowerChoice:
+    """Pick the domains of a sampler (``"<meter>/<domain>"`` keys) that form node power.
+
+    Raises ValueError when none of the domains can stand for the node (e.g. only ``core``).
+    """
+    keys: tuple[str, ...]
+    node = [d for d in domains if d.split("/", 1)[0] in _NODE_METERS]
+    if node:
+        keys = (node[0],)
+        scope = (
+            "whole node ("
+            + ("BMC via IPMI" if node[0].startswith("ipmi/") else "external power meter")
+            + ")"
+        )
+    elif psys := [d for d in domains if re.fullmatch(r"(rapl|perf)/psys(@.*)?", d)]:
+        keys = (psys[0],)
+        scope = "platform (RAPL psys)"
+    elif side := [d for d in domains if _CPU_SIDE.fullmatch(d)]:
+        keys = tuple(side)
+        kinds = sorted({re.sub(r"-\d+(@.*)?$|\d+$", "", d.split("/", 1)[1]) for d in side})
+        scope = " + ".join(kinds) + " (CPU side only: disks, NICs and fans are not included)"
+    elif est := [d for d in domains if d == "estimator/cpu"]:
+        keys = (est[0],)
+        scope = "CPU, estimated from utilisation and TDP (not a measurement)"
+    else:
+        raise ValueError(
+            f"none of the metered domains ({', '.join(domains) or 'none'}) can stand for the "
+            "node's power: a package, dram, psys, node or estimator domain is needed"
+        )
+    source: PowerSource = (
+        "estimated" if any(sources.get(k) == "estimated" for k in keys) else "measured"
+    )
+    return PowerChoice(keys=keys, scope=scope, source=source)

@@ -1,0 +1,274 @@
+"""Running a sweep: measure cells, keep the profile file valid after every cell, resume.
+
+Why this shape: a full profile can take hours, so (1) the profile file is rewritten atomically
+after each finished cell (:mod:`greenckpt.profile.store`), with ``status: "partial"`` and the
+list of finished cells in ``sweep.done`` — a killed sweep leaves a valid, usable profile of
+what it measured; (2) resuming loads that file, checks that it records the same sweep on the
+same machine and storage, and measures only the cells it lacks; (3) which cell comes next is
+a pluggable choice (:class:`CellChooser`): the whole grid in order, or the adaptive mode's
+selection (:mod:`greenckpt.profile.adaptive`).
+
+Each cell runs ``warmup + repetitions`` times: write (files kept), then read them back; the
+warm-up runs are discarded and a point's throughput and power are the medians of the
+repetitions, with their range (max − min) as the spread.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from greenckpt.optimize.profile import Operation, Profile, ProfilePoint, Run
+from greenckpt.profile.grid import Cell, SweepError, SweepSpec, ops_of
+from greenckpt.profile.measure import Measurer, RunResult, median_and_range
+from greenckpt.profile.meta import now_iso, tool_version
+from greenckpt.profile.progress import Eta, ProgressSink
+from greenckpt.profile.store import save_profile
+
+
+class CellChooser(Protocol):
+    """Picks the next cells to measure from those not measured yet."""
+
+    mode: str
+    """Recorded in the profile's ``sweep.mode`` (``full``, ``adaptive``)."""
+
+    def next_cells(self, measured: Profile | None, pending: Sequence[Cell]) -> list[Cell]:
+        """Cells to measure next (a subset of ``pending``); empty to stop the sweep."""
+        ...
+
+
+class FullGrid:
+    """Every cell, in the grid's order."""
+
+    mode = "full"
+
+    def next_cells(self, measured: Profile | None, pending: Sequence[Cell]) -> list[Cell]:
+        return list(pending)
+
+
+@dataclass(frozen=True)
+class SweepContext:
+    """What the profile records besides the points: where, on what, measured how."""
+
+    machine: Mapping[str, Any] = field(default_factory=dict)
+    storage: Mapping[str, Any] = field(default_factory=dict)
+    meters: tuple[str, ...] = ()
+    synthetic: bool = False
+    note: str = ""
+
+
+def cell_bytes(spec: SweepSpec, cell: Cell) -> int:
+    """Bytes a cell moves (every run, warm-ups included)."""
+    return cell.size * spec.runs_per_cell()
+
+
+def _point(
+    spec: SweepSpec, cell: Cell, op: Operation, runs: Sequence[RunResult], source: Any
+) -> ProfilePoint:
+    thr, thr_spread = median_and_range([r.throughput for r in runs])
+    pw, pw_spread = median_and_range([r.power for r in runs])
+    return ProfilePoint(
+        op=op,
+        processes=cell.processes,
+        throughput=thr,
+        power=pw,
+        power_source=source,
+        frequency=None if cell.setting.hz is None else float(cell.setting.hz),
+        governor=cell.setting.governor,
+        codec=cell.codec,
+        cstates=cell.cstates,
+        repetitions=len(runs),
+        throughput_spread=thr_spread,
+        power_spread=pw_spread,
+        size=cell.size,
+        block_size=spec.block_size,
+        layout=spec.layout,
+        read_method=runs[0].read_method,
+        reliable=all(r.reliable for r in runs),
+        runs=tuple(Run(r.throughput, r.power, r.seconds) for r in runs),
+    )
+
+
+def measure_cell(
+    spec: SweepSpec, measurer: Measurer, cell: Cell
+) -> tuple[list[ProfilePoint], float]:
+    """Measure one cell: its points (one per operation) and the seconds of I/O it took."""
+    measurer.configure(cell)
+    ops = ops_of(spec)
+    kept: dict[Operation, list[RunResult]] = {op: [] for op in ops}
+    io_seconds = 0.0
+    try:
+        for i in range(spec.warmup + spec.repetitions):
+            results = [measurer.run("write", cell)]
+            if "read" in ops:
+                results.append(measurer.run("read", cell))
+            for r in results:
+                io_seconds += r.seconds
+                if i >= spec.warmup and r.op in kept:
+                    kept[r.op].append(r)
+    finally:
+        measurer.cleanup(cell)
+    source = measurer.power_choice.source
+    return [_point(spec, cell, op, kept[op], source) for op in ops], io_seconds
+
+
+def _summary(points: Sequence[ProfilePoint]) -> str:
+    parts = [f"{p.op} {p.throughput / 1e6:,.0f} MB/s {p.power:.1f} W" for p in points]
+    return ", ".join(parts) + f" ({points[0].power_source})" if points else "no points"
+
+
+@dataclass
+class _State:
+    done: dict[str, list[ProfilePoint]] = field(default_factory=dict)
+    idle: tuple[float, float] | None = None
+    io_seconds: float = 0.0
+    created: str = ""
+
+
+def _resume_state(previous: Profile, spec: SweepSpec, ctx: SweepContext) -> _State:
+    """The finished cells of a partial profile, after checking it is the same sweep."""
+    recorded = previous.sweep.get("spec")
+    if not isinstance(recorded, Mapping):
+        raise SweepError("the file records no sweep, so it cannot be resumed: profile anew")
+    old = SweepSpec.from_json(recorded)
+    diff = spec.differences(old)
+    if diff:
+        raise SweepError(
+            f"the file was made by a different sweep (differs in {', '.join(diff)}): repeat "
+            "the original options to resume, or write a new file"
+        )
+    for what, mine, theirs in (
+        ("host", ctx.machine.get("hostname"), previous.machine.get("hostname")),
+        ("storage", ctx.storage.get("key"), previous.storage.get("key")),
+    ):
+        if mine != theirs:
+            raise SweepError(
+                f"the file was measured on {what} {theirs!r}, this is {mine!r}: a profile "
+                "describes one machine and storage target; resume it there"
+            )
+    done_keys = previous.sweep.get("done", [])
+    valid = {c.key for c in spec.cells()}
+    state = _State(created=previous.created)
+    for key in done_keys:
+        if key not in valid:
+            raise SweepError(f"the file lists a finished cell {key!r} that the sweep lacks")
+        state.done[key] = []
+    by_key = {c.key: c for c in spec.cells()}
+    for p in previous.points:
+        key = Cell(_setting_of(p, by_key), p.cstates, p.size or 0, p.codec, p.processes).key
+        if key in state.done:
+            state.done[key].append(p)
+    if previous.idle_power is not None:
+        state.idle = (previous.idle_power, previous.idle_power_spread or 0.0)
+    io = previous.sweep.get("io_seconds", 0.0)
+    state.io_seconds = float(io) if isinstance(io, int | float) else 0.0
+    return state
+
+
+def _setting_of(p: ProfilePoint, by_key: Mapping[str, Cell]) -> Any:
+    for cell in by_key.values():
+        if cell.setting.key == p.setting_key:
+            return cell.setting
+    raise SweepError(f"the file holds a point at CPU setting {p.setting_key!r} the sweep lacks")
+
+
+def _profile(
+    spec: SweepSpec,
+    ctx: SweepContext,
+    state: _State,
+    chooser: CellChooser,
+    source: Any,
+    power_keys: tuple[str, ...],
+    scope: str,
+    status: str,
+) -> Profile:
+    cells = [c for c in spec.cells() if c.key in state.done]
+    points = tuple(p for c in cells for p in state.done[c.key])
+    sweep = {
+        "spec": spec.to_json(),
+        "mode": chooser.mode,
+        "done": [c.key for c in cells],
+        "cells_total": len(spec.cells()),
+        "io_seconds": state.io_seconds,
+        "power_scope": scope,
+    }
+    return Profile(
+        points=points,
+        synthetic=ctx.synthetic,
+        note=ctx.note,
+        machine=dict(ctx.machine),
+        storage=dict(ctx.storage),
+        meters=ctx.meters,
+        idle_power=None if state.idle is None else state.idle[0],
+        idle_power_source=None if state.idle is None else source,
+        idle_power_spread=None if state.idle is None else state.idle[1],
+        power_domains=power_keys,
+        created=state.created,
+        tool=tool_version(),
+        status="complete" if status == "complete" else "partial",
+        sweep=sweep,
+    )
+
+
+def run_sweep(
+    spec: SweepSpec,
+    measurer: Measurer,
+    out: str | Path,
+    *,
+    context: SweepContext | None = None,
+    resume: Profile | None = None,
+    progress: ProgressSink | None = None,
+    chooser: CellChooser | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Profile:
+    """Measure the grid (or the chooser's part of it) into the profile file ``out``.
+
+    ``resume``: a partial profile of the same sweep (loaded from ``out``); its cells are kept
+    and not measured again. The file is valid after every cell; the returned profile is the
+    final one (``status: "complete"``).
+    """
+    spec.validate()
+    ctx = context or SweepContext()
+    choose: CellChooser = chooser or FullGrid()
+    state = _resume_state(resume, spec, ctx) if resume is not None else _State()
+    state.created = state.created or now_iso()
+    cells = spec.cells()
+    eta = Eta(total_bytes=sum(cell_bytes(spec, c) for c in cells))
+    for c in cells:
+        if c.key in state.done:
+            eta.skip(cell_bytes(spec, c))
+    if progress is not None:
+        progress.started(len(cells), len(state.done), eta)
+    power = measurer.power_choice
+    if state.idle is None and spec.idle_seconds > 0:
+        state.idle = measurer.idle(spec.idle_seconds)
+
+    def snapshot(status: str) -> Profile:
+        return _profile(spec, ctx, state, choose, power.source, power.keys, power.scope, status)
+
+    pending = [c for c in cells if c.key not in state.done]
+    while pending:
+        current = snapshot("partial") if state.done else None
+        batch = choose.next_cells(current, pending)
+        if not batch:
+            break
+        for cell in batch:
+            t0 = clock()
+            points, io_s = measure_cell(spec, measurer, cell)
+            state.done[cell.key] = points
+            state.io_seconds += io_s
+            pending.remove(cell)
+            eta.add(cell_bytes(spec, cell), clock() - t0)
+            save_profile(snapshot("partial"), out)
+            if progress is not None:
+                progress.cell_done(len(state.done), cell, _summary(points), eta)
+    if not state.done:
+        raise SweepError("the sweep measured nothing: check the grid and the adaptive options")
+    final = snapshot("complete")
+    save_profile(final, out)
+    if progress is not None:
+        progress.finished(eta)
+    return final
