@@ -34,16 +34,15 @@ without it the script says so and exits 0.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from greenckpt.io import remove_files, run_io
+from greenckpt.profile.fio import run_fio
 
 MiB = 1024 * 1024
 UNITS = {"k": 1024, "m": MiB, "g": 1024 * MiB}
@@ -55,29 +54,6 @@ def parse_size(text: str) -> int:
     if t and t[-1] in UNITS:
         return int(float(t[:-1]) * UNITS[t[-1]])
     return int(t)
-
-
-def fio(
-    op: str, directory: Path, size: int, workers: int, block_size: int, fallocate: str
-) -> float:
-    """Aggregate bytes/s fio reports (group_reporting) for one run."""
-    args = [
-        "fio",
-        "--name=bench",
-        f"--directory={directory}",
-        f"--rw={op}",
-        f"--bs={block_size}",
-        f"--size={size // workers}",
-        f"--numjobs={workers}",
-        "--ioengine=psync",
-        f"--fallocate={fallocate}",
-        "--group_reporting",
-        "--output-format=json",
-    ]
-    args.append("--end_fsync=1" if op == "write" else "--direct=1")
-    proc = subprocess.run(args, capture_output=True, text=True, check=True)
-    job = json.loads(proc.stdout)["jobs"][0]
-    return float(job[op]["bw_bytes"])
 
 
 def engine(op: str, directory: Path, size: int, workers: int, block_size: int) -> tuple[float, str]:
@@ -129,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
                         # previous one, so neither tool pays for the other's writeback.
                         os.sync()
                         if tool == "fio":
-                            value = fio(op, fio_dir, size, n, block, args.fallocate)
+                            value = run_fio(op, fio_dir, size, n, block, args.fallocate)
                         else:
                             value, methods[n] = engine(op, eng_dir, size, n, block)
                         samples.setdefault((tool, op, n), []).append(value)
