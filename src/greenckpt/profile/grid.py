@@ -99,8 +99,7 @@ class Cell:
     @property
     def key(self) -> str:
         """Stable key used by the resume journal (the profile's ``sweep.done`` list)."""
-        cst = "asfound" if self.cstates is None else ("on" if self.cstates else "off")
-        return f"{self.setting.key}|{cst}|{self.size}|{self.codec or 'none'}|{self.processes}"
+        return cell_key(self.setting.key, self.cstates, self.size, self.codec, self.processes)
 
     @property
     def label(self) -> str:
@@ -111,6 +110,14 @@ class Cell:
         if self.cstates is not None:
             parts.append("C-states " + ("on" if self.cstates else "off"))
         return ", ".join(parts)
+
+
+def cell_key(
+    setting_key: str, cstates: bool | None, size: int, codec: str | None, processes: int
+) -> str:
+    """The key of the cell a point belongs to (``ProfilePoint.setting_key`` etc.)."""
+    cst = "asfound" if cstates is None else ("on" if cstates else "off")
+    return f"{setting_key}|{cst}|{size}|{codec or 'none'}|{processes}"
 
 
 def _size_label(size: int) -> str:

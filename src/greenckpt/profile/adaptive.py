@@ -1,0 +1,200 @@
+"""Adaptive sweeps: measure only the cells that could change the optimizer's decision.
+
+Why: a full grid (every frequency × every process count × both operations × repetitions) can
+take hours per storage target, yet the optimizer needs only the region of the grid around its
+optimum. The adaptive mode is a branch-and-bound over the grid:
+
+1. **Initial design.** For each group of cells that share C-states, size and codec: the
+   lowest, middle and highest process counts at the lowest and highest fixed frequency, and
+   the lowest and highest process counts of every other CPU setting (each governor, or "as
+   found"). That spans the grid, so every other cell lies between measured ones.
+2. **Optimistic surrogate.** Every unmeasured cell gets predicted points: throughput and power
+   interpolated from the measured cells of its group (linearly in frequency and log₂ processes
+   for fixed frequencies; along the process axis for a governor row), then made *optimistic*
+   — throughput × (1 + m), power × (1 − m), with ``m`` the optimism margin (default 0.15).
+3. **Bound.** For each decision scenario, the planner runs on measured ∪ optimistic points.
+   If its best plan uses an optimistic point, that cell *could* beat everything measured: it
+   is measured next (step 2 again). When every scenario's best plan uses measured points
+   only, no unmeasured cell can win unless the surrogate is off by more than the margin, and
+   the sweep stops.
+
+The decision is the planner's (write setting, write processes, read setting, read processes) for
+the scenarios given (checkpoint size, MTBF, application power); a larger margin measures more
+and is safer. ``benchmarks/bench_adaptive.py`` replays recorded full-grid profiles and reports
+the share of the grid's measurement time used and whether the decision matched.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+from scipy.interpolate import LinearNDInterpolator, NearestNDInterpolator
+
+from greenckpt.optimize import Scenario, plan
+from greenckpt.optimize.planner import PlanError
+from greenckpt.optimize.profile import Operation, Profile, ProfileError, ProfilePoint
+from greenckpt.profile.grid import Cell, SweepSpec, ops_of
+
+DEFAULT_MARGIN = 0.15
+
+
+@dataclass(frozen=True)
+class DecisionScenario:
+    """A scenario to decide for; ``app_power`` None means "the largest power measured so far"
+    (a busy node), known only once something has been measured."""
+
+    ckpt_size: float
+    rate: float
+    app_power: float | None = None
+
+    def scenario(self, measured: Profile) -> Scenario:
+        """The planner's scenario for the profile measured so far."""
+        power = self.app_power or max(p.power for p in measured.points)
+        return Scenario(ckpt_size=self.ckpt_size, rate=self.rate, app_power=power)
+
+
+def _group(cell: Cell) -> tuple[object, ...]:
+    return (cell.cstates, cell.size, cell.codec)
+
+
+def initial_cells(cells: Sequence[Cell]) -> list[Cell]:
+    """The initial design (step 1 of the module docstring), in grid order."""
+    chosen: set[str] = set()
+    groups: dict[tuple[object, ...], list[Cell]] = {}
+    for c in cells:
+        groups.setdefault(_group(c), []).append(c)
+    for members in groups.values():
+        counts = sorted({c.processes for c in members})
+        edges = {counts[0], counts[-1]}
+        middle = {counts[len(counts) // 2]}
+        freqs = sorted({c.setting.hz for c in members if c.setting.hz is not None})
+        for c in members:
+            if c.setting.kind == "frequency":
+                if c.setting.hz in (freqs[0], freqs[-1]) and c.processes in edges | middle:
+                    chosen.add(c.key)
+            elif c.processes in edges:
+                chosen.add(c.key)
+    return [c for c in cells if c.key in chosen]
+
+
+def _predict_row(xs: np.ndarray, ys: np.ndarray, x: float) -> float:
+    order = np.argsort(xs)
+    return float(np.interp(x, xs[order], ys[order]))
+
+
+class _Surrogate:
+    """Interpolates one (group, op)'s measured points to any cell of the group."""
+
+    def __init__(self, points: Sequence[ProfilePoint]) -> None:
+        self.points = list(points)
+        fixed = [p for p in points if p.frequency is not None]
+        self._plane: tuple[Callable[..., np.ndarray], Callable[..., np.ndarray]] | None = None
+        if fixed:
+            xy = np.array([[p.frequency / 1e9, math.log2(p.processes)] for p in fixed])  # type: ignore[operator]
+            vals = np.array([[p.throughput, p.power] for p in fixed])
+            near = NearestNDInterpolator(xy, vals)
+            lin: Callable[..., np.ndarray] | None = None
+            if len(fixed) >= 3 and np.linalg.matrix_rank(xy - xy.mean(axis=0)) == 2:
+                lin = LinearNDInterpolator(xy, vals)
+            self._plane = (lin or near, near)
+
+    def predict(self, cell: Cell) -> tuple[float, float] | None:
+        x = math.log2(cell.processes)
+        if cell.setting.kind == "frequency" and self._plane is not None:
+            lin, near = self._plane
+            assert cell.setting.hz is not None
+            q = np.array([[cell.setting.hz / 1e9, x]])
+            v = lin(q)[0]
+            if not np.all(np.isfinite(v)):
+                v = near(q)[0]
+            return float(v[0]), float(v[1])
+        row = [p for p in self.points if p.setting_key == cell.setting.key]
+        if not row:
+            return None
+        xs = np.array([math.log2(p.processes) for p in row])
+        thr = _predict_row(xs, np.array([p.throughput for p in row]), x)
+        pw = _predict_row(xs, np.array([p.power for p in row]), x)
+        return thr, pw
+
+
+class AdaptiveChooser:
+    """The adaptive mode as a :class:`~greenckpt.profile.sweep.CellChooser`."""
+
+    mode = "adaptive"
+
+    def __init__(
+        self,
+        spec: SweepSpec,
+        scenarios: Sequence[DecisionScenario],
+        margin: float = DEFAULT_MARGIN,
+    ) -> None:
+        if not scenarios:
+            raise ValueError("the adaptive mode needs at least one scenario to decide for")
+        if not 0 <= margin < 1:
+            raise ValueError(f"the optimism margin must be in [0, 1), got {margin}")
+        self.spec = spec
+        self.scenarios = tuple(scenarios)
+        self.margin = margin
+        self.rounds = 0
+
+    def next_cells(self, measured: Profile | None, pending: Sequence[Cell]) -> list[Cell]:
+        self.rounds += 1
+        first = [c for c in initial_cells(self.spec.cells()) if c in pending]
+        if first or measured is None:
+            return first  # the initial design first, also when resuming a partial sweep
+        optimistic, owner = self._optimistic(measured, pending)
+        wanted: set[str] = set()
+        for d in self.scenarios:
+            scn = d.scenario(measured)
+            try:
+                best = plan(replace(measured, points=measured.points + optimistic), scn).best
+            except (PlanError, ProfileError):
+                continue  # this scenario cannot be planned on this grid at all
+            for p in (best.write, best.read):
+                key = owner.get(id(p))
+                if key is not None:
+                    wanted.add(key)
+        return [c for c in pending if c.key in wanted]
+
+    def _optimistic(
+        self, measured: Profile, pending: Sequence[Cell]
+    ) -> tuple[tuple[ProfilePoint, ...], dict[int, str]]:
+        surrogates: dict[tuple[object, ...], _Surrogate] = {}
+        out: list[ProfilePoint] = []
+        owner: dict[int, str] = {}
+        m = self.margin
+        for cell in pending:
+            for op in ops_of(self.spec):
+                key = (*_group(cell), op)
+                if key not in surrogates:
+                    surrogates[key] = _Surrogate(
+                        [p for p in measured.points if _matches(p, cell, op)]
+                    )
+                guess = surrogates[key].predict(cell)
+                if guess is None:
+                    continue
+                thr, pw = guess
+                point = ProfilePoint(
+                    op=op,
+                    processes=cell.processes,
+                    throughput=max(thr, 1.0) * (1 + m),
+                    power=max(pw, 1e-3) * (1 - m),
+                    power_source="estimated",
+                    frequency=None if cell.setting.hz is None else float(cell.setting.hz),
+                    governor=cell.setting.governor,
+                    codec=cell.codec,
+                    cstates=cell.cstates,
+                    size=cell.size,
+                )
+                out.append(point)
+                owner[id(point)] = cell.key
+        return tuple(out), owner
+
+
+def _matches(p: ProfilePoint, cell: Cell, op: Operation) -> bool:
+    return (
+        p.op == op and p.cstates == cell.cstates and p.size == cell.size and p.codec == cell.codec
+    )
