@@ -4,19 +4,27 @@ Why: a full grid (every frequency × every process count × both operations × r
 take hours per storage target, yet the optimizer needs only the region of the grid around its
 optimum. The adaptive mode is a branch-and-bound over the grid:
 
-1. **Initial design.** For each group of cells that share C-states, size and codec: the
-   lowest, middle and highest process counts at the lowest and highest fixed frequency, and
-   the lowest and highest process counts of every other CPU setting (each governor, or "as
-   found"). That spans the grid, so every other cell lies between measured ones.
+1. **Initial design**, measured *quickly* (one run, no warm-up). For each group of cells that
+   share C-states, size and codec: every process count at the highest fixed frequency (the
+   process axis is where storage devices have their peaks and knees: saito2013 Figures 1–2),
+   the lowest, middle and highest process counts at the lowest fixed frequency (the frequency
+   axis is smooth: CPU work scales with the clock), and the lowest and highest process counts
+   of every other CPU setting (each governor, or "as found"). Every other cell lies between
+   measured ones.
 2. **Optimistic surrogate.** Every unmeasured cell gets predicted points: throughput and power
    interpolated from the measured cells of its group (linearly in frequency and log₂ processes
    for fixed frequencies; along the process axis for a governor row), then made *optimistic*
-   — throughput × (1 + m), power × (1 − m), with ``m`` the optimism margin (default 0.15).
+   — throughput × (1 + m), power × (1 − m), with ``m`` the optimism margin.
 3. **Bound.** For each decision scenario, the planner runs on measured ∪ optimistic points.
    If its best plan uses an optimistic point, that cell *could* beat everything measured: it
-   is measured next (step 2 again). When every scenario's best plan uses measured points
-   only, no unmeasured cell can win unless the surrogate is off by more than the margin, and
-   the sweep stops.
+   is measured quickly next. If it uses a quickly measured point, that cell is measured in
+   full (warm-up and every repetition), since the decision now rests on it. When every
+   scenario's best plan uses fully measured points only, no unmeasured cell can win unless
+   the surrogate is off by more than the margin, and the sweep stops.
+
+Quick looks cost one run instead of ``warmup + repetitions``; only the cells the decision
+rests on get the full treatment. The profile records ``repetitions`` per point, so a reader
+sees which points are single runs.
 
 The decision is the planner's (write setting, write processes, read setting, read processes) for
 the scenarios given (checkpoint size, MTBF, application power); a larger margin measures more
@@ -36,9 +44,9 @@ from scipy.interpolate import LinearNDInterpolator, NearestNDInterpolator
 from greenckpt.optimize import Scenario, plan
 from greenckpt.optimize.planner import PlanError
 from greenckpt.optimize.profile import Operation, Profile, ProfileError, ProfilePoint
-from greenckpt.profile.grid import Cell, SweepSpec, ops_of
+from greenckpt.profile.grid import Cell, SweepSpec, cell_key, ops_of
 
-DEFAULT_MARGIN = 0.15
+DEFAULT_MARGIN = 0.10
 
 
 @dataclass(frozen=True)
@@ -69,13 +77,15 @@ def initial_cells(cells: Sequence[Cell]) -> list[Cell]:
     for members in groups.values():
         counts = sorted({c.processes for c in members})
         edges = {counts[0], counts[-1]}
-        middle = {counts[len(counts) // 2]}
+        sparse = edges | {counts[len(counts) // 2]}
         freqs = sorted({c.setting.hz for c in members if c.setting.hz is not None})
+        rows = sorted({c.setting for c in members if c.setting.kind != "frequency"})
+        full_row = freqs[-1] if freqs else None
         for c in members:
             if c.setting.kind == "frequency":
-                if c.setting.hz in (freqs[0], freqs[-1]) and c.processes in edges | middle:
+                if c.setting.hz == full_row or (c.setting.hz == freqs[0] and c.processes in sparse):
                     chosen.add(c.key)
-            elif c.processes in edges:
+            elif (not freqs and c.setting == rows[0]) or c.processes in edges:
                 chosen.add(c.key)
     return [c for c in cells if c.key in chosen]
 
@@ -140,13 +150,18 @@ class AdaptiveChooser:
         self.margin = margin
         self.rounds = 0
 
-    def next_cells(self, measured: Profile | None, pending: Sequence[Cell]) -> list[Cell]:
+    def next_cells(
+        self, measured: Profile | None, pending: Sequence[Cell]
+    ) -> list[tuple[Cell, bool]]:
         self.rounds += 1
-        first = [c for c in initial_cells(self.spec.cells()) if c in pending]
+        seen = set() if measured is None else {_key_of(p) for p in measured.points}
+        first = [c for c in initial_cells(self.spec.cells()) if c.key not in seen]
         if first or measured is None:
-            return first  # the initial design first, also when resuming a partial sweep
-        optimistic, owner = self._optimistic(measured, pending)
-        wanted: set[str] = set()
+            return [(c, True) for c in first]  # also when resuming a partial sweep
+        unmeasured = [c for c in pending if c.key not in seen]
+        quick = {c.key for c in pending if c.key in seen}
+        optimistic, owner = self._optimistic(measured, unmeasured)
+        wanted: dict[str, bool] = {}
         for d in self.scenarios:
             scn = d.scenario(measured)
             try:
@@ -156,8 +171,10 @@ class AdaptiveChooser:
             for p in (best.write, best.read):
                 key = owner.get(id(p))
                 if key is not None:
-                    wanted.add(key)
-        return [c for c in pending if c.key in wanted]
+                    wanted[key] = True  # could beat everything measured: a quick look
+                elif _key_of(p) in quick:
+                    wanted.setdefault(_key_of(p), False)  # the decision rests on it: in full
+        return [(c, wanted[c.key]) for c in pending if c.key in wanted]
 
     def _optimistic(
         self, measured: Profile, pending: Sequence[Cell]
@@ -192,6 +209,10 @@ class AdaptiveChooser:
                 out.append(point)
                 owner[id(point)] = cell.key
         return tuple(out), owner
+
+
+def _key_of(p: ProfilePoint) -> str:
+    return cell_key(p.setting_key, p.cstates, p.size or 0, p.codec, p.processes)
 
 
 def _matches(p: ProfilePoint, cell: Cell, op: Operation) -> bool:

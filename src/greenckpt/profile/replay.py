@@ -25,9 +25,15 @@ def _cell_key(p: ProfilePoint, default_size: int) -> tuple[object, ...]:
 
 
 def spec_of(
-    recorded: Profile, path: str = "/replay", default_size: int = DEFAULT_SIZE
+    recorded: Profile,
+    path: str = "/replay",
+    default_size: int = DEFAULT_SIZE,
+    *,
+    repetitions: int = 3,
+    warmup: int = 1,
 ) -> SweepSpec:
-    """The sweep whose grid is exactly the recorded profile's cells (one repetition each)."""
+    """The sweep whose grid is exactly the recorded profile's cells, with ``greenckpt
+    profile``'s default repetitions and warm-up (every run replays the recorded median)."""
     keys = sorted({p.setting_key for p in recorded.points}, key=_setting_order)
     return SweepSpec(
         path=path,
@@ -37,8 +43,8 @@ def spec_of(
         sizes=recorded.sizes or (default_size,),
         cstates=tuple(sorted({p.cstates for p in recorded.points}, key=repr)),
         block_size=1,
-        repetitions=1,
-        warmup=0,
+        repetitions=repetitions,
+        warmup=warmup,
         idle_seconds=0.0,
     )
 

@@ -22,31 +22,38 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from greenckpt.optimize.profile import Operation, Profile, ProfilePoint, Run
-from greenckpt.profile.grid import Cell, SweepError, SweepSpec, ops_of
+from greenckpt.profile.grid import Cell, SweepError, SweepSpec, cell_key, ops_of
 from greenckpt.profile.measure import Measurer, RunResult, median_and_range
 from greenckpt.profile.meta import now_iso, tool_version
 from greenckpt.profile.progress import Eta, ProgressSink
 from greenckpt.profile.store import save_profile
 
+Request = tuple[Cell, bool]
+"""A cell to measure and whether *quickly* (one run, no warm-up) rather than in full."""
+
 
 class CellChooser(Protocol):
-    """Picks the next cells to measure from those not measured yet."""
+    """Picks the next cells to measure from those not measured in full yet."""
 
     mode: str
     """Recorded in the profile's ``sweep.mode`` (``full``, ``adaptive``)."""
 
-    def next_cells(self, measured: Profile | None, pending: Sequence[Cell]) -> list[Cell]:
-        """Cells to measure next (a subset of ``pending``); empty to stop the sweep."""
+    def next_cells(self, measured: Profile | None, pending: Sequence[Cell]) -> list[Request]:
+        """Cells of ``pending`` to measure next, each full or quick; empty to stop the sweep.
+
+        ``measured`` holds every point so far (quick ones have ``repetitions == 1``); a cell
+        measured quickly stays pending until it is measured in full.
+        """
         ...
 
 
 class FullGrid:
-    """Every cell, in the grid's order."""
+    """Every cell, in the grid's order, in full."""
 
     mode = "full"
 
-    def next_cells(self, measured: Profile | None, pending: Sequence[Cell]) -> list[Cell]:
-        return list(pending)
+    def next_cells(self, measured: Profile | None, pending: Sequence[Cell]) -> list[Request]:
+        return [(c, False) for c in pending]
 
 
 @dataclass(frozen=True)
@@ -60,9 +67,10 @@ class SweepContext:
     note: str = ""
 
 
-def cell_bytes(spec: SweepSpec, cell: Cell) -> int:
+def cell_bytes(spec: SweepSpec, cell: Cell, *, quick: bool = False) -> int:
     """Bytes a cell moves (every run, warm-ups included)."""
-    return cell.size * spec.runs_per_cell()
+    runs = (1 + ("read" in spec.ops)) if quick else spec.runs_per_cell()
+    return cell.size * runs
 
 
 def _point(
@@ -93,21 +101,25 @@ def _point(
 
 
 def measure_cell(
-    spec: SweepSpec, measurer: Measurer, cell: Cell
+    spec: SweepSpec, measurer: Measurer, cell: Cell, *, quick: bool = False
 ) -> tuple[list[ProfilePoint], float]:
-    """Measure one cell: its points (one per operation) and the seconds of I/O it took."""
+    """Measure one cell: its points (one per operation) and the seconds of I/O it took.
+
+    ``quick``: one repetition and no warm-up (the adaptive mode's first look at a cell).
+    """
     measurer.configure(cell)
     ops = ops_of(spec)
     kept: dict[Operation, list[RunResult]] = {op: [] for op in ops}
     io_seconds = 0.0
+    warmup, reps = (0, 1) if quick else (spec.warmup, spec.repetitions)
     try:
-        for i in range(spec.warmup + spec.repetitions):
+        for i in range(warmup + reps):
             results = [measurer.run("write", cell)]
             if "read" in ops:
                 results.append(measurer.run("read", cell))
             for r in results:
                 io_seconds += r.seconds
-                if i >= spec.warmup and r.op in kept:
+                if i >= warmup and r.op in kept:
                     kept[r.op].append(r)
     finally:
         measurer.cleanup(cell)
@@ -123,6 +135,7 @@ def _summary(points: Sequence[ProfilePoint]) -> str:
 @dataclass
 class _State:
     done: dict[str, list[ProfilePoint]] = field(default_factory=dict)
+    quick: set[str] = field(default_factory=set)
     idle: tuple[float, float] | None = None
     io_seconds: float = 0.0
     created: str = ""
@@ -150,15 +163,18 @@ def _resume_state(previous: Profile, spec: SweepSpec, ctx: SweepContext) -> _Sta
                 "describes one machine and storage target; resume it there"
             )
     done_keys = previous.sweep.get("done", [])
+    quick_keys = previous.sweep.get("quick", [])
     valid = {c.key for c in spec.cells()}
     state = _State(created=previous.created)
-    for key in done_keys:
+    if not isinstance(done_keys, list) or not isinstance(quick_keys, list):
+        raise SweepError("the file's sweep.done/sweep.quick are not lists: profile anew")
+    for key in [*done_keys, *quick_keys]:
         if key not in valid:
             raise SweepError(f"the file lists a finished cell {key!r} that the sweep lacks")
         state.done[key] = []
-    by_key = {c.key: c for c in spec.cells()}
+    state.quick = set(quick_keys)
     for p in previous.points:
-        key = Cell(_setting_of(p, by_key), p.cstates, p.size or 0, p.codec, p.processes).key
+        key = cell_key(p.setting_key, p.cstates, p.size or 0, p.codec, p.processes)
         if key in state.done:
             state.done[key].append(p)
     if previous.idle_power is not None:
@@ -166,13 +182,6 @@ def _resume_state(previous: Profile, spec: SweepSpec, ctx: SweepContext) -> _Sta
     io = previous.sweep.get("io_seconds", 0.0)
     state.io_seconds = float(io) if isinstance(io, int | float) else 0.0
     return state
-
-
-def _setting_of(p: ProfilePoint, by_key: Mapping[str, Cell]) -> Any:
-    for cell in by_key.values():
-        if cell.setting.key == p.setting_key:
-            return cell.setting
-    raise SweepError(f"the file holds a point at CPU setting {p.setting_key!r} the sweep lacks")
 
 
 def _profile(
@@ -190,7 +199,8 @@ def _profile(
     sweep = {
         "spec": spec.to_json(),
         "mode": chooser.mode,
-        "done": [c.key for c in cells],
+        "done": [c.key for c in cells if c.key not in state.quick],
+        "quick": [c.key for c in cells if c.key in state.quick],
         "cells_total": len(spec.cells()),
         "io_seconds": state.io_seconds,
         "power_scope": scope,
@@ -239,7 +249,7 @@ def run_sweep(
     eta = Eta(total_bytes=sum(cell_bytes(spec, c) for c in cells))
     for c in cells:
         if c.key in state.done:
-            eta.skip(cell_bytes(spec, c))
+            eta.skip(cell_bytes(spec, c, quick=c.key in state.quick))
     if progress is not None:
         progress.started(len(cells), len(state.done), eta)
     power = measurer.power_choice
@@ -249,19 +259,24 @@ def run_sweep(
     def snapshot(status: str) -> Profile:
         return _profile(spec, ctx, state, choose, power.source, power.keys, power.scope, status)
 
-    pending = [c for c in cells if c.key not in state.done]
+    pending = [c for c in cells if c.key not in state.done or c.key in state.quick]
     while pending:
         current = snapshot("partial") if state.done else None
-        batch = choose.next_cells(current, pending)
+        batch = [(c, q) for c, q in choose.next_cells(current, pending) if c in pending]
+        batch = [(c, q) for c, q in batch if not (q and c.key in state.done)]
         if not batch:
             break
-        for cell in batch:
+        for cell, quick in batch:
             t0 = clock()
-            points, io_s = measure_cell(spec, measurer, cell)
+            points, io_s = measure_cell(spec, measurer, cell, quick=quick)
             state.done[cell.key] = points
             state.io_seconds += io_s
-            pending.remove(cell)
-            eta.add(cell_bytes(spec, cell), clock() - t0)
+            if quick:
+                state.quick.add(cell.key)
+            else:
+                state.quick.discard(cell.key)
+                pending.remove(cell)
+            eta.add(cell_bytes(spec, cell, quick=quick), clock() - t0)
             save_profile(snapshot("partial"), out)
             if progress is not None:
                 progress.cell_done(len(state.done), cell, _summary(points), eta)

@@ -1,0 +1,1142 @@
+"""``greenckpt profile``: measure a node's checkpoint I/O and power, and work with the results.
+
+Why one command family: the planner is only as good as the profile it reads, and a profile is
+made, inspected, exported, plotted, merged across nodes and cross-checked against fio by the
+same person in the same session. The library (:mod:`greenckpt.profile`) does the work; this
+module only parses the flags (units at the edge, every value checked before anything starts),
+opens the meters and the node-settings session in ``with`` blocks (so the node is put back
+however the sweep ends) and renders the results.
+
+Actions::
+
+    greenckpt profile run PATH -o OUT [grid and measuring options] [--resume | --force]
+    greenckpt profile show FILE [--json]
+    greenckpt profile csv FILE [-o OUT.csv]
+    greenckpt profile plot FILE -o DIR [--format png,svg]
+    greenckpt profile merge A.json B.json ... -o OUT [--names n1,n2,...]
+    greenckpt profile compare A.json B.json ... [--threshold 10%] [--names ...] [--json]
+    greenckpt profile validate PATH [--size 2GiB] [--processes 1,2,4] [--block-size 1MiB]
+                                    [--repeats 3] [--json]
+
+Bad input (a unit missing, a frequency the CPU does not offer, an existing output file, an
+unknown meter, a malformed profile) stops the action before it changes anything, with one line
+on stderr and exit status 2, as every greenckpt command does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any, TypeVar
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn
+from rich.table import Table
+
+from greenckpt import units
+from greenckpt.cli.args import non_negative_int, positive_int, unit_type
+from greenckpt.cli.console import make_console
+from greenckpt.io import IOJobError
+from greenckpt.optimize.profile import (
+    GOVERNORS,
+    OPERATIONS,
+    Operation,
+    Profile,
+    ProfileError,
+    load_profile,
+    profile_to_json,
+)
+from greenckpt.platform.meters import select_meters
+from greenckpt.platform.restore import NodeSettings
+from greenckpt.platform.sampler import DEFAULT_RATE_HZ, MAX_RATE_HZ, Sampler
+from greenckpt.profile.adaptive import DEFAULT_MARGIN, AdaptiveChooser, DecisionScenario
+from greenckpt.profile.export import profile_to_csv
+from greenckpt.profile.fio import (
+    TARGET_RATIO,
+    VALIDATION_COLUMNS,
+    FioError,
+    ValidationResult,
+    fio_available,
+    validate,
+)
+from greenckpt.profile.grid import (
+    LAYOUTS,
+    READ_METHODS,
+    Cell,
+    CpuSetting,
+    SweepError,
+    SweepSpec,
+    default_process_counts,
+)
+from greenckpt.profile.measure import NodeMeasurer
+from greenckpt.profile.merge import (
+    COMPARISON_COLUMNS,
+    DEFAULT_THRESHOLD,
+    Comparison,
+    compare_profiles,
+    merge_profiles,
+)
+from greenckpt.profile.meta import collect_metadata
+from greenckpt.profile.plots import plot_profile as draw_profile
+from greenckpt.profile.plots import power_label
+from greenckpt.profile.power import choose_power_domains
+from greenckpt.profile.preflight import default_settings, preflight
+from greenckpt.profile.progress import Eta, LineProgress, ProgressSink, format_eta
+from greenckpt.profile.store import check_writable_target, save_profile
+from greenckpt.profile.sweep import CellChooser, SweepContext, run_sweep
+from greenckpt.report.jsonout import dumps
+
+T = TypeVar("T")
+
+DEFAULT_MTBF = "24h"
+VALIDATE_REPEATS = 3
+EXIT_INTERRUPTED = 130
+EXIT_FAILED = 1
+CSTATE_WORDS: dict[str, bool | None] = {"asfound": None, "on": True, "off": False}
+BYTES_PER_MB = 1e6
+BYTES_PER_GB = 1e9
+
+
+# --------------------------------------------------------------------------- flag types
+
+
+def _items(text: str) -> list[str]:
+    """The comma-separated items of ``text``; an empty text is an empty list."""
+    if not text.strip():
+        return []
+    items = [item.strip() for item in text.split(",")]
+    if not all(items):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} has an empty item: separate values with single commas, e.g. 1,2,4"
+        )
+    return items
+
+
+def _no_repeats(values: Sequence[T], text: str) -> None:
+    if len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"{text!r} lists a value twice")
+
+
+def _whole_bytes(text: str) -> int:
+    value = units.parse_size(text)
+    if value != math.floor(value):
+        raise units.UnitError(f"{text!r} is not a whole number of bytes")
+    return int(value)
+
+
+def _size(text: str) -> int:
+    """One size with a unit, in whole bytes."""
+    try:
+        return _whole_bytes(text)
+    except units.UnitError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    """Comma-separated sizes with units (``8MiB,2GiB``)."""
+    try:
+        return tuple(_whole_bytes(item) for item in _items(text))
+    except units.UnitError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _counts(text: str) -> tuple[int, ...]:
+    """Comma-separated process counts (``1,2,4``); empty is left to the sweep's check."""
+    counts = tuple(positive_int(item) for item in _items(text))
+    _no_repeats(counts, text)
+    return counts
+
+
+def _durations(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(units.parse_duration(item) for item in _items(text))
+    except units.UnitError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _frequencies(text: str) -> str | tuple[int, ...]:
+    """``all``, ``asfound`` or comma-separated frequencies with units (``1.2GHz,2.6GHz``)."""
+    word = text.strip().lower()
+    if word in ("all", "asfound"):
+        return word
+    try:
+        return tuple(round(units.parse_frequency(item)) for item in _items(text))
+    except units.UnitError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (or all, or asfound)") from None
+
+
+def _governors(text: str) -> tuple[str, ...]:
+    """``none`` or comma-separated governor names."""
+    if text.strip().lower() == "none":
+        return ()
+    names = tuple(_items(text))
+    for name in names:
+        if name not in GOVERNORS:
+            raise argparse.ArgumentTypeError(
+                f"unknown governor {name!r}: expected none or some of {', '.join(GOVERNORS)}"
+            )
+    _no_repeats(names, text)
+    return names
+
+
+def _operations(text: str) -> tuple[Operation, ...]:
+    """Comma-separated operations, returned in the profile's order (write before read)."""
+    names = _items(text)
+    for name in names:
+        if name not in OPERATIONS:
+            raise argparse.ArgumentTypeError(
+                f"unknown operation {name!r}: expected some of {', '.join(OPERATIONS)}"
+            )
+    _no_repeats(names, text)
+    return tuple(op for op in OPERATIONS if op in names)
+
+
+def _cstates(text: str) -> tuple[bool | None, ...]:
+    """``asfound`` or comma-separated ``on``/``off`` (``asfound`` may be among them)."""
+    words = [w.lower() for w in _items(text)] or ["asfound"]
+    for word in words:
+        if word not in CSTATE_WORDS:
+            raise argparse.ArgumentTypeError(
+                f"{word!r} is not a C-state setting: give asfound, or on and/or off (on,off)"
+            )
+    _no_repeats(words, text)
+    return tuple(CSTATE_WORDS[w] for w in words)
+
+
+def _rate(text: str) -> float:
+    """Samples per second: a bare number (Hz) or a frequency with a unit (``10Hz``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        try:
+            value = units.parse_frequency(text)
+        except units.UnitError as exc:
+            raise argparse.ArgumentTypeError(f"{exc} (or a bare number of Hz)") from None
+    if not (math.isfinite(value) and 0 < value <= MAX_RATE_HZ):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} must be a sampling rate in (0, {MAX_RATE_HZ:g}] Hz"
+        )
+    return value
+
+
+def _idle(text: str) -> float:
+    """A duration with a unit, or a bare 0 (zero seconds needs no unit: it skips the idle
+    measurement)."""
+    try:
+        if float(text) == 0:
+            return 0.0
+    except ValueError:
+        pass
+    try:
+        return units.parse_duration(text, allow_zero=True)
+    except units.UnitError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (or 0 to skip)") from None
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(_items(text))
+
+
+# --------------------------------------------------------------------------- registration
+
+
+def register(sub: Any) -> None:
+    """Add the ``profile`` sub-command and its actions."""
+    p = sub.add_parser(
+        "profile",
+        help="measure checkpoint I/O throughput and node power; show, export, plot, merge",
+        description="The I/O+power profiler: sweep the storage holding a directory over CPU "
+        "settings and numbers of I/O processes, and work with the profiles it writes.",
+    )
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    _register_run(actions)
+    _register_show(actions)
+    _register_csv(actions)
+    _register_plot(actions)
+    _register_merge(actions)
+    _register_compare(actions)
+    _register_validate(actions)
+
+
+def _register_run(actions: Any) -> None:
+    p = actions.add_parser(
+        "run",
+        help="sweep the storage holding PATH and write a profile",
+        description="Measure write and read throughput and the node's power for every CPU "
+        "setting, C-state setting, size and number of I/O processes asked for, on the storage "
+        "holding the directory PATH. The profile file is rewritten after every finished cell, "
+        "so a killed sweep keeps what it measured (continue it with --resume). Node settings "
+        "are restored however the sweep ends.",
+    )
+    p.add_argument("path", metavar="PATH", help="directory on the storage to profile")
+    p.add_argument("-o", "--output", required=True, metavar="OUT", help="profile file to write")
+    grid = p.add_argument_group("grid")
+    grid.add_argument(
+        "--frequencies",
+        type=_frequencies,
+        help="CPU frequencies to fix, e.g. 1.2GHz,2.6GHz; 'all' (every offered frequency) or "
+        "'asfound' (do not control the frequency). Default: every offered frequency, or as "
+        "found on a node without cpufreq control",
+    )
+    grid.add_argument(
+        "--governors",
+        type=_governors,
+        help="stock governors to measure as settings, e.g. performance,ondemand, or 'none' "
+        "(needs frequency control). Default: those the node offers, none with asfound",
+    )
+    grid.add_argument(
+        "--processes",
+        type=_counts,
+        help="numbers of concurrent I/O processes, e.g. 1,2,4 (default: 1, 2, 4, … up to "
+        "twice the logical CPUs)",
+    )
+    grid.add_argument(
+        "--ops",
+        type=_operations,
+        default=OPERATIONS,
+        help="operations to record: write,read (default both; reads need the writes' files)",
+    )
+    grid.add_argument(
+        "--size",
+        type=_sizes,
+        default=(2 << 30,),
+        help="bytes moved per run, all processes together; a comma list sweeps sizes "
+        "(default 2GiB)",
+    )
+    grid.add_argument(
+        "--block-size", type=_size, default=1 << 20, help="bytes per I/O call (default 1MiB)"
+    )
+    grid.add_argument("--layout", choices=LAYOUTS, default="file_per_process")
+    grid.add_argument(
+        "--read-method",
+        choices=READ_METHODS,
+        default="auto",
+        help="how reads avoid the page cache (default auto)",
+    )
+    grid.add_argument(
+        "--cstates",
+        type=_cstates,
+        default=(None,),
+        help="C-states: 'asfound' (default, not controlled) or on,off to measure both",
+    )
+    grid.add_argument(
+        "--repetitions", type=positive_int, default=3, help="measured runs per cell (default 3)"
+    )
+    grid.add_argument(
+        "--warmup", type=non_negative_int, default=1, help="discarded runs per cell (default 1)"
+    )
+    meas = p.add_argument_group("measuring")
+    meas.add_argument(
+        "--idle",
+        type=_idle,
+        default=5.0,
+        help="how long to measure idle power first (default 5s; 0 to skip)",
+    )
+    meas.add_argument(
+        "--meters",
+        default="auto",
+        help="meters to use, e.g. rapl,ipmi (default auto: the best available)",
+    )
+    meas.add_argument(
+        "--rate",
+        type=_rate,
+        default=DEFAULT_RATE_HZ,
+        help=f"meter samples per second (default {DEFAULT_RATE_HZ:g})",
+    )
+    again = meas.add_mutually_exclusive_group()
+    again.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the partial profile in OUT (same options), measuring only what it lacks",
+    )
+    again.add_argument("--force", action="store_true", help="overwrite an existing OUT")
+    adapt = p.add_argument_group("adaptive mode")
+    adapt.add_argument(
+        "--adaptive",
+        action="store_true",
+        help="measure only the cells that could change the planner's decision",
+    )
+    adapt.add_argument(
+        "--ckpt-size",
+        type=_sizes,
+        help="checkpoint sizes to decide for (default: the largest --size)",
+    )
+    adapt.add_argument(
+        "--mtbf",
+        type=_durations,
+        action="append",
+        help=f"node MTBFs to decide for, repeatable or a comma list (default {DEFAULT_MTBF})",
+    )
+    adapt.add_argument(
+        "--app-power",
+        type=unit_type(units.parse_power),
+        help="application power to decide for (default: the largest power measured)",
+    )
+    adapt.add_argument(
+        "--margin",
+        type=unit_type(units.parse_fraction, allow_zero=True),
+        help=f"optimism margin of the bound (default {DEFAULT_MARGIN:.0%})",
+    )
+    after = p.add_argument_group("after the sweep")
+    after.add_argument(
+        "--validate",
+        action="store_true",
+        help="cross-check the I/O engine against fio at the sweep's size, block size and "
+        "process counts",
+    )
+    after.add_argument("--plot", metavar="DIR", help="write the profile's figures into DIR")
+    after.add_argument(
+        "--json", action="store_true", help="print the profile as JSON instead of a table"
+    )
+    after.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(run=run_profile)
+
+
+def _register_show(actions: Any) -> None:
+    p = actions.add_parser(
+        "show",
+        help="print a profile: provenance, power source and every point",
+        description="Print a profile's provenance (machine, storage, meters, power domains, "
+        "idle power) and a table of its points, each with its power source.",
+    )
+    p.add_argument("file", metavar="FILE", help="profile JSON file")
+    p.add_argument("--json", action="store_true", help="print the profile as JSON")
+    p.set_defaults(run=show_profile)
+
+
+def _register_csv(actions: Any) -> None:
+    p = actions.add_parser(
+        "csv",
+        help="export a profile's points as CSV",
+        description="One CSV row per point, SI units in the column names (docs/formats.md).",
+    )
+    p.add_argument("file", metavar="FILE", help="profile JSON file")
+    p.add_argument("-o", "--output", metavar="OUT.csv", help="file to write (default stdout)")
+    p.set_defaults(run=csv_profile)
+
+
+def _register_plot(actions: Any) -> None:
+    p = actions.add_parser(
+        "plot",
+        help="draw a profile's figures (throughput/power vs frequency and processes, energy)",
+        description="Write the profile's figures into DIR, one file per figure and format.",
+    )
+    p.add_argument("file", metavar="FILE", help="profile JSON file")
+    p.add_argument("-o", "--output", required=True, metavar="DIR", help="directory to write")
+    p.add_argument(
+        "--format",
+        type=_names,
+        default=("png", "svg"),
+        help="comma list of png, svg, pdf (default png,svg)",
+    )
+    p.set_defaults(run=plot_profile)
+
+
+def _register_merge(actions: Any) -> None:
+    p = actions.add_parser(
+        "merge",
+        help="merge several nodes' profiles of the same sweep into one (medians)",
+        description="Merge profiles of the same sweep measured on several nodes: every figure "
+        "is the median across nodes, its spread the range between nodes. Look at "
+        "`greenckpt profile compare` first to find an odd node.",
+    )
+    p.add_argument("files", metavar="FILE", nargs="+", help="profile JSON files (two or more)")
+    p.add_argument("-o", "--output", required=True, metavar="OUT", help="merged profile file")
+    p.add_argument(
+        "--names", type=_names, help="node names, comma list (default: each file's hostname)"
+    )
+    p.set_defaults(run=merge_cmd)
+
+
+def _register_compare(actions: Any) -> None:
+    p = actions.add_parser(
+        "compare",
+        help="compare nodes' profiles point by point and flag outlier nodes",
+        description="Each node's throughput and power relative to the median across nodes, "
+        "at every point they all measured; figures off by more than the threshold are flagged.",
+    )
+    p.add_argument("files", metavar="FILE", nargs="+", help="profile JSON files (two or more)")
+    p.add_argument(
+        "--threshold",
+        type=unit_type(units.parse_fraction),
+        default=DEFAULT_THRESHOLD,
+        help=f"flag figures off the median by more than this (default {DEFAULT_THRESHOLD:.0%})",
+    )
+    p.add_argument(
+        "--names", type=_names, help="node names, comma list (default: each file's hostname)"
+    )
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(run=compare_cmd)
+
+
+def _register_validate(actions: Any) -> None:
+    p = actions.add_parser(
+        "validate",
+        help="cross-check greenckpt's I/O engine against fio on PATH",
+        description="Run fio and greenckpt's I/O engine on the same work (size, block size, "
+        f"processes), interleaved, and report engine/fio; the target is {TARGET_RATIO:g}× or "
+        "better. Needs fio.",
+    )
+    p.add_argument("path", metavar="PATH", help="directory on the storage to test")
+    p.add_argument("--size", type=_size, default=2 << 30, help="bytes per run (default 2GiB)")
+    p.add_argument(
+        "--processes", type=_counts, default=(1, 2, 4), help="process counts (default 1,2,4)"
+    )
+    p.add_argument(
+        "--block-size", type=_size, default=1 << 20, help="bytes per I/O call (default 1MiB)"
+    )
+    p.add_argument(
+        "--repeats",
+        type=positive_int,
+        default=VALIDATE_REPEATS,
+        help=f"repetitions of each case (default {VALIDATE_REPEATS})",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(run=validate_cmd)
+
+
+# --------------------------------------------------------------------------- progress
+
+
+class RichProgress:
+    """A progress bar on a terminal (stderr): bytes done, the last cell, and the ETA.
+
+    The bar advances by bytes, as :class:`~greenckpt.profile.progress.Eta` estimates; the
+    description shows the last finished cell and its figures, the ETA is the sweep's own.
+    """
+
+    def __init__(self, console: Console | None = None) -> None:
+        self._progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TaskProgressColumn(),
+            TextColumn("ETA {task.fields[eta]}"),
+            console=console if console is not None else Console(stderr=True),
+        )
+        self._task: TaskID | None = None
+        self._cells = 0
+
+    def started(self, cells: int, skipped: int, eta: Eta) -> None:
+        self._cells = cells
+        resumed = f" ({skipped} already measured, resuming)" if skipped else ""
+        self._progress.start()
+        self._task = self._progress.add_task(
+            f"profiling {cells} cells{resumed}",
+            total=max(eta.total_bytes, 1),
+            completed=eta.done_bytes,
+            eta=format_eta(eta.seconds_left),
+        )
+
+    def cell_done(self, index: int, cell: Cell, summary: str, eta: Eta) -> None:
+        if self._task is None:
+            return
+        self._progress.update(
+            self._task,
+            completed=eta.done_bytes,
+            description=escape(f"[{index}/{self._cells}] {cell.label}: {summary}"),
+            eta=format_eta(eta.seconds_left),
+        )
+
+    def finished(self, eta: Eta) -> None:
+        if self._task is not None:
+            self._progress.update(self._task, completed=max(eta.total_bytes, 1), eta="0s")
+        self.close()
+
+    def close(self) -> None:
+        """Stop drawing (also after an interrupt or an error); idempotent."""
+        self._progress.stop()
+
+
+def _progress_sink(ns: argparse.Namespace) -> ProgressSink | None:
+    if ns.quiet or ns.json:
+        return None
+    if sys.stderr.isatty():
+        return RichProgress()
+    return LineProgress(sys.stderr)
+
+
+# --------------------------------------------------------------------------- run
+
+
+def _settings(ns: argparse.Namespace) -> tuple[CpuSetting, ...]:
+    """The CPU settings asked for (see the --frequencies and --governors help)."""
+    offered = default_settings()
+    freqs = [s for s in offered if s.kind == "frequency"]
+    govs = [s for s in offered if s.kind == "governor"]
+    chosen: list[CpuSetting]
+    if ns.frequencies is None:
+        chosen = freqs or [CpuSetting.uncontrolled()]
+    elif ns.frequencies == "asfound":
+        chosen = [CpuSetting.uncontrolled()]
+    elif ns.frequencies == "all":
+        if not freqs:
+            raise SweepError(
+                "this node offers no CPU frequencies to fix (no cpufreq control): profile "
+                "with the frequency as found (--frequencies asfound)"
+            )
+        chosen = freqs
+    else:
+        chosen = [CpuSetting.frequency(hz) for hz in ns.frequencies]
+    if ns.governors is not None:
+        chosen += [CpuSetting.of_governor(g) for g in ns.governors]
+    elif ns.frequencies != "asfound":
+        chosen += govs
+    return tuple(chosen)
+
+
+def _adaptive(ns: argparse.Namespace, sizes: Sequence[int]) -> dict[str, Any] | None:
+    """The adaptive mode's scenarios as recorded in the sweep (None without --adaptive)."""
+    given = [
+        flag
+        for flag, value in (
+            ("--ckpt-size", ns.ckpt_size),
+            ("--mtbf", ns.mtbf),
+            ("--app-power", ns.app_power),
+            ("--margin", ns.margin),
+        )
+        if value is not None
+    ]
+    if not ns.adaptive:
+        if given:
+            raise ValueError(
+                f"{', '.join(given)}: used only with --adaptive (add it, or leave them out)"
+            )
+        return None
+    ckpt = list(ns.ckpt_size) if ns.ckpt_size is not None else [max(sizes, default=0)]
+    mtbfs = (
+        [m for group in ns.mtbf for m in group]
+        if ns.mtbf is not None
+        else [units.parse_duration(DEFAULT_MTBF)]
+    )
+    if not ckpt or not mtbfs:
+        raise ValueError("the adaptive mode needs a checkpoint size and an MTBF to decide for")
+    return {
+        "ckpt_sizes": ckpt,
+        "mtbf_s": mtbfs,
+        "app_power_W": ns.app_power,
+        "margin": DEFAULT_MARGIN if ns.margin is None else ns.margin,
+    }
+
+
+def _chooser(spec: SweepSpec, adaptive: dict[str, Any] | None) -> CellChooser | None:
+    if adaptive is None:
+        return None
+    scenarios = [
+        DecisionScenario(ckpt_size=float(c), rate=1.0 / m, app_power=adaptive["app_power_W"])
+        for c in adaptive["ckpt_sizes"]
+        for m in adaptive["mtbf_s"]
+    ]
+    return AdaptiveChooser(spec, scenarios, margin=adaptive["margin"])
+
+
+def build_spec(ns: argparse.Namespace) -> tuple[SweepSpec, CellChooser | None]:
+    """The sweep and its cell chooser from the parsed flags (raises on invalid values)."""
+    processes = (
+        ns.processes if ns.processes is not None else default_process_counts(os.cpu_count() or 1)
+    )
+    adaptive = _adaptive(ns, ns.size)
+    extra: dict[str, Any] = {"meters": ns.meters, "rate_hz": ns.rate}
+    if adaptive is not None:
+        extra["adaptive"] = adaptive
+    spec = SweepSpec(
+        path=os.path.abspath(ns.path),
+        settings=_settings(ns),
+        processes=tuple(processes),
+        ops=ns.ops,
+        sizes=ns.size,
+        cstates=ns.cstates,
+        block_size=ns.block_size,
+        layout=ns.layout,
+        read_method=ns.read_method,
+        repetitions=ns.repetitions,
+        warmup=ns.warmup,
+        idle_seconds=ns.idle,
+        extra=extra,
+    )
+    spec.validate()
+    return spec, _chooser(spec, adaptive)
+
+
+def _resumable(out: Path, ns: argparse.Namespace, spec: SweepSpec) -> Profile | None:
+    """The partial profile in OUT to continue, None to start anew; raises for a bad OUT."""
+    if not out.exists():
+        if ns.resume and not ns.quiet:
+            print(f"{out} does not exist yet: starting a new sweep", file=sys.stderr)
+        return None
+    if out.is_dir():
+        raise ValueError(f"cannot write {out}: it is a directory, give a file name")
+    if ns.force:
+        return None
+    if not ns.resume:
+        raise ValueError(f"{out} exists: --resume to continue it or --force to overwrite")
+    previous = load_profile(out)
+    if previous.status == "complete":
+        return previous
+    recorded = previous.sweep.get("spec")
+    if not isinstance(recorded, dict):
+        raise SweepError(f"{out} records no sweep, so it cannot be resumed: profile anew")
+    diff = spec.differences(SweepSpec.from_json(recorded))
+    if diff:
+        raise SweepError(
+            f"{out} was made by a different sweep (differs in {', '.join(diff)}): repeat the "
+            "original options to resume, or write a new file"
+        )
+    return previous
+
+
+def _file_id(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
+def _cells_kept(out: Path, before: tuple[int, int] | None, resumed: bool) -> int | None:
+    """Finished cells in OUT after an interrupted sweep; None when this run did not write it."""
+    now = _file_id(out)
+    if now is None or (now == before and not resumed):
+        return None
+    try:
+        return len(load_profile(out).sweep.get("done", []))
+    except ProfileError:
+        return None
+
+
+def _measure(
+    spec: SweepSpec,
+    ns: argparse.Namespace,
+    out: Path,
+    resume: Profile | None,
+    chooser: CellChooser | None,
+    progress: ProgressSink | None,
+) -> Profile:
+    """Open meters, sampler and (if needed) the node session, and run the sweep."""
+    needs_node = any(s.kind != "uncontrolled" for s in spec.settings) or any(
+        c is not None for c in spec.cstates
+    )
+    with ExitStack() as stack:
+        selection = stack.enter_context(select_meters(ns.meters))
+        sampler = stack.enter_context(Sampler(selection, rate_hz=ns.rate))
+        choice = choose_power_domains(sampler.domains, sampler.sources)
+        if resume is not None and tuple(resume.power_domains) != choice.keys:
+            raise SweepError(
+                f"{out} holds power over {', '.join(resume.power_domains) or 'no domain'}, "
+                f"these meters give {', '.join(choice.keys)}: resume with the same meters"
+            )
+        machine, storage = collect_metadata(
+            spec.path, meter_lines=[m.describe() for m in selection.meters]
+        )
+        context = SweepContext(
+            machine=machine, storage=storage, meters=tuple(m.name for m in selection.meters)
+        )
+        node = stack.enter_context(NodeSettings()) if needs_node else None
+        measurer = NodeMeasurer(spec, sampler, choice, node)
+        return run_sweep(
+            spec,
+            measurer,
+            out,
+            context=context,
+            resume=resume,
+            progress=progress,
+            chooser=chooser,
+        )
+
+
+def run_profile(ns: argparse.Namespace) -> int:
+    """Execute ``greenckpt profile run``."""
+    spec, chooser = build_spec(ns)
+    preflight(spec)
+    out = Path(ns.output)
+    resume = _resumable(out, ns, spec)
+    if resume is not None and resume.status == "complete":
+        done = f"{out} is already complete ({len(resume.points)} points): nothing to resume"
+        if ns.json:
+            print(done, file=sys.stderr)
+            print(dumps({**profile_to_json(resume), "file": str(out)}))
+        else:
+            print(done)
+        return 0
+    check_writable_target(out)
+    if ns.plot is not None and Path(ns.plot).exists() and not Path(ns.plot).is_dir():
+        raise ValueError(f"--plot {ns.plot}: it exists and is not a directory")
+
+    before = _file_id(out)
+    progress = _progress_sink(ns)
+    try:
+        final = _measure(spec, ns, out, resume, chooser, progress)
+    except KeyboardInterrupt:
+        _stop(progress)
+        kept = _cells_kept(out, before, resume is not None)
+        if kept:
+            print(
+                f"interrupted: the profile in {out} keeps {kept} finished cells; "
+                "rerun with --resume",
+                file=sys.stderr,
+            )
+        else:
+            print(
+                f"interrupted before the first cell finished: {out} was not written",
+                file=sys.stderr,
+            )
+        return EXIT_INTERRUPTED
+    except (IOJobError, OSError) as exc:
+        _stop(progress)
+        kept = _cells_kept(out, before, resume is not None)
+        where = f"; {out} keeps {kept} finished cells (--resume)" if kept else ""
+        print(f"greenckpt profile run: error: the I/O failed: {exc}{where}", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        _stop(progress)
+
+    validation, validation_note = _validate_after(spec, ns)
+    plots = draw_profile(final, ns.plot) if ns.plot is not None else []
+    if ns.json:
+        doc = profile_to_json(final)
+        doc["file"] = str(out)
+        doc["validation"] = None if validation is None else validation.to_dict()
+        if validation_note:
+            doc["validation_note"] = validation_note
+        doc["plots"] = [str(p) for p in plots]
+        print(dumps(doc))
+        return 0
+    console = make_console()
+    render_profile(final, str(out), console)
+    if validation is not None:
+        render_validation(validation, console)
+    for path in plots:
+        console.print(escape(str(path)), highlight=False)
+    return 0
+
+
+def _stop(progress: ProgressSink | None) -> None:
+    if isinstance(progress, RichProgress):
+        progress.close()
+
+
+def _validate_after(
+    spec: SweepSpec, ns: argparse.Namespace
+) -> tuple[ValidationResult | None, str | None]:
+    """The fio cross-check after a sweep; a missing or failing fio is a note, not an error."""
+    if not ns.validate:
+        return None, None
+    note = None
+    if not fio_available():
+        note = "fio is not installed, so the I/O engine was not cross-checked (--validate)"
+    else:
+        try:
+            return validate(
+                spec.path, max(spec.sizes), spec.processes, spec.block_size, VALIDATE_REPEATS
+            ), None
+        except (FioError, ValueError, OSError) as exc:
+            note = f"the fio cross-check did not run: {exc}"
+    print(f"note: {note}", file=sys.stderr)
+    return None, note
+
+
+# --------------------------------------------------------------------------- show
+
+
+def _plain(value: object) -> str:
+    return escape(str(value))
+
+
+def _status_line(profile: Profile) -> str:
+    sweep = profile.sweep
+    done = sweep.get("done")
+    total = sweep.get("cells_total")
+    cells = ""
+    if isinstance(done, list) and isinstance(total, int):
+        cells = f", {len(done)} of {total} cells measured"
+        mode = sweep.get("mode")
+        if mode and mode != "full":
+            cells += f" ({mode} mode)"
+    if profile.status == "partial":
+        return (
+            f"[bold]status: PARTIAL[/]{cells} — continue it with greenckpt profile run "
+            "… --resume (same options)"
+        )
+    return f"status: complete{cells}"
+
+
+def _header(profile: Profile, path: str, console: Console) -> None:
+    console.print(f"profile {_plain(path)}: {_status_line(profile)}", highlight=False)
+    if profile.synthetic:
+        console.print(
+            "[bold yellow]SYNTHETIC profile[/]: its throughput and power are made up; nothing "
+            "in it is a measurement.",
+            highlight=False,
+        )
+    m, s = profile.machine, profile.storage
+    host = m.get("hostname") or (", ".join(map(str, m["nodes"])) if "nodes" in m else "unknown")
+    cpu = m.get("cpu_model") or "unknown CPU"
+    cores = f", {m['cores']} logical CPUs" if m.get("cores") else ""
+    storage = s.get("summary") or s.get("key") or "unknown"
+    console.print(
+        f"host {_plain(host)}: {_plain(cpu)}{_plain(cores)}; storage {_plain(storage)}",
+        highlight=False,
+    )
+    console.print(
+        f"created {_plain(profile.created or 'unknown')} by {_plain(profile.tool or 'unknown')}",
+        highlight=False,
+    )
+    meters = ", ".join(profile.meters) or "none recorded"
+    domains = ", ".join(profile.power_domains) or "none recorded"
+    scope = profile.sweep.get("power_scope")
+    scope_text = f" — {scope}" if scope else ""
+    console.print(
+        f"meters: {_plain(meters)}; power domains: {_plain(domains)}{_plain(scope_text)}",
+        highlight=False,
+    )
+    if profile.idle_power is not None:
+        spread = (
+            f" ± {units.format_power(profile.idle_power_spread)}"
+            if profile.idle_power_spread
+            else ""
+        )
+        console.print(
+            f"idle power: {units.format_power(profile.idle_power)}{spread} "
+            f"({_plain(profile.idle_power_source)})",
+            highlight=False,
+        )
+    else:
+        console.print("idle power: not measured", highlight=False)
+    if profile.note:
+        console.print(f"note: {_plain(profile.note)}", highlight=False)
+
+
+def _with_spread(value: float, spread: float | None, fmt: str) -> str:
+    text = format(value, fmt)
+    return f"{text} ± {format(spread, fmt)}" if spread else text
+
+
+def points_table(profile: Profile) -> Table:
+    """The points, one row each, every power figure next to its source."""
+    pts = profile.points
+    show_cstates = any(p.cstates is not None for p in pts)
+    show_codec = any(p.codec is not None for p in pts)
+    table = Table(
+        title="Profile points",
+        title_justify="left",
+        caption=f"{power_label(profile)}. MB = 1e6 B, GB = 1e9 B (logical bytes); ± is the "
+        "spread (max − min) of the repetitions; ! marks power from degraded meter readings.",
+        caption_justify="left",
+    )
+    table.add_column("op")
+    table.add_column("setting", no_wrap=True)
+    if show_cstates:
+        table.add_column("C-states")
+    if show_codec:
+        table.add_column("codec")
+    table.add_column("proc", justify="right")
+    table.add_column("size", justify="right", no_wrap=True)
+    table.add_column("MB/s", justify="right", no_wrap=True)
+    table.add_column("W", justify="right", no_wrap=True)
+    table.add_column("J/GB", justify="right")
+    table.add_column("reps", justify="right")
+    table.add_column("power source")
+    table.add_column("!")
+    for p in pts:
+        row = [p.op, p.setting_label]
+        if show_cstates:
+            row.append("as found" if p.cstates is None else ("on" if p.cstates else "off"))
+        if show_codec:
+            row.append(p.codec or "-")
+        row += [
+            str(p.processes),
+            units.format_size(p.size) if p.size is not None else "-",
+            _with_spread(
+                p.throughput / BYTES_PER_MB,
+                None if p.throughput_spread is None else p.throughput_spread / BYTES_PER_MB,
+                ",.1f",
+            ),
+            _with_spread(p.power, p.power_spread, ".1f"),
+            f"{p.energy_per_byte * BYTES_PER_GB:.4g}",
+            str(p.repetitions),
+            p.power_source.upper() if p.power_source == "synthetic" else p.power_source,
+            "" if p.reliable else "!",
+        ]
+        table.add_row(*(escape(c) for c in row))
+    return table
+
+
+def render_profile(profile: Profile, path: str, console: Console) -> None:
+    """What ``greenckpt profile show`` prints (also the summary after a sweep)."""
+    _header(profile, path, console)
+    console.print(points_table(profile))
+
+
+def show_profile(ns: argparse.Namespace) -> int:
+    """Execute ``greenckpt profile show``."""
+    profile = load_profile(ns.file)
+    if ns.json:
+        print(dumps(profile_to_json(profile)))
+        return 0
+    render_profile(profile, ns.file, make_console())
+    return 0
+
+
+# --------------------------------------------------------------------------- csv, plot
+
+
+def _writing(what: str, target: str | os.PathLike[str], write: Callable[[], T]) -> T:
+    """Run ``write``; an OS error (a full disk, a read-only directory) becomes one line."""
+    try:
+        return write()
+    except OSError as exc:
+        raise ValueError(f"cannot write {what} {target}: {exc.strerror or exc}") from None
+
+
+def csv_profile(ns: argparse.Namespace) -> int:
+    """Execute ``greenckpt profile csv``."""
+    profile = load_profile(ns.file)
+    if ns.output is None:
+        profile_to_csv(profile, sys.stdout)
+        return 0
+    check_writable_target(ns.output)
+    rows = _writing("CSV", ns.output, lambda: profile_to_csv(profile, ns.output))
+    print(f"wrote {rows} rows to {ns.output}")
+    return 0
+
+
+def plot_profile(ns: argparse.Namespace) -> int:
+    """Execute ``greenckpt profile plot``."""
+    profile = load_profile(ns.file)
+    out = Path(ns.output)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"-o {out}: it exists and is not a directory")
+    for path in _writing("plots into", out, lambda: draw_profile(profile, out, ns.format)):
+        print(path)
+    return 0
+
+
+# --------------------------------------------------------------------------- merge, compare
+
+
+def _load_all(files: Sequence[str]) -> list[Profile]:
+    return [load_profile(f) for f in files]
+
+
+def merge_cmd(ns: argparse.Namespace) -> int:
+    """Execute ``greenckpt profile merge``."""
+    profiles = _load_all(ns.files)
+    merged = merge_profiles(profiles, ns.names)
+    check_writable_target(ns.output)
+    _writing("profile", ns.output, lambda: save_profile(merged, ns.output))
+    nodes = merged.machine.get("nodes", [])
+    print(
+        f"merged {len(profiles)} profiles ({', '.join(map(str, nodes))}) into {ns.output}: "
+        f"{len(merged.points)} points, medians across nodes; status {merged.status}; "
+        f"storage {merged.storage.get('key', 'unknown')}; {power_label(merged)}"
+    )
+    odd = compare_profiles(profiles, ns.names).outlier_nodes
+    if odd and len(profiles) > 2:
+        print(
+            f"nodes off the median by more than {DEFAULT_THRESHOLD:.0%} somewhere: "
+            f"{', '.join(odd)} (see greenckpt profile compare)"
+        )
+    return 0
+
+
+def comparison_table(cmp: Comparison) -> Table:
+    """One row per (point, node), flagged figures in bold red."""
+    table = Table(
+        title=f"Nodes against the median across nodes (flag: more than {cmp.threshold:.0%} off)",
+        title_justify="left",
+        caption="power figures as in each file (see greenckpt profile show for their source)",
+        caption_justify="left",
+    )
+    for i, name in enumerate(COMPARISON_COLUMNS):
+        table.add_column(name, justify="left" if i in (0, 1, 6) else "right")
+    for row in cmp.rows():
+        table.add_row(*(escape(c) for c in row), style="bold red" if row[-1] else None)
+    return table
+
+
+def compare_cmd(ns: argparse.Namespace) -> int:
+    """Execute ``greenckpt profile compare``."""
+    profiles = _load_all(ns.files)
+    cmp = compare_profiles(profiles, ns.names, threshold=ns.threshold)
+    if ns.json:
+        print(dumps(cmp.to_dict()))
+        return 0
+    console = make_console()
+    sources = sorted({power_label(p) for p in profiles})
+    console.print(
+        f"{len(profiles)} profiles ({escape(', '.join(cmp.names))}); {escape('; '.join(sources))}",
+        highlight=False,
+    )
+    console.print(comparison_table(cmp))
+    for s in cmp.summary():
+        console.print(
+            f"{escape(s.node)}: {s.outlier_points} of {s.points} points flagged; throughput "
+            f"×{s.median_throughput_rel:.3f} of the median (lowest ×{s.min_throughput_rel:.3f}), "
+            f"power ×{s.median_power_rel:.3f} (highest ×{s.max_power_rel:.3f})",
+            highlight=False,
+        )
+    for node, label in cmp.missing:
+        console.print(f"{escape(node)} lacks {escape(label)} (not compared)", highlight=False)
+    if len(cmp.names) == 2 and cmp.outliers:
+        console.print(
+            "with two nodes the median is their mean, so both are flagged together: compare "
+            "three or more to tell which one is off",
+            highlight=False,
+        )
+    odd = cmp.outlier_nodes
+    console.print(
+        f"[bold red]outlier nodes: {escape(', '.join(odd))}[/]" if odd else "no outlier nodes",
+        highlight=False,
+    )
+    return 0
+
+
+# --------------------------------------------------------------------------- validate
+
+
+def render_validation(result: ValidationResult, console: Console) -> None:
+    """The fio cross-check as a table, with a verdict line."""
+    table = Table(
+        title=f"I/O engine vs fio on {escape(result.directory)} "
+        f"(S = {units.format_size(result.size)}, block {units.format_size(result.block_size)}, "
+        f"{result.repeats} repeat(s), medians)",
+        title_justify="left",
+    )
+    for i, name in enumerate(VALIDATION_COLUMNS):
+        table.add_column(name, justify="left" if i in (0, 7, 8) else "right")
+    for case, row in zip(result.cases, result.rows(), strict=True):
+        table.add_row(*(escape(c) for c in row), style=None if case.meets_target else "bold red")
+    console.print(table)
+    if result.meets_target:
+        console.print(
+            f"the engine reaches {result.target:g}× fio or better in every case", highlight=False
+        )
+    else:
+        console.print(
+            f"[bold red]the engine is below {result.target:g}× fio in some cases[/]: the "
+            "profile may describe the engine's overhead rather than the storage",
+            highlight=False,
+        )
+
+
+def validate_cmd(ns: argparse.Namespace) -> int:
+    """Execute ``greenckpt profile validate``."""
+    path = Path(ns.path)
+    if not path.is_dir():
+        raise ValueError(f"{path} is not an existing directory: give the directory to test")
+    try:
+        result = validate(path, ns.size, ns.processes, ns.block_size, ns.repeats)
+    except FioError as exc:
+        raise ValueError(str(exc)) from None
+    except (IOJobError, OSError) as exc:
+        raise ValueError(f"the I/O failed: {exc}") from None
+    if ns.json:
+        print(dumps(result.to_dict()))
+        return 0
+    render_validation(result, make_console())
+    return 0
