@@ -369,6 +369,14 @@ def test_eta_is_bytes_left_at_the_observed_rate() -> None:
     assert format_eta(30) == "30s" and format_eta(125) == "2m05s" and format_eta(3720) == "1h02m"
 
 
+def test_eta_charges_process_starts_separately() -> None:
+    """1 s per 100 B plus 0.5 s per process start: fitted exactly from two unlike cells."""
+    eta = Eta(total_bytes=1000, total_starts=40)
+    eta.add(100, 1.0 + 0.5 * 2, starts=2)
+    eta.add(200, 2.0 + 0.5 * 16, starts=16)
+    assert eta.seconds_left == pytest.approx((700 / 100) * 1.0 + 22 * 0.5, rel=1e-6)
+
+
 def test_line_progress_prints_one_line_per_cell(tree: FakeSysfsRoot, tmp_path: Path) -> None:
     stream = io.StringIO()
     spec = spec_for(tmp_path, settings=(CpuSetting.frequency(FREQS[0]),))

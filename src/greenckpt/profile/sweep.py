@@ -73,6 +73,12 @@ def cell_bytes(spec: SweepSpec, cell: Cell, *, quick: bool = False) -> int:
     return cell.size * runs
 
 
+def cell_starts(spec: SweepSpec, cell: Cell, *, quick: bool = False) -> int:
+    """Worker processes a cell starts (a single worker runs in-process: none)."""
+    runs = (1 + ("read" in spec.ops)) if quick else spec.runs_per_cell()
+    return runs * cell.processes if cell.processes > 1 else 0
+
+
 def _point(
     spec: SweepSpec, cell: Cell, op: Operation, runs: Sequence[RunResult], source: Any
 ) -> ProfilePoint:
@@ -246,10 +252,14 @@ def run_sweep(
     state = _resume_state(resume, spec, ctx) if resume is not None else _State()
     state.created = state.created or now_iso()
     cells = spec.cells()
-    eta = Eta(total_bytes=sum(cell_bytes(spec, c) for c in cells))
+    eta = Eta(
+        total_bytes=sum(cell_bytes(spec, c) for c in cells),
+        total_starts=sum(cell_starts(spec, c) for c in cells),
+    )
     for c in cells:
         if c.key in state.done:
-            eta.skip(cell_bytes(spec, c, quick=c.key in state.quick))
+            q = c.key in state.quick
+            eta.skip(cell_bytes(spec, c, quick=q), cell_starts(spec, c, quick=q))
     if progress is not None:
         progress.started(len(cells), len(state.done), eta)
     power = measurer.power_choice
@@ -276,7 +286,11 @@ def run_sweep(
             else:
                 state.quick.discard(cell.key)
                 pending.remove(cell)
-            eta.add(cell_bytes(spec, cell, quick=quick), clock() - t0)
+            eta.add(
+                cell_bytes(spec, cell, quick=quick),
+                clock() - t0,
+                cell_starts(spec, cell, quick=quick),
+            )
             save_profile(snapshot("partial"), out)
             if progress is not None:
                 progress.cell_done(len(state.done), cell, _summary(points), eta)
