@@ -507,8 +507,9 @@ def _register_validate(actions: Any) -> None:
 class RichProgress:
     """A progress bar on a terminal (stderr): bytes done, the last cell, and the ETA.
 
-    The bar advances by bytes, as :class:`~greenckpt.profile.progress.Eta` estimates; the
-    description shows the last finished cell and its figures, the ETA is the sweep's own.
+    The bar advances by bytes, as :class:`~greenckpt.profile.progress.Eta` estimates; its
+    description names the last finished cell (whose figures are printed above the bar), and
+    the ETA is the sweep's own.
     """
 
     def __init__(self, console: Console | None = None) -> None:
@@ -536,10 +537,12 @@ class RichProgress:
     def cell_done(self, index: int, cell: Cell, summary: str, eta: Eta) -> None:
         if self._task is None:
             return
+        step = f"[{index}/{self._cells}] {cell.label}"
+        self._progress.console.print(escape(f"{step}: {summary}"), highlight=False)
         self._progress.update(
             self._task,
             completed=eta.done_bytes,
-            description=escape(f"[{index}/{self._cells}] {cell.label}: {summary}"),
+            description=escape(step),
             eta=format_eta(eta.seconds_left),
         )
 
@@ -921,40 +924,47 @@ def points_table(profile: Profile) -> Table:
     pts = profile.points
     show_cstates = any(p.cstates is not None for p in pts)
     show_codec = any(p.codec is not None for p in pts)
+    sizes = {p.size for p in pts}
+    show_size = len(sizes) > 1
+    title = "Profile points"
+    if not show_size and None not in sizes:
+        title += f" (S = {units.format_size(next(iter(sizes)) or 0)} per run)"
     table = Table(
-        title="Profile points",
+        title=title,
         title_justify="left",
         caption=f"{power_label(profile)}. MB = 1e6 B, GB = 1e9 B (logical bytes); ± is the "
         "spread (max − min) of the repetitions; ! marks power from degraded meter readings.",
         caption_justify="left",
     )
-    table.add_column("op")
+    table.add_column("op", no_wrap=True, min_width=5)
     table.add_column("setting", no_wrap=True)
     if show_cstates:
-        table.add_column("C-states")
+        table.add_column("C-states", no_wrap=True)
     if show_codec:
         table.add_column("codec")
-    table.add_column("proc", justify="right")
-    table.add_column("size", justify="right", no_wrap=True)
-    table.add_column("MB/s", justify="right", no_wrap=True)
-    table.add_column("W", justify="right", no_wrap=True)
-    table.add_column("J/GB", justify="right")
-    table.add_column("reps", justify="right")
-    table.add_column("power source")
-    table.add_column("!")
+    table.add_column("proc", justify="right", no_wrap=True, min_width=4)
+    if show_size:
+        table.add_column("size", justify="right", no_wrap=True)
+    table.add_column("MB/s", justify="right")
+    table.add_column("W", justify="right")
+    table.add_column("J/GB", justify="right", no_wrap=True, min_width=5)
+    table.add_column("reps", justify="right", no_wrap=True, min_width=4)
+    table.add_column("source", no_wrap=True, min_width=9)
+    table.add_column("!", no_wrap=True, min_width=1)
     for p in pts:
         row = [p.op, p.setting_label]
         if show_cstates:
             row.append("as found" if p.cstates is None else ("on" if p.cstates else "off"))
         if show_codec:
             row.append(p.codec or "-")
+        row.append(str(p.processes))
+        if show_size:
+            row.append(units.format_size(p.size) if p.size is not None else "-")
         row += [
-            str(p.processes),
-            units.format_size(p.size) if p.size is not None else "-",
             _with_spread(
                 p.throughput / BYTES_PER_MB,
                 None if p.throughput_spread is None else p.throughput_spread / BYTES_PER_MB,
-                ",.1f",
+                ".1f",
             ),
             _with_spread(p.power, p.power_spread, ".1f"),
             f"{p.energy_per_byte * BYTES_PER_GB:.4g}",
