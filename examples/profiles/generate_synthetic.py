@@ -6,41 +6,74 @@ less; throughput peaks at two I/O processes and is lowest at 48; node power rise
 and with the number of processes. They exist so that `greenckpt plan` and the tests have a
 profile to work on before the profiler (`greenckpt profile`) has measured a real one.
 
+``--shape nfs`` makes the second example, the same node writing to NFS over 1 GbE, shaped after
+mills2013 (sections 2.3-2.4): the link, not the CPU, bounds throughput, so lowering the
+frequency costs little throughput (8 % for writes, 5 % for reads from 2.1 to 0.8 GHz) while it
+still lowers power; one stream cannot fill the link, a few do, many contend (peak at 8
+processes); ondemand stays low because the CPUs mostly wait. The two grids have different
+shapes, which ``benchmarks/bench_adaptive.py`` needs.
+
 Run: python examples/profiles/generate_synthetic.py > examples/profiles/synthetic-pcie-flash.json
+     python examples/profiles/generate_synthetic.py --shape nfs > examples/profiles/synthetic-nfs-1gbe.json
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 FREQS_GHZ = (0.8, 1.1, 1.4, 1.7, 2.1)
 PROCS = (1, 2, 4, 8, 12, 16, 24, 48)
-PEAK = {"write": 510e6, "read": 735e6}  # bytes/s, the device's rated bandwidth (Table 1)
-FREQ_LOSS = {"write": 0.29, "read": 0.15}  # throughput lost from 2.1 to 0.8 GHz
-PROC_EFF = {
-    "write": {1: 0.80, 2: 1.00, 4: 0.93, 8: 0.85, 12: 0.78, 16: 0.72, 24: 0.62, 48: 0.45},
-    "read": {1: 0.85, 2: 1.00, 4: 0.98, 8: 0.95, 12: 0.93, 16: 0.90, 24: 0.86, 48: 0.80},
+SHAPES: dict[str, dict[str, Any]] = {
+    "pcie": {
+        "peak": {"write": 510e6, "read": 735e6},  # bytes/s, the device's rating (Table 1)
+        "freq_loss": {"write": 0.29, "read": 0.15},  # throughput lost from 2.1 to 0.8 GHz
+        "proc_eff": {
+            "write": {1: 0.80, 2: 1.00, 4: 0.93, 8: 0.85, 12: 0.78, 16: 0.72, 24: 0.62, 48: 0.45},
+            "read": {1: 0.85, 2: 1.00, 4: 0.98, 8: 0.95, 12: 0.93, 16: 0.90, 24: 0.86, 48: 0.80},
+        },
+        "stack_w": {"write": 22.0, "read": 12.0},  # CPU work of the flash driver at 2.1 GHz
+        "per_proc_w": (2.2, 0.4),  # busy I/O processes: frequency-scaled and fixed parts
+        "ondemand": (4, 2.1, 1.7, 0.97),  # from n procs at f_hi GHz, else f_lo; thr factor
+        "key": "synthetic:pcie-flash",
+        "note": "shaped after the PCIe flash trends of saito2013 Figures 1-4",
+    },
+    "nfs": {
+        "peak": {"write": 117e6, "read": 112e6},  # a 1 GbE link after protocol overhead
+        "freq_loss": {"write": 0.08, "read": 0.05},
+        "proc_eff": {
+            "write": {1: 0.55, 2: 0.80, 4: 0.97, 8: 1.00, 12: 0.96, 16: 0.92, 24: 0.85, 48: 0.70},
+            "read": {1: 0.60, 2: 0.85, 4: 0.98, 8: 1.00, 12: 0.98, 16: 0.95, 24: 0.90, 48: 0.80},
+        },
+        "stack_w": {"write": 10.0, "read": 8.0},  # the network stack
+        "per_proc_w": (1.2, 0.3),  # processes mostly waiting on the link
+        "ondemand": (8, 1.4, 1.1, 0.98),
+        "key": "synthetic:nfs-1gbe",
+        "note": "NFS over 1 GbE from the same node, shaped after mills2013 sections 2.3-2.4",
+    },
 }
+SHAPE = SHAPES["pcie"]
 
 
 def throughput(op: str, f: float, n: int) -> float:
-    slow = FREQ_LOSS[op] * (2.1 - f) / 1.3
-    return PEAK[op] * (1.0 - slow) * PROC_EFF[op][n]
+    slow = SHAPE["freq_loss"][op] * (2.1 - f) / 1.3
+    return float(SHAPE["peak"][op] * (1.0 - slow) * SHAPE["proc_eff"][op][n])
 
 
 def power(op: str, f: float, n: int) -> float:
     rel = (f / 2.1) ** 2
     base = 300.0 + 45.0 * rel  # idle node at this frequency
-    groom = (22.0 if op == "write" else 12.0) * rel  # CPU work of the flash driver
-    procs = 2.2 * n * rel + 0.4 * n  # busy I/O processes
-    return base + groom + procs
+    stack = SHAPE["stack_w"][op] * rel
+    scaled, fixed = SHAPE["per_proc_w"]
+    return float(base + stack + scaled * n * rel + fixed * n)
 
 
 def point(op: str, n: int, *, f: float | None = None, gov: str | None = None) -> dict[str, object]:
     if gov == "ondemand":  # ramps to the top only once enough processes load the CPUs
-        eff_f = 2.1 if n >= 4 else 1.7
-        thr, pw = throughput(op, eff_f, n) * 0.97, power(op, eff_f, n) + 2.0
+        n_hi, f_hi, f_lo, factor = SHAPE["ondemand"]
+        eff_f = f_hi if n >= n_hi else f_lo
+        thr, pw = throughput(op, eff_f, n) * factor, power(op, eff_f, n) + 2.0
     else:
         assert f is not None
         thr, pw = throughput(op, f, n), power(op, f, n)
@@ -59,6 +92,9 @@ def point(op: str, n: int, *, f: float | None = None, gov: str | None = None) ->
 
 
 def main() -> None:
+    global SHAPE  # noqa: PLW0603 - a script: one shape per run
+    shape = sys.argv[sys.argv.index("--shape") + 1] if "--shape" in sys.argv else "pcie"
+    SHAPE = SHAPES[shape]
     points = [point(op, n, f=f) for op in ("write", "read") for f in FREQS_GHZ for n in PROCS]
     points += [point(op, n, gov="ondemand") for op in ("write", "read") for n in PROCS]
     doc = {
@@ -66,9 +102,9 @@ def main() -> None:
         "format_version": 1,
         "synthetic": True,
         "note": (
-            "SYNTHETIC example, not a measurement: shaped after the PCIe flash trends of "
-            "saito2013 Figures 1-4 (4x12-core Opteron 6172 node, 48 cores). Made by "
-            "examples/profiles/generate_synthetic.py."
+            f"SYNTHETIC example, not a measurement: {SHAPE['note']} (4x12-core Opteron 6172 "
+            "node, 48 cores). Made by examples/profiles/generate_synthetic.py"
+            + (f" --shape {shape}." if shape != "pcie" else ".")
         ),
         "machine": {
             "hostname": "synthetic-node",
@@ -76,7 +112,7 @@ def main() -> None:
             "cores": 48,
             "frequencies_hz": [round(f * 1e9) for f in FREQS_GHZ],
         },
-        "storage": {"key": "synthetic:pcie-flash", "kind": "pcie-flash", "path": None},
+        "storage": {"key": SHAPE["key"], "kind": SHAPE["key"].split(":")[1], "path": None},
         "meters": ["synthetic"],
         "idle_power": {"value_W": 345.0, "source": "synthetic"},
         "points": points,

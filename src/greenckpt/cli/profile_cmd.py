@@ -34,6 +34,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, TypeVar
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn
@@ -541,7 +542,7 @@ class RichProgress:
         self._progress.console.print(escape(f"{step}: {summary}"), highlight=False)
         self._progress.update(
             self._task,
-            completed=eta.done_bytes,
+            completed=min(eta.done_bytes, eta.total_bytes),
             description=escape(step),
             eta=format_eta(eta.seconds_left),
         )
@@ -707,9 +708,10 @@ def _cells_kept(out: Path, before: tuple[int, int] | None, resumed: bool) -> int
     if now is None or (now == before and not resumed):
         return None
     try:
-        return len(load_profile(out).sweep.get("done", []))
+        sweep = load_profile(out).sweep
     except ProfileError:
         return None
+    return sum(len(v) for k in ("done", "quick") if isinstance(v := sweep.get(k), list))
 
 
 def _measure(
@@ -853,10 +855,13 @@ def _plain(value: object) -> str:
 def _status_line(profile: Profile) -> str:
     sweep = profile.sweep
     done = sweep.get("done")
+    quick = sweep.get("quick")
     total = sweep.get("cells_total")
     cells = ""
     if isinstance(done, list) and isinstance(total, int):
         cells = f", {len(done)} of {total} cells measured"
+        if isinstance(quick, list) and quick:
+            cells += f" in full and {len(quick)} with a single quick run"
         mode = sweep.get("mode")
         if mode and mode != "full":
             cells += f" ({mode} mode)"
@@ -914,9 +919,8 @@ def _header(profile: Profile, path: str, console: Console) -> None:
         console.print(f"note: {_plain(profile.note)}", highlight=False)
 
 
-def _with_spread(value: float, spread: float | None, fmt: str) -> str:
-    text = format(value, fmt)
-    return f"{text} ± {format(spread, fmt)}" if spread else text
+def _spread(value: float | None, scale: float) -> str:
+    return "" if value is None else f"{value / scale:.1f}"
 
 
 def points_table(profile: Profile) -> Table:
@@ -932,6 +936,10 @@ def points_table(profile: Profile) -> Table:
     table = Table(
         title=title,
         title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
         caption=f"{power_label(profile)}. MB = 1e6 B, GB = 1e9 B (logical bytes); ± is the "
         "spread (max − min) of the repetitions; ! marks power from degraded meter readings.",
         caption_justify="left",
@@ -945,8 +953,10 @@ def points_table(profile: Profile) -> Table:
     table.add_column("proc", justify="right", no_wrap=True, min_width=4)
     if show_size:
         table.add_column("size", justify="right", no_wrap=True)
-    table.add_column("MB/s", justify="right")
-    table.add_column("W", justify="right")
+    table.add_column("MB/s", justify="right", no_wrap=True)
+    table.add_column("±", justify="right", no_wrap=True, style="dim")
+    table.add_column("W", justify="right", no_wrap=True)
+    table.add_column("±", justify="right", no_wrap=True, style="dim")
     table.add_column("J/GB", justify="right", no_wrap=True, min_width=5)
     table.add_column("reps", justify="right", no_wrap=True, min_width=4)
     table.add_column("source", no_wrap=True, min_width=9)
@@ -961,12 +971,10 @@ def points_table(profile: Profile) -> Table:
         if show_size:
             row.append(units.format_size(p.size) if p.size is not None else "-")
         row += [
-            _with_spread(
-                p.throughput / BYTES_PER_MB,
-                None if p.throughput_spread is None else p.throughput_spread / BYTES_PER_MB,
-                ".1f",
-            ),
-            _with_spread(p.power, p.power_spread, ".1f"),
+            f"{p.throughput / BYTES_PER_MB:.1f}",
+            _spread(p.throughput_spread, BYTES_PER_MB),
+            f"{p.power:.1f}",
+            _spread(p.power_spread, 1.0),
             f"{p.energy_per_byte * BYTES_PER_GB:.4g}",
             str(p.repetitions),
             p.power_source.upper() if p.power_source == "synthetic" else p.power_source,
