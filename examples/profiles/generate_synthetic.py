@@ -13,8 +13,9 @@ still lowers power; one stream cannot fill the link, a few do, many contend (pea
 processes); ondemand stays low because the CPUs mostly wait. The two grids have different
 shapes, which ``benchmarks/bench_adaptive.py`` needs.
 
-Run: python examples/profiles/generate_synthetic.py > examples/profiles/synthetic-pcie-flash.json
-     python examples/profiles/generate_synthetic.py --shape nfs > examples/profiles/synthetic-nfs-1gbe.json
+Run (in examples/profiles):
+    python generate_synthetic.py > synthetic-pcie-flash.json
+    python generate_synthetic.py --shape nfs > synthetic-nfs-1gbe.json
 """
 
 from __future__ import annotations
