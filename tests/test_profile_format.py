@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -82,3 +83,84 @@ def test_load_errors_name_the_file(tmp_path: Path) -> None:
     arr.write_text("[1, 2]")
     with pytest.raises(ProfileError, match="top level"):
         load_profile(arr)
+
+
+def _v2(doc: dict[str, Any]) -> dict[str, Any]:
+    doc["format_version"] = 2
+    return doc
+
+
+def test_version_2_allows_an_uncontrolled_frequency_and_version_1_does_not(
+    small_doc: dict[str, Any],
+) -> None:
+    for p in small_doc["points"]:
+        p["frequency_hz"] = None
+    with pytest.raises(ProfileError, match="version 1 profile cannot say the frequency"):
+        profile_from_json(copy.deepcopy(small_doc))
+    prof = profile_from_json(_v2(small_doc))
+    assert all(p.uncontrolled and p.setting_label == "as found" for p in prof.points)
+    assert {p.setting_key for p in prof.points} == {"uncontrolled"}
+
+
+def test_version_2_fields_round_trip(small_doc: dict[str, Any]) -> None:
+    doc = _v2(small_doc)
+    doc.update(
+        status="partial",
+        created="2026-11-22T15:00:00+00:00",
+        tool="greenckpt 0.1.0",
+        power_domains=["rapl/package-0"],
+        sweep={"mode": "full", "done": []},
+        idle_power={"value_W": 40.0, "source": "synthetic", "spread_W": 0.5},
+    )
+    doc["points"][0].update(
+        size_bytes=1 << 30,
+        block_size_bytes=1 << 20,
+        layout="file_per_process",
+        read_method="o_direct",
+        reliable=False,
+        runs=[{"throughput_Bps": 2e8, "power_W": 200.0, "seconds": 5.0}],
+    )
+    prof = profile_from_json(doc)
+    p0 = prof.points[0]
+    assert (p0.size, p0.block_size, p0.layout, p0.read_method) == (
+        1 << 30,
+        1 << 20,
+        "file_per_process",
+        "o_direct",
+    )
+    assert not p0.reliable and p0.runs[0].seconds == 5.0
+    assert prof.status == "partial" and prof.idle_power_spread == 0.5
+    again = profile_from_json(profile_to_json(prof))
+    assert again == prof
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (["status"], "done", "status: expected 'complete' or 'partial'"),
+        (["points", 0, "size_bytes"], 0, r"points\[0\].size_bytes: expected an integer >= 1"),
+        (["points", 0, "reliable"], "yes", r"points\[0\].reliable: expected true or false"),
+        (["points", 0, "runs"], [{"power_W": 1.0}], r"runs\[0\].throughput_Bps"),
+        (["power_domains"], "rapl", "power_domains: expected a list of names"),
+    ],
+)
+def test_version_2_fields_are_validated(
+    small_doc: dict[str, Any], path: list[Any], value: Any, message: str
+) -> None:
+    with pytest.raises(ProfileError, match=message):
+        profile_from_json(_broken(_v2(small_doc), path, value))
+
+
+def test_a_plan_uses_the_measured_size_nearest_the_checkpoint(small_doc: dict[str, Any]) -> None:
+    doc = _v2(small_doc)
+    small = copy.deepcopy(doc["points"])
+    for p in doc["points"]:
+        p["size_bytes"] = 1 << 30
+    for p in small:
+        p["size_bytes"] = 1 << 20
+        p["throughput_Bps"] /= 10  # small writes are slow
+    doc["points"] += small
+    prof = profile_from_json(doc)
+    assert prof.sizes == (1 << 20, 1 << 30)
+    assert {p.size for p in prof.at_size(64 << 30).points} == {1 << 30}
+    assert {p.size for p in prof.at_size(2 << 20).points} == {1 << 20}
