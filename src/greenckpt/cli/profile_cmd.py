@@ -75,6 +75,7 @@ from greenckpt.profile.grid import (
     SweepSpec,
     default_process_counts,
 )
+from greenckpt.profile.labels import power_label
 from greenckpt.profile.measure import NodeMeasurer
 from greenckpt.profile.merge import (
     COMPARISON_COLUMNS,
@@ -84,8 +85,6 @@ from greenckpt.profile.merge import (
     merge_profiles,
 )
 from greenckpt.profile.meta import collect_metadata
-from greenckpt.profile.plots import plot_profile as draw_profile
-from greenckpt.profile.plots import power_label
 from greenckpt.profile.power import choose_power_domains
 from greenckpt.profile.preflight import default_settings, preflight
 from greenckpt.profile.progress import Eta, LineProgress, ProgressSink, format_eta
@@ -100,6 +99,24 @@ VALIDATE_REPEATS = 3
 EXIT_INTERRUPTED = 130
 EXIT_FAILED = 1
 CSTATE_WORDS: dict[str, bool | None] = {"asfound": None, "on": True, "off": False}
+FLAG_OF = {
+    "path": "PATH",
+    "settings": "--frequencies/--governors",
+    "processes": "--processes",
+    "ops": "--ops",
+    "sizes": "--size",
+    "cstates": "--cstates",
+    "block_size": "--block-size",
+    "layout": "--layout",
+    "read_method": "--read-method",
+    "repetitions": "--repetitions",
+    "warmup": "--warmup",
+    "idle_seconds": "--idle",
+    "extra.meters": "--meters",
+    "extra.rate_hz": "--rate",
+    "extra.adaptive": "--adaptive and its scenario",
+}
+"""The flag behind each recorded sweep field (to say which option differs on --resume)."""
 BYTES_PER_MB = 1e6
 BYTES_PER_GB = 1e9
 
@@ -281,6 +298,7 @@ def _register_run(actions: Any) -> None:
     grid.add_argument(
         "--frequencies",
         type=_frequencies,
+        metavar="HZ,...|all|asfound",
         help="CPU frequencies to fix, e.g. 1.2GHz,2.6GHz; 'all' (every offered frequency) or "
         "'asfound' (do not control the frequency). Default: every offered frequency, or as "
         "found on a node without cpufreq control",
@@ -288,24 +306,28 @@ def _register_run(actions: Any) -> None:
     grid.add_argument(
         "--governors",
         type=_governors,
+        metavar="NAME,...|none",
         help="stock governors to measure as settings, e.g. performance,ondemand, or 'none' "
         "(needs frequency control). Default: those the node offers, none with asfound",
     )
     grid.add_argument(
         "--processes",
         type=_counts,
+        metavar="N,...",
         help="numbers of concurrent I/O processes, e.g. 1,2,4 (default: 1, 2, 4, … up to "
         "twice the logical CPUs)",
     )
     grid.add_argument(
         "--ops",
         type=_operations,
+        metavar="OP,...",
         default=OPERATIONS,
         help="operations to record: write,read (default both; reads need the writes' files)",
     )
     grid.add_argument(
         "--size",
         type=_sizes,
+        metavar="SIZE,...",
         default=(2 << 30,),
         help="bytes moved per run, all processes together; a comma list sweeps sizes "
         "(default 2GiB)",
@@ -313,7 +335,12 @@ def _register_run(actions: Any) -> None:
     grid.add_argument(
         "--block-size", type=_size, default=1 << 20, help="bytes per I/O call (default 1MiB)"
     )
-    grid.add_argument("--layout", choices=LAYOUTS, default="file_per_process")
+    grid.add_argument(
+        "--layout",
+        choices=LAYOUTS,
+        default="file_per_process",
+        help="one file per process (default) or one shared file at offsets",
+    )
     grid.add_argument(
         "--read-method",
         choices=READ_METHODS,
@@ -323,6 +350,7 @@ def _register_run(actions: Any) -> None:
     grid.add_argument(
         "--cstates",
         type=_cstates,
+        metavar="asfound|on,off",
         default=(None,),
         help="C-states: 'asfound' (default, not controlled) or on,off to measure both",
     )
@@ -366,11 +394,13 @@ def _register_run(actions: Any) -> None:
     adapt.add_argument(
         "--ckpt-size",
         type=_sizes,
+        metavar="SIZE,...",
         help="checkpoint sizes to decide for (default: the largest --size)",
     )
     adapt.add_argument(
         "--mtbf",
         type=_durations,
+        metavar="DURATION,...",
         action="append",
         help=f"node MTBFs to decide for, repeatable or a comma list (default {DEFAULT_MTBF})",
     )
@@ -382,7 +412,7 @@ def _register_run(actions: Any) -> None:
     adapt.add_argument(
         "--margin",
         type=unit_type(units.parse_fraction, allow_zero=True),
-        help=f"optimism margin of the bound (default {DEFAULT_MARGIN:.0%})",
+        help=f"optimism margin of the bound, e.g. 15%% (default {DEFAULT_MARGIN:.0%}%)",
     )
     after = p.add_argument_group("after the sweep")
     after.add_argument(
@@ -467,7 +497,8 @@ def _register_compare(actions: Any) -> None:
         "--threshold",
         type=unit_type(units.parse_fraction),
         default=DEFAULT_THRESHOLD,
-        help=f"flag figures off the median by more than this (default {DEFAULT_THRESHOLD:.0%})",
+        help="flag figures off the median by more than this, e.g. 5%% "
+        f"(default {DEFAULT_THRESHOLD:.0%}%)",
     )
     p.add_argument(
         "--names", type=_names, help="node names, comma list (default: each file's hostname)"
@@ -685,11 +716,16 @@ def _resumable(out: Path, ns: argparse.Namespace, spec: SweepSpec) -> Profile | 
     recorded = previous.sweep.get("spec")
     if not isinstance(recorded, dict):
         raise SweepError(f"{out} records no sweep, so it cannot be resumed: profile anew")
-    diff = spec.differences(SweepSpec.from_json(recorded))
+    old = SweepSpec.from_json(recorded)
+    diff = [d for d in spec.differences(old) if d != "extra"]
+    for key in sorted(set(spec.extra) | set(old.extra)):
+        if spec.extra.get(key) != old.extra.get(key):
+            diff.append(f"extra.{key}")
     if diff:
+        named = ", ".join(f"{d} ({FLAG_OF[d]})" if d in FLAG_OF else d for d in diff)
         raise SweepError(
-            f"{out} was made by a different sweep (differs in {', '.join(diff)}): repeat the "
-            "original options to resume, or write a new file"
+            f"{out} was made by a different sweep (differs in {named}): repeat the original "
+            "options to resume, or write a new file"
         )
     return previous
 
@@ -795,7 +831,7 @@ def run_profile(ns: argparse.Namespace) -> int:
         _stop(progress)
         kept = _cells_kept(out, before, resume is not None)
         where = f"; {out} keeps {kept} finished cells (--resume)" if kept else ""
-        print(f"greenckpt profile run: error: the I/O failed: {exc}{where}", file=sys.stderr)
+        print(f"greenckpt profile run: error: the sweep failed: {exc}{where}", file=sys.stderr)
         return EXIT_FAILED
     finally:
         _stop(progress)
@@ -815,6 +851,8 @@ def run_profile(ns: argparse.Namespace) -> int:
     render_profile(final, str(out), console)
     if validation is not None:
         render_validation(validation, console)
+    if plots:
+        console.print(f"figures written into {escape(ns.plot)}:", highlight=False)
     for path in plots:
         console.print(escape(str(path)), highlight=False)
     return 0
@@ -839,7 +877,7 @@ def _validate_after(
             return validate(
                 spec.path, max(spec.sizes), spec.processes, spec.block_size, VALIDATE_REPEATS
             ), None
-        except (FioError, ValueError, OSError) as exc:
+        except (FioError, IOJobError, ValueError, OSError) as exc:
             note = f"the fio cross-check did not run: {exc}"
     print(f"note: {note}", file=sys.stderr)
     return None, note
@@ -890,10 +928,10 @@ def _header(profile: Profile, path: str, console: Console) -> None:
         f"host {_plain(host)}: {_plain(cpu)}{_plain(cores)}; storage {_plain(storage)}",
         highlight=False,
     )
-    console.print(
-        f"created {_plain(profile.created or 'unknown')} by {_plain(profile.tool or 'unknown')}",
-        highlight=False,
-    )
+    made = [f"created {profile.created}"] if profile.created else []
+    made += [f"by {profile.tool}"] if profile.tool else []
+    if made:
+        console.print(_plain(" ".join(made)), highlight=False)
     meters = ", ".join(profile.meters) or "none recorded"
     domains = ", ".join(profile.power_domains) or "none recorded"
     scope = profile.sweep.get("power_scope")
@@ -923,6 +961,20 @@ def _spread(value: float | None, scale: float) -> str:
     return "" if value is None else f"{value / scale:.1f}"
 
 
+def _compact_table(title: str, caption: str | None = None) -> Table:
+    """A table without vertical rules, so many narrow columns fit in 80 columns."""
+    return Table(
+        title=title,
+        title_justify="left",
+        caption=caption,
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+
+
 def points_table(profile: Profile) -> Table:
     """The points, one row each, every power figure next to its source."""
     pts = profile.points
@@ -933,16 +985,10 @@ def points_table(profile: Profile) -> Table:
     title = "Profile points"
     if not show_size and None not in sizes:
         title += f" (S = {units.format_size(next(iter(sizes)) or 0)} per run)"
-    table = Table(
-        title=title,
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        pad_edge=False,
-        collapse_padding=True,
+    table = _compact_table(
+        title,
         caption=f"{power_label(profile)}. MB = 1e6 B, GB = 1e9 B (logical bytes); ± is the "
         "spread (max − min) of the repetitions; ! marks power from degraded meter readings.",
-        caption_justify="left",
     )
     table.add_column("op", no_wrap=True, min_width=5)
     table.add_column("setting", no_wrap=True)
@@ -1023,6 +1069,16 @@ def csv_profile(ns: argparse.Namespace) -> int:
     return 0
 
 
+def draw_profile(
+    profile: Profile, out: Path, formats: Sequence[str] = ("png", "svg")
+) -> list[Path]:
+    """:func:`greenckpt.profile.plots.plot_profile`, imported only when plots are asked for
+    (matplotlib adds about 0.3 s to every start of the command line)."""
+    from greenckpt.profile.plots import plot_profile as draw  # noqa: PLC0415 - see docstring
+
+    return draw(profile, out, formats)
+
+
 def plot_profile(ns: argparse.Namespace) -> int:
     """Execute ``greenckpt profile plot``."""
     profile = load_profile(ns.file)
@@ -1064,11 +1120,9 @@ def merge_cmd(ns: argparse.Namespace) -> int:
 
 def comparison_table(cmp: Comparison) -> Table:
     """One row per (point, node), flagged figures in bold red."""
-    table = Table(
-        title=f"Nodes against the median across nodes (flag: more than {cmp.threshold:.0%} off)",
-        title_justify="left",
+    table = _compact_table(
+        f"Nodes against the median across nodes (flag: more than {cmp.threshold:.0%} off)",
         caption="power figures as in each file (see greenckpt profile show for their source)",
-        caption_justify="left",
     )
     for i, name in enumerate(COMPARISON_COLUMNS):
         table.add_column(name, justify="left" if i in (0, 1, 6) else "right")
@@ -1119,11 +1173,10 @@ def compare_cmd(ns: argparse.Namespace) -> int:
 
 def render_validation(result: ValidationResult, console: Console) -> None:
     """The fio cross-check as a table, with a verdict line."""
-    table = Table(
-        title=f"I/O engine vs fio on {escape(result.directory)} "
+    table = _compact_table(
+        f"I/O engine vs fio on {escape(result.directory)} "
         f"(S = {units.format_size(result.size)}, block {units.format_size(result.block_size)}, "
-        f"{result.repeats} repeat(s), medians)",
-        title_justify="left",
+        f"{result.repeats} repeat(s), medians)"
     )
     for i, name in enumerate(VALIDATION_COLUMNS):
         table.add_column(name, justify="left" if i in (0, 7, 8) else "right")

@@ -39,7 +39,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy.interpolate import LinearNDInterpolator, NearestNDInterpolator
 
 from greenckpt.optimize import Scenario, plan
 from greenckpt.optimize.planner import PlanError
@@ -100,6 +99,12 @@ class _Surrogate:
 
     def __init__(self, points: Sequence[ProfilePoint]) -> None:
         self.points = list(points)
+        # scipy.interpolate costs ~0.2 s to import: only when a sweep is adaptive.
+        from scipy.interpolate import (  # noqa: PLC0415
+            LinearNDInterpolator,
+            NearestNDInterpolator,
+        )
+
         fixed = [p for p in points if p.frequency is not None]
         self._plane: tuple[Callable[..., np.ndarray], Callable[..., np.ndarray]] | None = None
         if fixed:

@@ -51,11 +51,11 @@ from matplotlib.typing import ColorType
 
 from greenckpt.optimize.profile import (
     OPERATIONS,
-    POWER_SOURCES,
     Operation,
     Profile,
     ProfilePoint,
 )
+from greenckpt.profile.labels import power_label
 
 VALID_FORMATS = ("png", "svg", "pdf")
 """File formats :func:`plot_profile` can write."""
@@ -73,11 +73,6 @@ FIGURE_NAMES = (
 )
 """File stems :func:`plot_profile` writes, in order (one file per stem per format)."""
 
-_SOURCE_TEXT = {
-    "measured": "measured",
-    "estimated": "estimated (a model of the node, not a meter)",
-    "synthetic": "SYNTHETIC — not a measurement",
-}
 _PANEL_SIZE = (5.5, 4.2)
 
 Variant = tuple[str | None, bool | None, str | None, int | None]
@@ -153,22 +148,6 @@ def plot_profile(
     for stem, fig in figures:
         paths.extend(_save(fig, out / stem, fmts, power_label(profile)))
     return paths
-
-
-def power_label(profile: Profile) -> str:
-    """Where the profile's power figures come from, e.g. ``power: measured (rapl)``."""
-    parts = []
-    for source in POWER_SOURCES:
-        if source not in profile.power_sources:
-            continue
-        text = _SOURCE_TEXT[source]
-        meters = [m for m in profile.meters if m != "synthetic"]
-        if source == "measured" and meters:
-            text += f" ({', '.join(meters)})"
-        parts.append(text)
-    if profile.synthetic and "synthetic" not in profile.power_sources:
-        parts.append("SYNTHETIC profile — not a measurement")
-    return "power: " + "; ".join(parts)
 
 
 def _is_synthetic(profile: Profile) -> bool:

@@ -50,8 +50,9 @@ class Eta:
 
     @property
     def fraction(self) -> float:
-        """Share of the bytes done, 0..1."""
-        return self.done_bytes / self.total_bytes if self.total_bytes else 1.0
+        """Share of the bytes done, 0..1 (an adaptive sweep that looks at a cell quickly and then
+        measures it in full counts both, so it is capped)."""
+        return min(1.0, self.done_bytes / self.total_bytes) if self.total_bytes else 1.0
 
     @property
     def seconds_left(self) -> float:

@@ -293,7 +293,8 @@ def run_sweep(
             )
             save_profile(snapshot("partial"), out)
             if progress is not None:
-                progress.cell_done(len(state.done), cell, _summary(points), eta)
+                look = "quick look (1 run): " if quick else ""
+                progress.cell_done(len(state.done), cell, look + _summary(points), eta)
     if not state.done:
         raise SweepError("the sweep measured nothing: check the grid and the adaptive options")
     final = snapshot("complete")
