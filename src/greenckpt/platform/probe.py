@@ -166,12 +166,18 @@ def _guarded(name: str, probe_one: Callable[[], list[Capability]]) -> list[Capab
         return [Capability(name, False, f"could not be read: {exc}")]
 
 
-def probe(paths: Sequence[str] = (".",), root: SysRoot | None = None) -> ProbeReport:
-    """Read what this node offers; change nothing."""
+def probe(
+    paths: Sequence[str] = (".",), root: SysRoot | None = None, *, meters: bool = True
+) -> ProbeReport:
+    """Read what this node offers; change nothing.
+
+    ``meters=False`` skips opening every meter (a caller that already holds its meters, like
+    the profiler, need not query a BMC or initialise NVML a second time).
+    """
     chosen = root if root is not None else SysRoot.default()
     model, cpus, hypervisor = _cpu_model(chosen)
     caps = [
-        *_guarded("meters", lambda: _meters(chosen)),
+        *(_guarded("meters", lambda: _meters(chosen)) if meters else []),
         *_guarded("cpufreq", lambda: [_cpufreq(chosen)]),
         *_guarded("cpuidle", lambda: [_cpuidle(chosen)]),
         *_guarded("storage", lambda: _storage(chosen, paths)),

@@ -41,7 +41,7 @@ def collect_metadata(
     ``machine.cores`` is the number of logical CPUs (the planner's default number of
     application processes); ``meter_lines`` are the meters' one-line descriptions.
     """
-    report = probe([path], root)
+    report = probe([path], root, meters=False)  # the caller's meters are already open
     caps = {c.name: c for c in report.capabilities}
     machine: dict[str, Any] = {
         "hostname": report.host,
