@@ -13,11 +13,12 @@ Example::
     w = run_io("write", "/scratch/ckpt", total_bytes=2 << 30, workers=4, keep=True)
     r = run_io("read", "/scratch/ckpt", total_bytes=2 << 30, workers=4)
     remove_files(r.files)
-    print(w.throughput_Bps, r.throughput_Bps, r.read_method)
+    print(w.throughput, r.throughput, r.read_method)
 """
 
 from __future__ import annotations
 
+from greenckpt.io.codec import CODECS, CodecError, CodecSpec, parse_codec
 from greenckpt.io.engine import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_TOTAL_BYTES,
@@ -33,16 +34,30 @@ from greenckpt.io.engine import (
     run_io,
     split_sizes,
 )
-from greenckpt.io.sources import BufferSource, DataSource, PatternSource
+from greenckpt.io.sources import (
+    DATA_KINDS,
+    BufferSource,
+    DataKind,
+    DataSource,
+    FieldSource,
+    PatternSource,
+    make_source,
+)
 from greenckpt.io.worker import Chunk, Fault, Op, ReadMethod, WorkerReport
 
 __all__ = [
+    "CODECS",
+    "DATA_KINDS",
     "DEFAULT_BLOCK_SIZE",
     "DEFAULT_TOTAL_BYTES",
     "BufferSource",
     "Chunk",
+    "CodecError",
+    "CodecSpec",
+    "DataKind",
     "DataSource",
     "Fault",
+    "FieldSource",
     "IOJobError",
     "IOResult",
     "Layout",
@@ -54,6 +69,8 @@ __all__ = [
     "StartMethod",
     "WorkerReport",
     "job_files",
+    "make_source",
+    "parse_codec",
     "remove_files",
     "run_chunks",
     "run_io",

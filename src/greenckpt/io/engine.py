@@ -41,7 +41,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, get_args
 
-from greenckpt.io.sources import DataSource, PatternSource
+from greenckpt.io.codec import CodecSpec, parse_codec
+from greenckpt.io.sources import DATA_KINDS, DataKind, DataSource, make_source
 from greenckpt.io.worker import (
     BARRIER_TIMEOUT_S,
     Chunk,
@@ -143,6 +144,17 @@ class IOResult:
     """Aggregate bytes per second: ``total_bytes / wall_s``."""
     processes: tuple[ProcessResult, ...]
     notes: tuple[str, ...] = ()
+    codec: str | None = None
+    """Canonical codec label (``zstd:3``…) when blocks were compressed; ``None`` otherwise."""
+    stored_bytes: int = 0
+    """Bytes written to or read from the files: ``total_bytes`` unless compressed."""
+    data: DataKind = "random"
+    """What the written data looked like (reads: what the caller says was written)."""
+
+    @property
+    def compression_ratio(self) -> float:
+        """Logical bytes per stored byte (1.0 uncompressed)."""
+        return self.total_bytes / self.stored_bytes if self.stored_bytes else 1.0
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready values (lists for tuples)."""
@@ -201,12 +213,12 @@ def remove_files(files: Iterable[str]) -> None:
 
 
 def _plan(
-    op: Op, files: Sequence[str], layout: Layout, sizes: Sequence[int], seed: int
+    op: Op, files: Sequence[str], layout: Layout, sizes: Sequence[int], seed: int, data: DataKind
 ) -> list[tuple[Chunk, ...]]:
     chunks: list[tuple[Chunk, ...]] = []
     offset = 0
     for rank, size in enumerate(sizes):
-        source: DataSource | None = PatternSource(seed, rank) if op == "write" else None
+        source: DataSource | None = make_source(data, seed, rank) if op == "write" else None
         if layout == "shared_file":
             chunks.append((Chunk(files[0], offset, size, source),))
         else:
@@ -423,6 +435,7 @@ def run_chunks(
     in_process: bool = True,
     fault: Fault | None = None,
     on_start: Callable[[], None] | None = None,
+    codec: CodecSpec | None = None,
 ) -> list[WorkerReport]:
     """Run one worker per entry of ``assignments`` (its chunks) from a common start.
 
@@ -433,7 +446,10 @@ def run_chunks(
     its chunks' sources must be picklable. On any failure the workers are terminated and
     :class:`IOJobError` is raised. ``on_start`` is called in the calling process when the
     workers are released to move data (after files are open and sources prepared), e.g. to
-    take a power reading at the start of the I/O window.
+    take a power reading at the start of the I/O window. With ``codec`` every block becomes a
+    compressed frame (:mod:`greenckpt.io.codec`): chunk lengths stay logical, frames start at
+    each chunk's offset, and the reports give the stored bytes per chunk (a compressed chunk
+    must not share a file region with another, since its stored size is known only after).
     """
     if not assignments:
         raise ValueError("no workers: give at least one worker's chunks")
@@ -448,6 +464,7 @@ def run_chunks(
             alignment=alignment,
             checksum=checksum,
             fault=fault,
+            codec=codec,
         )
         for rank, chunks in enumerate(assignments)
     ]
@@ -477,13 +494,19 @@ def run_io(
     in_process: bool = True,
     fault: Fault | None = None,
     on_start: Callable[[], None] | None = None,
+    codec: str | CodecSpec | None = None,
+    data: DataKind = "random",
 ) -> IOResult:
     """Write or read ``total_bytes`` in directory ``path`` with ``workers`` processes.
 
     Everything is checked before anything starts; bad input raises a one-line ``ValueError``
     (or :class:`~greenckpt.platform.root.PlatformError` when the filesystem cannot do what was
-    explicitly asked). Writes send incompressible pseudo-random data from ``seed``. ``fault``
-    is a test hook (see :class:`~greenckpt.io.worker.Fault`); ``on_start`` is as in
+    explicitly asked). Writes send generated data from ``seed``: ``data="random"``
+    (incompressible) or ``"field"`` (a simulation's float64 state, see
+    :class:`~greenckpt.io.sources.FieldSource`). ``codec`` (``"zstd:3"``, ``"lz4"``…)
+    compresses each block; throughput then counts logical bytes and ``stored_bytes`` what
+    reached the disk. A compressed read must name the codec the files were written with.
+    ``fault`` is a test hook (see :class:`~greenckpt.io.worker.Fault`); ``on_start`` is as in
     :func:`run_chunks`.
     """
     if op not in get_args(Op):
@@ -496,6 +519,14 @@ def run_io(
         raise ValueError(f"start_method must be 'spawn' or 'forkserver', got {start_method!r}")
     if not name or "/" in name:
         raise ValueError(f"name must be a plain file-name prefix, got {name!r}")
+    if data not in DATA_KINDS:
+        raise ValueError(f"data must be one of {', '.join(DATA_KINDS)}, got {data!r}")
+    spec = parse_codec(codec)
+    if spec is not None and layout == "shared_file":
+        raise ValueError(
+            "a codec needs layout file_per_process: compressed sizes are known only after "
+            "writing, so workers cannot share one file at fixed offsets"
+        )
     sizes = split_sizes(total_bytes, workers, block_size)
     directory = os.path.abspath(os.fspath(path))
     _check_directory(directory, op)
@@ -521,6 +552,8 @@ def run_io(
         )
         for file, end in needs:
             have = os.path.getsize(file) if os.path.isfile(file) else None
+            if spec is not None and have:
+                continue  # frames: the stored size is smaller than the logical one
             if have is None or have < end:
                 raise ValueError(
                     f"{file} {'is missing' if have is None else f'holds {have} B'}; reading "
@@ -537,7 +570,7 @@ def run_io(
             )
         _check_space(directory, total_bytes)
 
-    assignments = _plan(op, files, layout, sizes, seed)
+    assignments = _plan(op, files, layout, sizes, seed, data)
     single = workers == 1 and in_process
     created = False
     succeeded = False
@@ -558,6 +591,7 @@ def run_io(
             in_process=in_process,
             fault=fault,
             on_start=on_start,
+            codec=spec,
         )
         succeeded = True
     finally:
@@ -599,4 +633,7 @@ def run_io(
         throughput=sum(r.bytes for r in reports) / wall,
         processes=processes,
         notes=tuple(notes),
+        codec=spec.label if spec is not None else None,
+        stored_bytes=sum(r.stored_bytes for r in reports),
+        data=data,
     )

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from greenckpt.io.codec import FRAME_HEADER, BlockCodec, CodecError, CodecSpec
 from greenckpt.io.sources import DataSource
 
 __all__ = [
@@ -87,17 +88,29 @@ class WorkerTask:
     alignment: int
     checksum: bool = False
     fault: Fault | None = None
+    codec: CodecSpec | None = None
+    """Compress each block into a frame (writes) or expand frames (reads); see
+    :mod:`greenckpt.io.codec`. A compressed chunk's ``length`` is its *logical* length and
+    its frames start at ``offset``."""
 
 
 @dataclass(frozen=True)
 class WorkerReport:
-    """What a worker did: bytes moved, monotonic start/end (ns), CRC-32 per chunk if asked."""
+    """What a worker did: logical bytes moved, bytes stored on disk per chunk (fewer than the
+    logical ones when compressed), monotonic start/end (ns), CRC-32 of each chunk's logical
+    bytes if asked."""
 
     rank: int
     bytes: int
     start_ns: int
     end_ns: int
     checksums: tuple[int, ...] | None
+    chunk_stored: tuple[int, ...] = ()
+
+    @property
+    def stored_bytes(self) -> int:
+        """Bytes written to or read from the files (the frames, when compressed)."""
+        return sum(self.chunk_stored)
 
 
 def aligned_buffer(size: int, alignment: int) -> tuple[mmap.mmap, memoryview]:
@@ -181,6 +194,100 @@ def _write_chunk(task: WorkerTask, fd: int, chunk: Chunk, moved: int) -> int | N
     return crc if task.checksum else None
 
 
+def _write_frames(
+    task: WorkerTask, fd: int, chunk: Chunk, moved: int, codec: BlockCodec
+) -> tuple[int | None, int]:
+    """Compressed write: one frame per block, appended from ``chunk.offset``; returns the
+    CRC of the logical bytes (if asked) and the stored length."""
+    source = chunk.source
+    if source is None:
+        raise ValueError(f"write chunk of {chunk.path} at {chunk.offset} has no source")
+    crc = 0
+    pos = 0
+    stored = 0
+    while pos < chunk.length:
+        _check_fault(task, moved + pos)
+        want = min(task.block_size, chunk.length - pos)
+        view = source.block(pos, want)
+        header, payload = codec.encode(view)
+        total = len(header) + len(payload)
+        at = chunk.offset + stored
+        done = os.pwritev(fd, [header, payload], at)
+        if done < total:  # a short write: finish the frame from where it stopped
+            rest = memoryview(header + bytes(payload))
+            while done < total:
+                done += os.pwrite(fd, rest[done:], at + done)
+        if task.checksum:
+            crc = zlib.crc32(view, crc)
+        pos += want
+        stored += total
+    return (crc if task.checksum else None), stored
+
+
+class _FrameReader:
+    """Reads a chunk's frames sequentially in ``block_size`` requests (aligned for O_DIRECT)
+    and hands out whole frames; frames may straddle requests, so unconsumed bytes are kept."""
+
+    def __init__(self, task: WorkerTask, fd: int, chunk: Chunk, buf: memoryview) -> None:
+        self._fd = fd
+        self._chunk = chunk
+        self._buf = buf
+        self._request = _round_up(task.block_size, task.alignment)
+        self._file_pos = chunk.offset
+        self.pending = bytearray()
+        self.start = 0
+
+    def fill(self, need: int) -> None:
+        """Read until at least ``need`` unconsumed bytes are held."""
+        while len(self.pending) - self.start < need:
+            got = os.preadv(self._fd, [self._buf[: self._request]], self._file_pos)
+            if got <= 0:
+                raise OSError(
+                    f"{self._chunk.path}: compressed stream ends at {self._file_pos}, "
+                    "expected more frames"
+                )
+            if self.start > len(self._buf):  # drop consumed bytes now and then
+                del self.pending[: self.start]
+                self.start = 0
+            self.pending += self._buf[:got]
+            self._file_pos += got
+
+
+def _read_frames(
+    task: WorkerTask, fd: int, chunk: Chunk, buf: memoryview, moved: int, codec: BlockCodec
+) -> tuple[int | None, int]:
+    """Compressed read: expand frames until the chunk's logical length is reached; returns
+    the CRC of the logical bytes (if asked) and the stored length consumed."""
+    reader = _FrameReader(task, fd, chunk, buf)
+    head = FRAME_HEADER.size
+    crc = 0
+    pos = 0
+    stored = 0
+    while pos < chunk.length:
+        _check_fault(task, moved + pos)
+        where = f"{chunk.path} offset {chunk.offset + stored}"
+        reader.fill(head)
+        s = reader.start
+        stored_len, raw_len, raw = codec.decode_header(reader.pending[s : s + head], where)
+        if raw_len == 0 or raw_len > chunk.length - pos or stored_len > raw_len:
+            raise CodecError(
+                f"corrupt compressed stream at {where}: frame of {raw_len} B "
+                f"({stored_len} B stored) with {chunk.length - pos} B left to read"
+            )
+        reader.fill(head + stored_len)
+        s = reader.start
+        with memoryview(reader.pending) as whole, whole[s + head : s + head + stored_len] as pay:
+            data = codec.decode_payload(pay, raw_len, raw, where)
+            if task.checksum:
+                crc = zlib.crc32(data, crc)
+            if isinstance(data, memoryview):
+                data.release()
+        reader.start += head + stored_len
+        pos += raw_len
+        stored += head + stored_len
+    return (crc if task.checksum else None), stored
+
+
 def _read_chunk(task: WorkerTask, fd: int, chunk: Chunk, buf: memoryview, moved: int) -> int | None:
     direct = task.read_method == "o_direct"
     crc = 0
@@ -210,6 +317,7 @@ def run_worker(task: WorkerTask, start: Callable[[], None] | None = None) -> Wor
     fds = _open_files(task)
     region: mmap.mmap | None = None
     buf = memoryview(b"")
+    codec = BlockCodec(task.codec) if task.codec is not None else None
     try:
         if task.op == "write":
             for chunk in task.chunks:
@@ -227,13 +335,19 @@ def run_worker(task: WorkerTask, start: Callable[[], None] | None = None) -> Wor
         start_ns = time.monotonic_ns()
         moved = 0
         checksums: list[int] = []
+        stored: list[int] = []
         for chunk in task.chunks:
             fd = fds[chunk.path]
-            if task.op == "write":
-                crc = _write_chunk(task, fd, chunk, moved)
+            if codec is not None and task.op == "write":
+                crc, kept = _write_frames(task, fd, chunk, moved, codec)
+            elif codec is not None:
+                crc, kept = _read_frames(task, fd, chunk, buf, moved, codec)
+            elif task.op == "write":
+                crc, kept = _write_chunk(task, fd, chunk, moved), chunk.length
             else:
-                crc = _read_chunk(task, fd, chunk, buf, moved)
+                crc, kept = _read_chunk(task, fd, chunk, buf, moved), chunk.length
             moved += chunk.length
+            stored.append(kept)
             if crc is not None:
                 checksums.append(crc)
         if task.op == "write" and task.fsync:
@@ -255,6 +369,7 @@ def run_worker(task: WorkerTask, start: Callable[[], None] | None = None) -> Wor
         start_ns=start_ns,
         end_ns=end_ns,
         checksums=tuple(checksums) if task.checksum else None,
+        chunk_stored=tuple(stored),
     )
 
 
