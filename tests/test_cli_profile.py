@@ -103,6 +103,30 @@ def test_run_writes_a_complete_profile_with_estimated_power(swept: tuple[Path, P
     assert "status: complete" in stdout and "estimated" in stdout
 
 
+def test_codec_sweep_on_the_real_disk(tmp_path: Path) -> None:
+    """Codecs are swept through the real engine: each codec's points record the data kind and
+    the compression ratio the writes achieved, and the table shows them."""
+    data = tmp_path / "data"
+    data.mkdir()
+    out = tmp_path / "out.json"
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with redirect_stdout(stdout), redirect_stderr(stderr):
+        code = main(sweep_args(data, out, "--processes", "1", "--codecs", "none,zstd:1,lz4"))
+    assert code == 0, stderr.getvalue()
+    prof = load_profile(out)
+    assert {p.codec for p in prof.points} == {None, "zstd:1", "lz4"}
+    for p in prof.points:
+        assert p.data == "field"  # codecs swept: every cell writes simulation-like data
+        if p.codec is None:
+            assert p.compression_ratio is None
+        else:
+            assert p.compression_ratio is not None and 1.1 < p.compression_ratio < 1.6
+    assert prof.sweep["spec"]["codecs"] == [None, "zstd:1", "lz4"]
+    assert "data written: field" in stdout.getvalue()
+    assert "zstd:1 1." in stdout.getvalue()
+    assert list(data.iterdir()) == []
+
+
 def test_show(swept: tuple[Path, Path, str], capsys: pytest.CaptureFixture[str]) -> None:
     _, out, _ = swept
     assert main(["profile", "show", str(out)]) == 0
@@ -202,6 +226,14 @@ def test_existing_out_is_kept_without_resume_or_force(
         (["--processes", "16", "--block-size", "1MiB"], "cannot give each of 16 processes"),
         (["--processes", "1", "--cstates", "maybe"], "not a C-state setting"),
         (["--processes", "1", "--governors", "turbo"], "unknown governor 'turbo'"),
+        (["--processes", "1", "--codecs", "gzip"], "unknown codec 'gzip'"),
+        (["--processes", "1", "--codecs", "zstd:30"], "zstd level 30 is out of range"),
+        (["--processes", "1", "--codecs", "lz4,lz4"], "lists a value twice"),
+        (
+            ["--processes", "1", "--codecs", "lz4", "--layout", "shared_file"],
+            "codecs need --layout file_per_process",
+        ),
+        (["--processes", "1", "--data", "zeros"], "invalid choice: 'zeros'"),
     ],
 )
 def test_bad_run_input_is_one_line_and_leaves_nothing(

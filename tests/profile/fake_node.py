@@ -26,19 +26,31 @@ POLICY0 = "sys/devices/system/cpu/cpufreq/policy0"
 IDLE_W = 40.0
 
 
-def model_throughput(op: str, f_hz: float, n: int) -> float:
-    """Bytes/s: CPU-bound at low frequency and few processes, device-bound above."""
+MODEL_RATIO = 1.25
+"""SYNTHETIC compression ratio of every codec in the model."""
+
+
+def model_throughput(op: str, f_hz: float, n: int, codec: str | None = None) -> float:
+    """Logical bytes/s: CPU-bound at low frequency and few processes, device-bound above.
+
+    A codec moves ``MODEL_RATIO`` times fewer bytes through the device but costs CPU time
+    (compression costs writes 30 % of their CPU-bound rate, decompression costs reads 20 %)."""
     ghz = f_hz / 1e9
     device = 900e6 if op == "read" else 500e6
     cpu = (260e6 if op == "read" else 180e6) * ghz * n**0.6
+    if codec is not None:
+        device *= MODEL_RATIO
+        cpu *= 0.8 if op == "read" else 0.7
     return min(device, cpu)
 
 
-def model_power(op: str, f_hz: float, n: int) -> float:
-    """Watts: idle + dynamic CPU power growing with f² and the busy cores, + per-process cost."""
+def model_power(op: str, f_hz: float, n: int, codec: str | None = None) -> float:
+    """Watts: idle + dynamic CPU power growing with f² and the busy cores, + per-process cost
+    (+ 2 W for a codec's extra CPU work)."""
     ghz = f_hz / 1e9
     busy = min(n, 4)
-    return IDLE_W + 6.0 * ghz**2 * busy + 1.5 * n + (3.0 if op == "write" else 2.0)
+    extra = 2.0 if codec is not None else 0.0
+    return IDLE_W + 6.0 * ghz**2 * busy + 1.5 * n + (3.0 if op == "write" else 2.0) + extra
 
 
 @dataclass
@@ -112,11 +124,13 @@ class FakeIO:
         name: str,
         keep: bool,
         on_start: Callable[[], None] | None,
+        codec: str | None = None,
+        data: Any = "random",
     ) -> IOResult:
         if self.fail_after is not None and len(self.calls) >= self.fail_after:
             raise KeyboardInterrupt
         f = self.frequency()
-        call = {"op": op, "f": f, "n": workers, "size": total_bytes}
+        call = {"op": op, "f": f, "n": workers, "size": total_bytes, "codec": codec, "data": data}
         self.calls.append(call)
         if self.on_call is not None:
             self.on_call(call)
@@ -127,10 +141,11 @@ class FakeIO:
         self.clock.advance(0.05)  # process start-up, outside the I/O window
         if on_start is not None:
             on_start()
-        thr = model_throughput(op, f, workers)
+        thr = model_throughput(op, f, workers, codec)
         seconds = total_bytes / thr
         start = self.clock()
-        self.meter.windows.append(Window(start, start + seconds, model_power(op, f, workers)))
+        watts = model_power(op, f, workers, codec)
+        self.meter.windows.append(Window(start, start + seconds, watts))
         self.clock.advance(seconds)
         return IOResult(
             op=op,
@@ -151,4 +166,7 @@ class FakeIO:
             end_monotonic_s=start + seconds,
             throughput=thr,
             processes=(),
+            codec=codec,
+            stored_bytes=round(total_bytes / MODEL_RATIO) if codec else total_bytes,
+            data=data,
         )

@@ -29,7 +29,14 @@ from greenckpt.profile.progress import Eta, LineProgress, format_eta
 from greenckpt.profile.sweep import SweepContext, run_sweep
 from tests.platform.fake_cpu import FakeSysfsRoot, build_tree, diff, snapshot
 from tests.platform.fake_power import ManualClock
-from tests.profile.fake_node import IDLE_W, FakeIO, ModelMeter, model_power, model_throughput
+from tests.profile.fake_node import (
+    IDLE_W,
+    MODEL_RATIO,
+    FakeIO,
+    ModelMeter,
+    model_power,
+    model_throughput,
+)
 
 MiB = 1 << 20
 GHZ = 1_000_000_000
@@ -122,6 +129,85 @@ def test_full_sweep_records_the_model_and_restores_the_node(
     loaded = load_profile(out)
     assert loaded.points == prof.points and loaded.status == "complete"
     assert loaded.sweep["done"] == [c.key for c in spec.cells()]
+
+
+def test_codec_sweep_records_compressed_points_next_to_uncompressed_ones(
+    tree: FakeSysfsRoot, tmp_path: Path
+) -> None:
+    """Each codec is a dimension of the grid: the same cells measured with and without it,
+    the codec and the data kind reach the I/O engine, and the points record the model's
+    logical throughput, power and compression ratio."""
+    spec = spec_for(
+        tmp_path,
+        settings=tuple(CpuSetting.frequency(f) for f in FREQS[:2]),
+        processes=(1, 4),
+        codecs=(None, "zstd:3", "lz4"),
+        data="field",
+    )
+    with fake_measurer(tree, spec, tmp_path) as (m, fio):
+        prof = run_sweep(spec, m, tmp_path / "p.json", context=CTX)
+    assert {c["codec"] for c in fio.calls} == {None, "zstd:3", "lz4"}
+    assert {c["data"] for c in fio.calls} == {"field"}
+    assert len(prof.points) == 2 * 2 * 3 * 2
+    for p in prof.points:
+        f = _hz(p)
+        assert p.throughput == pytest.approx(model_throughput(p.op, f, p.processes, p.codec))
+        assert p.power == pytest.approx(model_power(p.op, f, p.processes, p.codec), rel=1e-6)
+        assert p.data == "field"
+        if p.codec is None:
+            assert p.compression_ratio is None
+        else:
+            assert p.compression_ratio == pytest.approx(MODEL_RATIO, rel=1e-6)
+    loaded = load_profile(tmp_path / "p.json")
+    assert loaded.points == prof.points
+    assert SweepSpec.from_json(loaded.sweep["spec"]) == spec
+
+
+def test_plan_on_a_codec_sweep_picks_the_models_best_codec(
+    tree: FakeSysfsRoot, tmp_path: Path
+) -> None:
+    """With the codec as one more choice, the planner's pick is the brute-force optimum of the
+    model over (frequency, processes, codec) — write and read sharing the codec."""
+    spec = spec_for(
+        tmp_path,
+        settings=tuple(CpuSetting.frequency(f) for f in FREQS),
+        processes=(1, 2, 4),
+        codecs=(None, "zstd:3"),
+        data="field",
+    )
+    prof = _sweep(tree, spec, tmp_path, tmp_path / "p.json")
+    truth = Profile(
+        points=tuple(
+            ProfilePoint(
+                op=p.op,
+                processes=p.processes,
+                throughput=model_throughput(p.op, _hz(p), p.processes, p.codec),
+                power=model_power(p.op, _hz(p), p.processes, p.codec),
+                power_source="synthetic",
+                frequency=p.frequency,
+                codec=p.codec,
+            )
+            for p in prof.points
+        ),
+        synthetic=True,
+        machine={"cores": 4},
+    )
+    picked = set()
+    # a small checkpoint of a frugal application vs a huge one of a power-hungry application:
+    # in the model the codec pays only in the second (faster device-bound checkpoints)
+    for size, app_power in ((64e9, 60.0), (640e9, 2000.0)):
+        scn = Scenario(ckpt_size=size, rate=1 / 3600, app_power=app_power)
+        got, want = plan(prof, scn).best, plan(truth, scn).best
+        picked.add(want.write.codec)
+        assert got.write.codec == got.read.codec
+        for mine, model in ((got.write, want.write), (got.read, want.read)):
+            assert (mine.codec, mine.setting_key, mine.processes) == (
+                model.codec,
+                model.setting_key,
+                model.processes,
+            )
+        assert got.epe == pytest.approx(want.epe, rel=1e-6)
+    assert picked == {None, "zstd:3"}  # the choice of codec really was exercised
 
 
 def test_every_run_ran_at_the_cells_frequency(tree: FakeSysfsRoot, tmp_path: Path) -> None:
@@ -294,7 +380,12 @@ def test_preflight_accepts_a_valid_sweep(tree: FakeSysfsRoot, tmp_path: Path) ->
         ({"settings": (CpuSetting.of_governor("conservative"),)}, None),
         ({"repetitions": 0}, "repetitions must be >= 1"),
         ({"sizes": (MiB,), "processes": (4,)}, "cannot give each of 4 processes"),
-        ({"codecs": ("zstd",)}, "compressed I/O is not measured yet"),
+        ({"codecs": ("gzip",)}, "unknown codec 'gzip'"),
+        ({"codecs": ("zstd",)}, "codec 'zstd' is not in canonical form: write 'zstd:3'"),
+        ({"codecs": (None, "lz4", "lz4")}, "a codec is listed twice"),
+        ({"codecs": ()}, "the codec list is empty"),
+        ({"codecs": ("lz4",), "layout": "shared_file"}, "codecs need --layout file_per_process"),
+        ({"data": "zeros"}, "data must be one of random, field"),
     ],
 )
 def test_preflight_refuses_bad_sweeps_in_one_line(

@@ -43,7 +43,7 @@ from rich.table import Table
 from greenckpt import units
 from greenckpt.cli.args import non_negative_int, positive_int, unit_type
 from greenckpt.cli.console import make_console
-from greenckpt.io import IOJobError
+from greenckpt.io import DATA_KINDS, CodecError, IOJobError, parse_codec
 from greenckpt.optimize.profile import (
     GOVERNORS,
     OPERATIONS,
@@ -106,6 +106,8 @@ FLAG_OF = {
     "ops": "--ops",
     "sizes": "--size",
     "cstates": "--cstates",
+    "codecs": "--codecs",
+    "data": "--data",
     "block_size": "--block-size",
     "layout": "--layout",
     "read_method": "--read-method",
@@ -225,6 +227,19 @@ def _cstates(text: str) -> tuple[bool | None, ...]:
             )
     _no_repeats(words, text)
     return tuple(CSTATE_WORDS[w] for w in words)
+
+
+def _codecs(text: str) -> tuple[str | None, ...]:
+    """Comma-separated ``none`` and/or codecs (``zstd``, ``zstd:5``, ``lz4``, ``zlib:9``)."""
+    labels: list[str | None] = []
+    for word in _items(text) or ["none"]:
+        try:
+            spec = parse_codec(word)
+        except CodecError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        labels.append(None if spec is None else spec.label)
+    _no_repeats([str(label) for label in labels], text)
+    return tuple(labels)
 
 
 def _rate(text: str) -> float:
@@ -353,6 +368,20 @@ def _register_run(actions: Any) -> None:
         metavar="asfound|on,off",
         default=(None,),
         help="C-states: 'asfound' (default, not controlled) or on,off to measure both",
+    )
+    grid.add_argument(
+        "--codecs",
+        type=_codecs,
+        metavar="none,CODEC,...",
+        default=(None,),
+        help="compression to measure: none (default) and/or zstd[:1-22], lz4, zlib[:0-9], "
+        "e.g. none,zstd,lz4",
+    )
+    grid.add_argument(
+        "--data",
+        choices=DATA_KINDS,
+        help="what writes send: random (incompressible) or field (float64 simulation state); "
+        "default field when a codec is measured, else random",
     )
     grid.add_argument(
         "--repetitions", type=positive_int, default=3, help="measured runs per cell (default 3)"
@@ -685,6 +714,8 @@ def build_spec(ns: argparse.Namespace) -> tuple[SweepSpec, CellChooser | None]:
         processes=tuple(processes),
         ops=ns.ops,
         sizes=ns.size,
+        codecs=ns.codecs,
+        data=ns.data or ("field" if any(ns.codecs) else "random"),
         cstates=ns.cstates,
         block_size=ns.block_size,
         layout=ns.layout,
@@ -874,11 +905,17 @@ def _validate_after(
         note = "fio is not installed, so the I/O engine was not cross-checked (--validate)"
     else:
         try:
-            return validate(
+            result = validate(
                 spec.path, max(spec.sizes), spec.processes, spec.block_size, VALIDATE_REPEATS
-            ), None
+            )
         except (FioError, IOJobError, ValueError, OSError) as exc:
             note = f"the fio cross-check did not run: {exc}"
+        else:
+            if not any(spec.codecs):
+                return result, None
+            note = "fio cannot compress: the cross-check compared uncompressed I/O only"
+            print(f"note: {note}", file=sys.stderr)
+            return result, note
     print(f"note: {note}", file=sys.stderr)
     return None, note
 
@@ -985,6 +1022,9 @@ def points_table(profile: Profile) -> Table:
     title = "Profile points"
     if not show_size and None not in sizes:
         title += f" (S = {units.format_size(next(iter(sizes)) or 0)} per run)"
+    kinds = sorted({p.data for p in pts if p.data is not None})
+    if show_codec and kinds:
+        title += f", data written: {'+'.join(kinds)}"
     table = _compact_table(
         title,
         caption=f"{power_label(profile)}. MB = 1e6 B, GB = 1e9 B (logical bytes); ± is the "
@@ -1012,7 +1052,8 @@ def points_table(profile: Profile) -> Table:
         if show_cstates:
             row.append("as found" if p.cstates is None else ("on" if p.cstates else "off"))
         if show_codec:
-            row.append(p.codec or "-")
+            ratio = f" {p.compression_ratio:.2f}x" if p.compression_ratio else ""
+            row.append(f"{p.codec}{ratio}" if p.codec else "-")
         row.append(str(p.processes))
         if show_size:
             row.append(units.format_size(p.size) if p.size is not None else "-")

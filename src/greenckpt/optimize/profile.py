@@ -87,6 +87,10 @@ class ProfilePoint:
     read_method: str | None = None
     reliable: bool = True
     runs: tuple[Run, ...] = ()
+    data: str | None = None
+    """What the profiler wrote: ``random`` (incompressible) or ``field`` (simulation state)."""
+    compression_ratio: float | None = None
+    """Logical bytes per stored byte measured at this point (codec points only)."""
 
     @property
     def uncontrolled(self) -> bool:
@@ -280,6 +284,12 @@ def _point_from_json(obj: Any, path: str, version: int = FORMAT_VERSION) -> Prof
         read_method=_optional_str(obj, "read_method", path),
         reliable=_bool(obj, "reliable", path, default=True),
         runs=_runs_from_json(obj, path),
+        data=_optional_str(obj, "data", path),
+        compression_ratio=(
+            None
+            if obj.get("compression_ratio") is None
+            else _number(obj, "compression_ratio", path)
+        ),
     )
 
 
@@ -420,6 +430,8 @@ def point_to_json(p: ProfilePoint) -> dict[str, Any]:
         ("block_size_bytes", p.block_size),
         ("layout", p.layout),
         ("read_method", p.read_method),
+        ("data", p.data),
+        ("compression_ratio", p.compression_ratio),
     ):
         if value is not None:
             out[key] = value

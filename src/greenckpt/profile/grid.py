@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from greenckpt.io.codec import CodecError, parse_codec
+from greenckpt.io.sources import DATA_KINDS
 from greenckpt.optimize.profile import GOVERNORS, OPERATIONS, Operation
 
 SettingKind = Literal["frequency", "governor", "uncontrolled"]
@@ -153,6 +155,10 @@ class SweepSpec:
     repetitions: int = 3
     warmup: int = 1
     idle_seconds: float = 5.0
+    data: str = "random"
+    """What the writes send: ``random`` (incompressible) or ``field`` (simulation state); a
+    sweep with codecs should use ``field`` for every cell so compressed and uncompressed
+    points move the same bytes."""
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Free-form settings recorded with the sweep (meters asked for, sampling rate)."""
 
@@ -194,11 +200,29 @@ class SweepSpec:
             raise SweepError(f"warm-up runs must be >= 0, got {self.warmup}")
         if not self.idle_seconds >= 0:
             raise SweepError(f"idle seconds must be >= 0, got {self.idle_seconds}")
-        if any(c is not None for c in self.codecs):
+        if not self.codecs:
+            raise SweepError("the codec list is empty: give none and/or codecs, e.g. none,zstd")
+        labels = []
+        for codec in self.codecs:
+            try:
+                spec = parse_codec(codec)
+            except CodecError as exc:
+                raise SweepError(str(exc)) from None
+            labels.append(None if spec is None else spec.label)
+            if codec is not None and (spec is None or spec.label != codec):
+                raise SweepError(
+                    f"codec {codec!r} is not in canonical form: write "
+                    f"{spec.label if spec else 'none'!r}"
+                )
+        if len(set(labels)) != len(labels):
+            raise SweepError("a codec is listed twice")
+        if any(labels) and self.layout != "file_per_process":
             raise SweepError(
-                "compressed I/O is not measured yet: the engine writes uncompressed data "
-                "(leave the codec out)"
+                "codecs need --layout file_per_process: compressed sizes are known only after "
+                "writing, so processes cannot share one file at fixed offsets"
             )
+        if self.data not in DATA_KINDS:
+            raise SweepError(f"data must be one of {', '.join(DATA_KINDS)}, got {self.data!r}")
 
     def cells(self) -> list[Cell]:
         """Every cell, in measuring order (see the module docstring)."""
@@ -232,6 +256,7 @@ class SweepSpec:
             "repetitions": self.repetitions,
             "warmup": self.warmup,
             "idle_seconds": self.idle_seconds,
+            "data": self.data,
             "extra": dict(self.extra),
         }
 
@@ -253,6 +278,7 @@ class SweepSpec:
                 repetitions=int(obj["repetitions"]),
                 warmup=int(obj["warmup"]),
                 idle_seconds=float(obj["idle_seconds"]),
+                data=str(obj.get("data", "random")),
                 extra=dict(obj.get("extra", {})),
             )
         except (KeyError, TypeError, ValueError) as exc:

@@ -47,6 +47,8 @@ class RunResult:
     reliable: bool
     """False when a reading in the window failed or was degraded."""
     read_method: str | None
+    compression_ratio: float | None = None
+    """Logical bytes per stored byte when the cell compresses; ``None`` uncompressed."""
 
 
 class Measurer(Protocol):
@@ -90,6 +92,8 @@ class IORunner(Protocol):
         name: str,
         keep: bool,
         on_start: Callable[[], None] | None,
+        codec: str | None,
+        data: Any,
     ) -> IOResult: ...
 
 
@@ -157,6 +161,8 @@ class NodeMeasurer:
             name=FILE_PREFIX,
             keep=True,
             on_start=lambda: marks.append(self.sampler.mark()),
+            codec=cell.codec,
+            data=self.spec.data,
         )
         end = self.sampler.mark()
         if not marks:
@@ -171,6 +177,7 @@ class NodeMeasurer:
             power=self._power.power(start.energy_to(end), seconds),
             reliable=not any(gaps[k] for k in self._power.keys),
             read_method=result.read_method,
+            compression_ratio=result.compression_ratio if cell.codec else None,
         )
 
     def cleanup(self, cell: Cell) -> None:

@@ -180,6 +180,8 @@ def _merge_point(points: Sequence[ProfilePoint]) -> ProfilePoint:
     throughputs = [p.throughput for p in points]
     powers = [p.power for p in points]
     methods = sorted({p.read_method for p in points if p.read_method is not None})
+    ratios = [p.compression_ratio for p in points if p.compression_ratio is not None]
+    kinds = sorted({p.data for p in points if p.data is not None})
     return ProfilePoint(
         op=first.op,
         processes=first.processes,
@@ -199,6 +201,8 @@ def _merge_point(points: Sequence[ProfilePoint]) -> ProfilePoint:
         read_method="+".join(methods) if methods else None,
         reliable=all(p.reliable for p in points),
         runs=tuple(run for p in points for run in p.runs),
+        data="+".join(kinds) if kinds else None,
+        compression_ratio=statistics.median(ratios) if ratios else None,
     )
 
 

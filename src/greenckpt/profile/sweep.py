@@ -15,6 +15,7 @@ repetitions, with their range (max − min) as the spread.
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -84,6 +85,7 @@ def _point(
 ) -> ProfilePoint:
     thr, thr_spread = median_and_range([r.throughput for r in runs])
     pw, pw_spread = median_and_range([r.power for r in runs])
+    ratios = [r.compression_ratio for r in runs if r.compression_ratio is not None]
     return ProfilePoint(
         op=op,
         processes=cell.processes,
@@ -103,6 +105,8 @@ def _point(
         read_method=runs[0].read_method,
         reliable=all(r.reliable for r in runs),
         runs=tuple(Run(r.throughput, r.power, r.seconds) for r in runs),
+        data=spec.data,
+        compression_ratio=statistics.median(ratios) if ratios else None,
     )
 
 
