@@ -1,0 +1,432 @@
+"""The on-disk life cycle of one job's checkpoints under one level's base directory.
+
+Layout (one store per level; on node-local storage each node has its own base)::
+
+    <base>/<name>/ckpt-00000012/              a committed checkpoint: rank files + manifest.json
+    <base>/<name>/.ckpt-00000013.partial/     staging: the checkpoint being written
+    <base>/<name>/.ckpt-00000009.deleting/    a checkpoint being removed
+
+Why this shape: "a checkpoint is complete only when all its data are durable and verified;
+restart never picks an incomplete or corrupt one; a failing checkpoint never destroys the
+previous good one". The three directory names make the state of every checkpoint visible in
+one ``rename``-atomic name:
+
+- **Writing.** Ranks write their files into the staging directory (several ranks of a node
+  share it, so :meth:`CheckpointStore.staging` is idempotent) and fsync them.
+- **Commit.** :meth:`CheckpointStore.commit` writes ``manifest.json`` into staging, fsyncs
+  every file and the staging directory, then renames ``.ckpt-N.partial`` to ``ckpt-N`` and
+  fsyncs the job directory. *The rename is the commit point.* A crash before it leaves only a
+  ``.partial`` directory, which :meth:`~CheckpointStore.committed` never lists, so restart can
+  never see a half checkpoint that looks committed; a crash after it leaves a complete one.
+  Earlier checkpoints are untouched by a commit, failed or not.
+- **Removal.** :meth:`CheckpointStore.remove` first renames ``ckpt-N`` to ``.ckpt-N.deleting``
+  (so it stops looking committed atomically) and only then deletes the files: a crash halfway
+  through a deletion cannot leave a committed-looking checkpoint with files missing.
+- **Recovery.** :meth:`CheckpointStore.discard_partial` removes what a crashed run left in
+  staging or deletion; :meth:`CheckpointStore.verify` checks a committed checkpoint (files
+  present with their sizes, and with ``deep`` their digests) before a restart trusts it.
+
+Ids are positive integers, increasing per job; directory names hold them zero-padded to eight
+digits (more digits when an id needs them), so names also sort in id order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from greenckpt.ckpt.checksum import file_digest
+from greenckpt.ckpt.manifest import (
+    MANIFEST_NAME,
+    Manifest,
+    ManifestError,
+    read_manifest,
+    write_manifest,
+)
+
+__all__ = ["CheckpointStore", "StoreError", "VerifyResult"]
+
+_COMMITTED: Final = re.compile(r"ckpt-(\d{8,})")
+_PARTIAL: Final = re.compile(r"\.ckpt-(\d{8,})\.partial")
+_DELETING: Final = re.compile(r"\.ckpt-(\d{8,})\.deleting")
+
+
+class StoreError(ValueError):
+    """A checkpoint store cannot do what was asked (unusable directory, commit of a missing or
+    existing checkpoint, ...); the one-line message says what is wrong and what would be right."""
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    """The outcome of :meth:`CheckpointStore.verify`.
+
+    ``ok`` is True when everything checked is sound; otherwise ``problem`` is the first thing
+    found wrong, in one line. ``manifest`` is the checkpoint's manifest whenever it could be
+    read (so a restart need not read it again), ``ranks`` the ranks whose files were checked and
+    ``deep`` whether their digests were compared.
+    """
+
+    id: int
+    ok: bool
+    problem: str | None
+    manifest: Manifest | None
+    ranks: tuple[int, ...]
+    deep: bool
+
+
+def _dir_name(ckpt_id: int) -> str:
+    return f"ckpt-{ckpt_id:08d}"
+
+
+def _parse_id(pattern: re.Pattern[str], entry: str) -> int | None:
+    """The id in a directory name of the given kind, or None for anything else (including
+    non-canonical spellings such as ``ckpt-000000012``, which this store never creates)."""
+    m = pattern.fullmatch(entry)
+    if m is None:
+        return None
+    ckpt_id = int(m.group(1))
+    if ckpt_id < 1 or f"{ckpt_id:08d}" != m.group(1):
+        return None
+    return ckpt_id
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make the entries of a directory (creations, renames) durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(root: Path) -> None:
+    """fsync every regular file and directory under ``root`` (directories bottom-up).
+
+    Ranks fsync their own files already; doing it again here costs a system call per file when
+    the data are clean, and protects against a writer that forgot.
+    """
+    for dirpath, _dirnames, filenames in os.walk(root, topdown=False):
+        for fname in filenames:
+            fpath = os.path.join(dirpath, fname)
+            if not stat.S_ISREG(os.lstat(fpath).st_mode):
+                continue
+            fd = os.open(fpath, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_dir(Path(dirpath))
+
+
+def _remove_tree(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _check_id(ckpt_id: int) -> int:
+    if isinstance(ckpt_id, bool) or not isinstance(ckpt_id, int) or ckpt_id < 1:
+        raise StoreError(f"checkpoint id must be an integer >= 1, got {ckpt_id!r}")
+    return ckpt_id
+
+
+class CheckpointStore:
+    """The checkpoints of job ``name`` under ``base`` (one level's directory, see module doc)."""
+
+    def __init__(self, base: str | os.PathLike[str], name: str) -> None:
+        if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\0" in name:
+            raise StoreError(
+                f"job name must be a plain directory name (no '/', not '.' or '..'), got {name!r}"
+            )
+        self.base: Final = Path(base)
+        self.name: Final = name
+
+    def __repr__(self) -> str:
+        return f"CheckpointStore({str(self.base)!r}, {self.name!r})"
+
+    @property
+    def job_dir(self) -> Path:
+        """``<base>/<name>``: where this job's checkpoints live."""
+        return self.base / self.name
+
+    def committed_path(self, ckpt_id: int) -> Path:
+        """The directory of committed checkpoint ``ckpt_id`` (whether or not it exists)."""
+        return self.job_dir / _dir_name(_check_id(ckpt_id))
+
+    def staging_path(self, ckpt_id: int) -> Path:
+        """The staging directory of checkpoint ``ckpt_id`` (whether or not it exists)."""
+        return self.job_dir / f".{_dir_name(_check_id(ckpt_id))}.partial"
+
+    def deleting_path(self, ckpt_id: int) -> Path:
+        """Where checkpoint ``ckpt_id`` sits while it is being removed."""
+        return self.job_dir / f".{_dir_name(_check_id(ckpt_id))}.deleting"
+
+    def check_usable(self) -> None:
+        """Raise a one-line :class:`StoreError` unless checkpoints can be written here.
+
+        Runs before the first checkpoint starts, so a wrong path fails at once instead of after
+        hours of computation. Writability is tested by creating (and removing) a small file:
+        permission bits alone do not tell (root ignores them, read-only mounts and pseudo file
+        systems refuse writes whatever the bits say).
+        """
+        base = self.base
+        if not base.exists():
+            raise StoreError(
+                f"checkpoint directory {base} does not exist; create it or give an existing "
+                "directory"
+            )
+        if not base.is_dir():
+            raise StoreError(
+                f"checkpoint directory {base} is not a directory; give a directory path"
+            )
+        target = base
+        if self.job_dir.exists():
+            if not self.job_dir.is_dir():
+                raise StoreError(
+                    f"{self.job_dir} exists and is not a directory; remove it or use another "
+                    "job name"
+                )
+            target = self.job_dir
+        try:
+            fd, probe = tempfile.mkstemp(prefix=".greenckpt-probe-", dir=target)
+        except OSError as exc:
+            raise StoreError(
+                f"checkpoint directory {target} is not writable ({exc.strerror}); give a "
+                "directory this process can create files in"
+            ) from None
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(probe)
+
+    def staging(self, ckpt_id: int) -> Path:
+        """Create (if needed, parents too) and return the staging directory of ``ckpt_id``.
+
+        Idempotent: every rank of a node calls it and writes its own file into the same
+        directory. Refused when ``ckpt_id`` is already committed (ids only increase; writing
+        into a committed id would mix two checkpoints).
+        """
+        path = self.staging_path(ckpt_id)
+        if self.committed_path(ckpt_id).exists():
+            raise StoreError(
+                f"checkpoint {ckpt_id} of job {self.name!r} is already committed at "
+                f"{self.committed_path(ckpt_id)}; use a new, larger id"
+            )
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def commit(
+        self, ckpt_id: int, manifest: Manifest, *, ranks: Iterable[int] | None = None
+    ) -> Path:
+        """Make staged checkpoint ``ckpt_id`` committed; return its directory.
+
+        Writes ``manifest.json`` into staging, checks the rank files this store holds are there
+        with their sizes (``ranks``: all ranks of the manifest by default; on node-local storage
+        pass the node's ranks, since each node's store holds only its own files), fsyncs every
+        file and the staging directory, renames staging to the committed name and fsyncs the
+        job directory. The rename is the commit point: a crash before it leaves only a
+        ``.partial`` directory that never looks committed.
+        """
+        staging = self.staging_path(ckpt_id)
+        final = self.committed_path(ckpt_id)
+        if manifest.id != ckpt_id or manifest.name != self.name:
+            raise StoreError(
+                f"manifest is for checkpoint {manifest.id} of job {manifest.name!r}, cannot "
+                f"commit it as checkpoint {ckpt_id} of job {self.name!r}"
+            )
+        if final.exists():
+            raise StoreError(
+                f"checkpoint {ckpt_id} of job {self.name!r} is already committed at {final}; "
+                "commit each id once"
+            )
+        if not staging.is_dir():
+            raise StoreError(
+                f"no staging directory {staging} for checkpoint {ckpt_id}; call staging() and "
+                "write the rank files before commit()"
+            )
+        selected = range(manifest.nranks) if ranks is None else sorted(set(ranks))
+        for rank in selected:
+            if not 0 <= rank < manifest.nranks:
+                raise StoreError(
+                    f"rank {rank} is not in checkpoint {ckpt_id} (nranks is {manifest.nranks})"
+                )
+            entry = manifest.ranks[rank]
+            try:
+                size = (staging / entry.file).stat().st_size
+            except FileNotFoundError:
+                raise StoreError(
+                    f"rank {rank}'s file {entry.file} is missing from {staging}; write every "
+                    "rank's file before commit() (on node-local storage pass ranks=<the "
+                    "node's ranks>)"
+                ) from None
+            if size != entry.stored_bytes:
+                raise StoreError(
+                    f"rank {rank}'s file {staging / entry.file} has {size} bytes, the manifest "
+                    f"says {entry.stored_bytes}; finish writing it before commit()"
+                )
+        write_manifest(staging / MANIFEST_NAME, manifest)
+        _fsync_tree(staging)
+        os.rename(staging, final)  # the commit point
+        _fsync_dir(self.job_dir)
+        _fsync_dir(self.base)
+        return final
+
+    def _scan(self, pattern: re.Pattern[str]) -> list[int]:
+        try:
+            entries = os.listdir(self.job_dir)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        ids = (_parse_id(pattern, e) for e in entries)
+        return sorted(i for i in ids if i is not None)
+
+    def committed(self) -> list[int]:
+        """Ids of committed checkpoints, ascending (staging, deletions and other names are
+        ignored)."""
+        return [i for i in self._scan(_COMMITTED) if self.committed_path(i).is_dir()]
+
+    def read(self, ckpt_id: int) -> Manifest:
+        """The manifest of committed checkpoint ``ckpt_id`` (:class:`ManifestError` if it
+        cannot be read or is invalid)."""
+        return read_manifest(self.committed_path(ckpt_id) / MANIFEST_NAME)
+
+    def verify(
+        self, ckpt_id: int, *, deep: bool = True, ranks: Iterable[int] | None = None
+    ) -> VerifyResult:
+        """Check committed checkpoint ``ckpt_id`` without trusting anything but the manifest.
+
+        The manifest must be readable and be this job's checkpoint ``ckpt_id``; each checked
+        rank's file must exist with ``stored_bytes`` bytes; with ``deep`` its digest must match
+        too (the whole file is read). ``ranks`` limits the files checked (on node-local storage
+        a node holds only its own ranks' files); ``None`` checks all. Never raises for a bad
+        checkpoint: the result says what is wrong.
+        """
+        _check_id(ckpt_id)
+        checked: tuple[int, ...] = ()
+
+        def bad(problem: str, manifest: Manifest | None = None) -> VerifyResult:
+            return VerifyResult(ckpt_id, False, problem, manifest, checked, deep)
+
+        directory = self.committed_path(ckpt_id)
+        if not directory.is_dir():
+            return bad(f"checkpoint {ckpt_id} of job {self.name!r} is not committed ({directory})")
+        try:
+            manifest = read_manifest(directory / MANIFEST_NAME)
+        except ManifestError as exc:
+            return bad(str(exc))
+        if manifest.id != ckpt_id or manifest.name != self.name:
+            return bad(
+                f"{directory / MANIFEST_NAME} describes checkpoint {manifest.id} of job "
+                f"{manifest.name!r}, expected checkpoint {ckpt_id} of job {self.name!r}",
+                manifest,
+            )
+        checked = tuple(range(manifest.nranks) if ranks is None else sorted(set(ranks)))
+        for rank in checked:
+            if not 0 <= rank < manifest.nranks:
+                return bad(
+                    f"rank {rank} is not in checkpoint {ckpt_id} (nranks is {manifest.nranks})",
+                    manifest,
+                )
+        # Cheap checks for all files first, so a missing file is reported before hours of
+        # reading the others.
+        for rank in checked:
+            entry = manifest.ranks[rank]
+            path = directory / entry.file
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                return bad(f"rank {rank}'s file {path} is missing", manifest)
+            except OSError as exc:
+                return bad(f"cannot stat rank {rank}'s file {path}: {exc.strerror}", manifest)
+            if not stat.S_ISREG(st.st_mode):
+                return bad(f"rank {rank}'s file {path} is not a regular file", manifest)
+            if st.st_size != entry.stored_bytes:
+                return bad(
+                    f"rank {rank}'s file {path} has {st.st_size} bytes, the manifest says "
+                    f"{entry.stored_bytes} (truncated or overwritten)",
+                    manifest,
+                )
+        if deep:
+            for rank in checked:
+                entry = manifest.ranks[rank]
+                path = directory / entry.file
+                try:
+                    digest, nread = file_digest(path, manifest.checksum)
+                except OSError as exc:
+                    return bad(f"cannot read rank {rank}'s file {path}: {exc.strerror}", manifest)
+                if nread != entry.stored_bytes or digest != entry.digest:
+                    return bad(
+                        f"rank {rank}'s file {path} is corrupt: {manifest.checksum} digest "
+                        f"{digest} over {nread} bytes, the manifest says {entry.digest} over "
+                        f"{entry.stored_bytes}",
+                        manifest,
+                    )
+        return VerifyResult(ckpt_id, True, None, manifest, checked, deep)
+
+    def remove(self, ckpt_id: int) -> None:
+        """Remove committed checkpoint ``ckpt_id``.
+
+        First renamed to ``.ckpt-N.deleting`` and the job directory fsynced, so it stops
+        looking committed atomically; then the files are deleted. A crash in between leaves a
+        ``.deleting`` directory for :meth:`discard_partial`, never a damaged "committed" one.
+        """
+        final = self.committed_path(ckpt_id)
+        if not final.is_dir():
+            raise StoreError(
+                f"checkpoint {ckpt_id} of job {self.name!r} is not committed ({final}); "
+                f"committed ids are {self.committed()}"
+            )
+        doomed = self.deleting_path(ckpt_id)
+        if doomed.exists() or doomed.is_symlink():
+            _remove_tree(doomed)  # a leftover of an earlier, interrupted removal
+        os.rename(final, doomed)
+        _fsync_dir(self.job_dir)
+        _remove_tree(doomed)
+
+    def discard_partial(self) -> list[Path]:
+        """Remove staging and deletion leftovers of a crashed earlier run; return what was
+        removed.
+
+        Call it when no checkpoint of this job is being written (at start-up, before the first
+        checkpoint): it deletes every ``.partial`` directory, including one being filled now.
+        """
+        removed: list[Path] = []
+        for ckpt_id in self._scan(_PARTIAL):
+            path = self.staging_path(ckpt_id)
+            _remove_tree(path)
+            removed.append(path)
+        for ckpt_id in self._scan(_DELETING):
+            path = self.deleting_path(ckpt_id)
+            _remove_tree(path)
+            removed.append(path)
+        if removed:
+            _fsync_dir(self.job_dir)
+        return removed
+
+    def cleanup(self, keep: int, protect: Iterable[int] = ()) -> list[int]:
+        """Keep the newest ``keep`` committed checkpoints and every id in ``protect``; remove
+        the others, oldest first, and return their ids.
+
+        ``protect`` is how the caller guarantees the newest *verified* checkpoint survives even
+        when newer, unverified (possibly bad) ones would otherwise push it out: a failing
+        checkpoint must never destroy the previous good one.
+        """
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+            raise StoreError(
+                f"keep must be an integer >= 1 (the newest checkpoint always stays), got {keep!r}"
+            )
+        ids = self.committed()
+        kept = set(ids[-keep:]) | set(protect)
+        removed = []
+        for ckpt_id in ids:
+            if ckpt_id not in kept:
+                self.remove(ckpt_id)
+                removed.append(ckpt_id)
+        return removed
