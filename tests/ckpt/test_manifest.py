@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from greenckpt.ckpt.checksum import digest_bytes
+from greenckpt.io.checksum import digest_bytes
 from greenckpt.ckpt.manifest import (
     FORMAT_NAME,
     FORMAT_VERSION,

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import greenckpt.ckpt.store as store_module
-from greenckpt.ckpt.checksum import digest_bytes
+from greenckpt.io.checksum import digest_bytes
 from greenckpt.ckpt.manifest import (
     MANIFEST_NAME,
     Manifest,

@@ -48,7 +48,7 @@ from typing import Any, Final, Literal, cast
 import numpy as np
 
 from greenckpt import __version__
-from greenckpt.ckpt.checksum import CHECKSUMS, digest_hex_length
+from greenckpt.io.checksum import CHECKSUMS, digest_hex_length
 
 __all__ = [
     "FORMAT_NAME",

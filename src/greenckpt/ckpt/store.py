@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from greenckpt.ckpt.checksum import file_digest
+from greenckpt.io.checksum import file_digest
 from greenckpt.ckpt.manifest import (
     MANIFEST_NAME,
     Manifest,

@@ -34,6 +34,7 @@ from greenckpt.io.engine import (
     run_io,
     split_sizes,
 )
+from greenckpt.io.sinks import BufferSink, ConcatSink, ConcatSource, DataSink, as_bytes_view
 from greenckpt.io.sources import (
     DATA_KINDS,
     BufferSource,
@@ -50,11 +51,15 @@ __all__ = [
     "DATA_KINDS",
     "DEFAULT_BLOCK_SIZE",
     "DEFAULT_TOTAL_BYTES",
+    "BufferSink",
     "BufferSource",
     "Chunk",
     "CodecError",
     "CodecSpec",
+    "ConcatSink",
+    "ConcatSource",
     "DataKind",
+    "DataSink",
     "DataSource",
     "Fault",
     "FieldSource",
@@ -68,6 +73,7 @@ __all__ = [
     "ReadMethodRequest",
     "StartMethod",
     "WorkerReport",
+    "as_bytes_view",
     "job_files",
     "make_source",
     "parse_codec",

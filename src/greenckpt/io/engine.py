@@ -436,6 +436,7 @@ def run_chunks(
     fault: Fault | None = None,
     on_start: Callable[[], None] | None = None,
     codec: CodecSpec | None = None,
+    digest: str | None = None,
 ) -> list[WorkerReport]:
     """Run one worker per entry of ``assignments`` (its chunks) from a common start.
 
@@ -450,6 +451,8 @@ def run_chunks(
     compressed frame (:mod:`greenckpt.io.codec`): chunk lengths stay logical, frames start at
     each chunk's offset, and the reports give the stored bytes per chunk (a compressed chunk
     must not share a file region with another, since its stored size is known only after).
+    ``digest`` (a :mod:`greenckpt.io.checksum` name) makes each report carry the digest of
+    every chunk's stored bytes, computed as they pass.
     """
     if not assignments:
         raise ValueError("no workers: give at least one worker's chunks")
@@ -465,6 +468,7 @@ def run_chunks(
             checksum=checksum,
             fault=fault,
             codec=codec,
+            digest=digest,
         )
         for rank, chunks in enumerate(assignments)
     ]

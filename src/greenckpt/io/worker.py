@@ -27,10 +27,14 @@ import traceback
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from greenckpt.io.codec import FRAME_HEADER, BlockCodec, CodecError, CodecSpec
+from greenckpt.io.sinks import DataSink
 from greenckpt.io.sources import DataSource
+
+if TYPE_CHECKING:
+    from greenckpt.io.checksum import Hasher
 
 __all__ = [
     "Chunk",
@@ -55,12 +59,14 @@ BARRIER_TIMEOUT_S = 300.0
 
 @dataclass(frozen=True)
 class Chunk:
-    """``length`` bytes at ``offset`` of ``path``; ``source`` supplies them for a write."""
+    """``length`` bytes at ``offset`` of ``path``; ``source`` supplies them for a write,
+    ``sink`` (optional) receives them on a read (else they are only counted and checked)."""
 
     path: str
     offset: int
     length: int
     source: DataSource | None = None
+    sink: DataSink | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +98,9 @@ class WorkerTask:
     """Compress each block into a frame (writes) or expand frames (reads); see
     :mod:`greenckpt.io.codec`. A compressed chunk's ``length`` is its *logical* length and
     its frames start at ``offset``."""
+    digest: str | None = None
+    """Checksum name (:mod:`greenckpt.io.checksum`) of the *stored* bytes of each chunk,
+    computed as they pass: what a checkpoint manifest records and a restart checks."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +115,8 @@ class WorkerReport:
     end_ns: int
     checksums: tuple[int, ...] | None
     chunk_stored: tuple[int, ...] = ()
+    digests: tuple[str, ...] | None = None
+    """Hex digest of each chunk's stored bytes when the task named a ``digest``."""
 
     @property
     def stored_bytes(self) -> int:
@@ -175,7 +186,9 @@ def _check_fault(task: WorkerTask, moved: int) -> None:
         raise RuntimeError(f"injected fault in worker {task.rank} after {moved} bytes")
 
 
-def _write_chunk(task: WorkerTask, fd: int, chunk: Chunk, moved: int) -> int | None:
+def _write_chunk(
+    task: WorkerTask, fd: int, chunk: Chunk, moved: int, hasher: Hasher | None
+) -> int | None:
     source = chunk.source
     if source is None:
         raise ValueError(f"write chunk of {chunk.path} at {chunk.offset} has no source")
@@ -190,12 +203,19 @@ def _write_chunk(task: WorkerTask, fd: int, chunk: Chunk, moved: int) -> int | N
             done += os.pwrite(fd, view[done:], chunk.offset + pos + done)
         if task.checksum:
             crc = zlib.crc32(view, crc)
+        if hasher is not None:
+            hasher.update(view)
         pos += want
     return crc if task.checksum else None
 
 
 def _write_frames(
-    task: WorkerTask, fd: int, chunk: Chunk, moved: int, codec: BlockCodec
+    task: WorkerTask,
+    fd: int,
+    chunk: Chunk,
+    moved: int,
+    codec: BlockCodec,
+    hasher: Hasher | None,
 ) -> tuple[int | None, int]:
     """Compressed write: one frame per block, appended from ``chunk.offset``; returns the
     CRC of the logical bytes (if asked) and the stored length."""
@@ -219,6 +239,9 @@ def _write_frames(
                 done += os.pwrite(fd, rest[done:], at + done)
         if task.checksum:
             crc = zlib.crc32(view, crc)
+        if hasher is not None:
+            hasher.update(header)
+            hasher.update(payload)
         pos += want
         stored += total
     return (crc if task.checksum else None), stored
@@ -254,7 +277,13 @@ class _FrameReader:
 
 
 def _read_frames(
-    task: WorkerTask, fd: int, chunk: Chunk, buf: memoryview, moved: int, codec: BlockCodec
+    task: WorkerTask,
+    fd: int,
+    chunk: Chunk,
+    buf: memoryview,
+    moved: int,
+    codec: BlockCodec,
+    hasher: Hasher | None,
 ) -> tuple[int | None, int]:
     """Compressed read: expand frames until the chunk's logical length is reached; returns
     the CRC of the logical bytes (if asked) and the stored length consumed."""
@@ -277,9 +306,13 @@ def _read_frames(
         reader.fill(head + stored_len)
         s = reader.start
         with memoryview(reader.pending) as whole, whole[s + head : s + head + stored_len] as pay:
+            if hasher is not None:
+                hasher.update(whole[s : s + head + stored_len])
             data = codec.decode_payload(pay, raw_len, raw, where)
             if task.checksum:
                 crc = zlib.crc32(data, crc)
+            if chunk.sink is not None:
+                chunk.sink.put(pos, data)
             if isinstance(data, memoryview):
                 data.release()
         reader.start += head + stored_len
@@ -288,22 +321,34 @@ def _read_frames(
     return (crc if task.checksum else None), stored
 
 
-def _read_chunk(task: WorkerTask, fd: int, chunk: Chunk, buf: memoryview, moved: int) -> int | None:
+def _read_chunk(
+    task: WorkerTask, fd: int, chunk: Chunk, buf: memoryview, moved: int, hasher: Hasher | None
+) -> int | None:
     direct = task.read_method == "o_direct"
+    sink = chunk.sink
     crc = 0
     pos = 0
     while pos < chunk.length:
         _check_fault(task, moved + pos)
         want = min(task.block_size, chunk.length - pos)
+        # Straight into the caller's memory when it is one contiguous piece (O_DIRECT needs
+        # the aligned buffer instead).
+        target = sink.view(pos, want) if sink is not None and not direct else None
         # O_DIRECT lengths must be whole logical blocks; the only short length is a chunk's
         # tail at end of file, where rounding up reads nothing beyond EOF.
         request = _round_up(want, task.alignment) if direct else want
-        got = os.preadv(fd, [buf[:request]], chunk.offset + pos)
+        into = target if target is not None else buf[:request]
+        got = os.preadv(fd, [into], chunk.offset + pos)
         if got <= 0:
             raise OSError(f"{chunk.path}: end of file at {chunk.offset + pos}, expected more data")
         got = min(got, want)
+        data = into[:got]
         if task.checksum:
-            crc = zlib.crc32(buf[:got], crc)
+            crc = zlib.crc32(data, crc)
+        if hasher is not None:
+            hasher.update(data)
+        if sink is not None and target is None:
+            sink.put(pos, data)
         pos += got
     return crc if task.checksum else None
 
@@ -318,6 +363,7 @@ def run_worker(task: WorkerTask, start: Callable[[], None] | None = None) -> Wor
     region: mmap.mmap | None = None
     buf = memoryview(b"")
     codec = BlockCodec(task.codec) if task.codec is not None else None
+    new_hasher = _hasher_factory(task.digest)
     try:
         if task.op == "write":
             for chunk in task.chunks:
@@ -325,6 +371,9 @@ def run_worker(task: WorkerTask, start: Callable[[], None] | None = None) -> Wor
                     raise ValueError(f"write chunk of {chunk.path} has no source")
                 chunk.source.prepare(chunk.length, task.block_size)
         else:
+            for chunk in task.chunks:
+                if chunk.sink is not None:
+                    chunk.sink.prepare(chunk.length)
             size = _round_up(task.block_size, task.alignment)
             region, buf = aligned_buffer(size, task.alignment)
             if task.read_method == "fadvise_dontneed":
@@ -336,20 +385,24 @@ def run_worker(task: WorkerTask, start: Callable[[], None] | None = None) -> Wor
         moved = 0
         checksums: list[int] = []
         stored: list[int] = []
+        digests: list[str] = []
         for chunk in task.chunks:
             fd = fds[chunk.path]
+            hasher = new_hasher() if new_hasher is not None else None
             if codec is not None and task.op == "write":
-                crc, kept = _write_frames(task, fd, chunk, moved, codec)
+                crc, kept = _write_frames(task, fd, chunk, moved, codec, hasher)
             elif codec is not None:
-                crc, kept = _read_frames(task, fd, chunk, buf, moved, codec)
+                crc, kept = _read_frames(task, fd, chunk, buf, moved, codec, hasher)
             elif task.op == "write":
-                crc, kept = _write_chunk(task, fd, chunk, moved), chunk.length
+                crc, kept = _write_chunk(task, fd, chunk, moved, hasher), chunk.length
             else:
-                crc, kept = _read_chunk(task, fd, chunk, buf, moved), chunk.length
+                crc, kept = _read_chunk(task, fd, chunk, buf, moved, hasher), chunk.length
             moved += chunk.length
             stored.append(kept)
             if crc is not None:
                 checksums.append(crc)
+            if hasher is not None:
+                digests.append(hasher.hexdigest())
         if task.op == "write" and task.fsync:
             for fd in fds.values():
                 os.fsync(fd)
@@ -370,7 +423,17 @@ def run_worker(task: WorkerTask, start: Callable[[], None] | None = None) -> Wor
         end_ns=end_ns,
         checksums=tuple(checksums) if task.checksum else None,
         chunk_stored=tuple(stored),
+        digests=tuple(digests) if task.digest is not None else None,
     )
+
+
+def _hasher_factory(name: str | None) -> Callable[[], Hasher] | None:
+    """The digest's constructor, imported only when asked (a benchmark worker never is)."""
+    if name is None:
+        return None
+    from greenckpt.io.checksum import new_hasher  # noqa: PLC0415 - see docstring
+
+    return lambda: new_hasher(name)
 
 
 def worker_entry(task: WorkerTask, barrier: threading.Barrier, results: Any) -> None:

@@ -13,7 +13,7 @@ import xxhash
 from hypothesis import given
 from hypothesis import strategies as st
 
-from greenckpt.ckpt.checksum import (
+from greenckpt.io.checksum import (
     CHECKSUMS,
     DEFAULT_CHECKSUM,
     ChecksumError,

@@ -1,0 +1,164 @@
+"""Where the bytes of a read go: nowhere (a benchmark), or the caller's own buffers.
+
+Why a seam here: the profiler reads to measure, the checkpoint library reads to restore the
+application's arrays, and both go through the *same* read loop. A :class:`DataSink` either
+lends the loop a writable view of the destination (the bytes land in place: no copy) or takes
+each block as it is read (when the destination is split or the data were compressed).
+
+:class:`ConcatSource` and :class:`ConcatSink` present several buffers (a rank's protected
+arrays) as one logical stream, so one file and one chunk hold them all, compressed or not.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+__all__ = ["BufferSink", "ConcatSink", "ConcatSource", "DataSink", "as_bytes_view"]
+
+
+def as_bytes_view(buffer: object, *, writable: bool = False) -> memoryview:
+    """A flat unsigned-byte view of any C-contiguous buffer (NumPy arrays included)."""
+    view = memoryview(buffer)  # type: ignore[arg-type]
+    if not view.c_contiguous:
+        raise ValueError("the buffer is not C-contiguous: pass numpy.ascontiguousarray(...)")
+    if writable and view.readonly:
+        raise ValueError("the buffer is read-only: recovery needs a writable buffer")
+    return view.cast("B") if view.format != "B" or view.ndim != 1 else view
+
+
+@runtime_checkable
+class DataSink(Protocol):
+    """The destination of one chunk's logical bytes, filled block by block in order."""
+
+    def prepare(self, length: int) -> None:
+        """Check the destination holds ``length`` bytes (before the start barrier)."""
+        ...
+
+    def view(self, pos: int, length: int) -> memoryview | None:
+        """A writable view of bytes ``pos … pos+length`` if they are contiguous, else None."""
+        ...
+
+    def put(self, pos: int, data: memoryview | bytes) -> None:
+        """Store ``data`` at logical position ``pos``."""
+        ...
+
+
+class BufferSink:
+    """One caller buffer (in-process only, like :class:`~greenckpt.io.sources.BufferSource`)."""
+
+    def __init__(self, buffer: object) -> None:
+        self._view = as_bytes_view(buffer, writable=True)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        """Refuse pickling: the bytes must land in this process's memory."""
+        raise TypeError("BufferSink is in-process only")
+
+    def prepare(self, length: int) -> None:
+        """Check the buffer is large enough."""
+        if len(self._view) < length:
+            raise ValueError(f"BufferSink holds {len(self._view)} bytes, chunk has {length}")
+
+    def view(self, pos: int, length: int) -> memoryview | None:
+        """Always contiguous."""
+        return self._view[pos : pos + length]
+
+    def put(self, pos: int, data: memoryview | bytes) -> None:
+        """Copy a block in."""
+        self._view[pos : pos + len(data)] = data
+
+
+class _Parts:
+    """Several flat byte views laid end to end; finds which part holds a position."""
+
+    def __init__(self, views: Sequence[memoryview]) -> None:
+        self.views = list(views)
+        self.starts: list[int] = []
+        total = 0
+        for v in self.views:
+            self.starts.append(total)
+            total += len(v)
+        self.length = total
+
+    def locate(self, pos: int) -> int:
+        return bisect.bisect_right(self.starts, pos) - 1
+
+    def single(self, pos: int, length: int) -> memoryview | None:
+        """The view of ``pos … pos+length`` when one part holds it all."""
+        i = self.locate(pos)
+        while i < len(self.views) - 1 and self.starts[i + 1] == pos:  # skip empty parts
+            i += 1
+        if i < 0:
+            return None
+        off = pos - self.starts[i]
+        if off + length <= len(self.views[i]):
+            return self.views[i][off : off + length]
+        return None
+
+
+class ConcatSource(_Parts):
+    """Several buffers written as one stream. A block inside one buffer is served as a view
+    (no copy); only a block straddling two buffers is assembled (one block, not the data)."""
+
+    def __init__(self, buffers: Sequence[object]) -> None:
+        super().__init__([as_bytes_view(b) for b in buffers])
+
+    def __reduce__(self) -> tuple[object, ...]:
+        """Refuse pickling: in-process only."""
+        raise TypeError("ConcatSource is in-process only")
+
+    def prepare(self, length: int, block_size: int) -> None:
+        """Check the buffers hold the chunk."""
+        if self.length < length:
+            raise ValueError(f"ConcatSource holds {self.length} bytes, chunk needs {length}")
+
+    def block(self, pos: int, length: int) -> memoryview:
+        """The ``length`` bytes at ``pos``."""
+        view = self.single(pos, length)
+        if view is not None:
+            return view
+        out = bytearray(length)
+        done = 0
+        i = self.locate(pos)
+        while done < length:
+            part = self.views[i]
+            off = pos + done - self.starts[i]
+            take = min(len(part) - off, length - done)
+            out[done : done + take] = part[off : off + take]
+            done += take
+            i += 1
+        return memoryview(out)
+
+
+class ConcatSink(_Parts):
+    """Several writable buffers filled from one stream (the inverse of ConcatSource)."""
+
+    def __init__(self, buffers: Sequence[object]) -> None:
+        super().__init__([as_bytes_view(b, writable=True) for b in buffers])
+
+    def __reduce__(self) -> tuple[object, ...]:
+        """Refuse pickling: in-process only."""
+        raise TypeError("ConcatSink is in-process only")
+
+    def prepare(self, length: int) -> None:
+        """Check the buffers hold the chunk."""
+        if self.length < length:
+            raise ValueError(f"ConcatSink holds {self.length} bytes, chunk has {length}")
+
+    def view(self, pos: int, length: int) -> memoryview | None:
+        """A view when one buffer holds the whole block."""
+        return self.single(pos, length)
+
+    def put(self, pos: int, data: memoryview | bytes) -> None:
+        """Scatter a block over the buffers it spans."""
+        src = memoryview(data)
+        done = 0
+        i = self.locate(pos)
+        while done < len(src):
+            part = self.views[i]
+            off = pos + done - self.starts[i]
+            take = min(len(part) - off, len(src) - done)
+            part[off : off + take] = src[done : done + take]
+            done += take
+            i += 1
