@@ -43,7 +43,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from greenckpt.io.checksum import file_digest
 from greenckpt.ckpt.manifest import (
     MANIFEST_NAME,
     Manifest,
@@ -51,6 +50,7 @@ from greenckpt.ckpt.manifest import (
     read_manifest,
     write_manifest,
 )
+from greenckpt.io.checksum import file_digest
 
 __all__ = ["CheckpointStore", "StoreError", "VerifyResult"]
 

@@ -1,0 +1,456 @@
+"""The checkpoint library's API: protect data, checkpoint, decide when, recover, finalize.
+
+One :class:`Checkpointer` per process, the same code in a single process and under MPI::
+
+    ck = Checkpointer("ckpt.toml")          # or keywords: local_dir=..., l1={"every": "5min"}
+    ck.protect("u", u)                       # NumPy arrays / buffers: never copied
+    ck.state["it"] = 0                       # small picklable state
+    if ck.recover():                         # newest complete and verified checkpoint, if any
+        start = ck.state["it"]
+    for it in range(start, n):
+        step(u)
+        ck.state["it"] = it + 1
+        if (level := ck.need_checkpoint(it + 1)) is not None:
+            ck.checkpoint(level, iteration=it + 1)
+    ck.finalize()
+
+The commit protocol (why a checkpoint is never reported complete before it is): every rank
+writes its file into a staging directory (data fsynced, then the directory); the ranks agree
+(allgather) that all of them succeeded; only then does one rank per directory (each node's
+lowest rank for node-local storage, rank 0 for the global file system) write the manifest and
+rename staging → committed — the commit point. Any failure before it removes the staging data
+and raises :class:`CheckpointError` on every rank; the previous checkpoints are untouched, and
+old ones are removed only after a newer one committed (keep-last-k, never the newest).
+
+Recovery considers every committed checkpoint of every level, newest id first; a node-local
+one only if every node holds it. Each rank checks the manifest, that its protected data still
+have the recorded names, dtypes and shapes, reads its file straight into the protected
+buffers and checks the digests of the stored bytes and of every variable. The first checkpoint
+that every rank read correctly wins; otherwise the next older one is tried, and the reasons
+are kept (:attr:`RecoveryInfo.skipped`).
+
+Levels 2 (partner copy) and 3 (erasure code) are configured but refused at start-up for now:
+this module implements level 1 (node-local) and level 4 (global file system).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from greenckpt.ckpt.comm import Comm, world
+from greenckpt.ckpt.config import Config, LevelConfig, load_config
+from greenckpt.ckpt.manifest import Manifest, RankEntry, utc_now_iso
+from greenckpt.ckpt.protect import Protected
+from greenckpt.ckpt.store import CheckpointStore, StoreError
+from greenckpt.ckpt.topology import Topology, write_waves
+from greenckpt.io import Chunk, ConcatSink, ConcatSource, parse_codec, run_chunks
+from greenckpt.io.checksum import digest_bytes
+from greenckpt.model.intervals import time_optimal_interval
+
+__all__ = [
+    "CheckpointError",
+    "CheckpointInfo",
+    "Checkpointer",
+    "RecoveryError",
+    "RecoveryInfo",
+]
+
+IMPLEMENTED_LEVELS = (1, 4)
+LEVEL_NAMES = {1: "node-local", 2: "partner copy", 3: "erasure code", 4: "global file system"}
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint failed on some rank; nothing of it was committed, older ones are intact."""
+
+
+class RecoveryError(RuntimeError):
+    """Checkpoints exist but none could be restored; the message says why for each."""
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """A committed checkpoint, as seen by this rank."""
+
+    id: int
+    level: int
+    iteration: int | None
+    seconds: float
+    """Wall time of the whole collective checkpoint on this rank (write, agree, commit)."""
+    logical_bytes: int
+    """This rank's protected bytes."""
+    stored_bytes: int
+    """This rank's bytes on storage (fewer with a codec)."""
+
+
+@dataclass(frozen=True)
+class RecoveryInfo:
+    """The checkpoint a recovery restored, and why newer ones were passed over."""
+
+    id: int
+    level: int
+    iteration: int | None
+    seconds: float
+    skipped: tuple[str, ...]
+
+
+def _one_line(exc: BaseException) -> str:
+    return traceback.format_exception_only(type(exc), exc)[-1].strip()
+
+
+class Checkpointer:
+    """Multilevel checkpoint/restart for one process of a (possibly MPI) job.
+
+    ``config`` is a TOML file; keyword ``settings`` and ``GREENCKPT_*`` environment variables
+    override it (:func:`greenckpt.ckpt.config.load_config`). ``comm`` defaults to MPI's world
+    when the process runs under an MPI launcher, else a single process. Construction is
+    collective; it checks every storage directory and raises a one-line :class:`StoreError`
+    (a ``ValueError``) on every rank if one is unusable, before any computation is lost.
+    """
+
+    def __init__(
+        self,
+        config: str | os.PathLike[str] | Config | None = None,
+        *,
+        comm: Comm | None = None,
+        env: Mapping[str, str] | None = None,
+        **settings: Any,
+    ) -> None:
+        self.config = (
+            config if isinstance(config, Config) else load_config(config, env=env, **settings)
+        )
+        unsupported = [n for n in self.config.enabled_levels if n not in IMPLEMENTED_LEVELS]
+        if unsupported:
+            names = ", ".join(f"{n} ({LEVEL_NAMES[n]})" for n in unsupported)
+            raise ValueError(f"level {names} is not implemented yet: use levels 1 and 4 for now")
+        self.comm = comm if comm is not None else world()
+        self.rank = self.comm.rank
+        self.topology = Topology.discover(self.comm, self.config.ranks_per_node)
+        self.node = self.topology.node_of(self.rank)
+        self.protected = Protected()
+        self._stores = self._open_stores()
+        self._finalized = False
+        latest = max((max(s.committed(), default=0) for s in self._stores.values()), default=0)
+        self._next_id = max(self.comm.allgather(latest)) + 1
+        now = time.monotonic()
+        self._last_time = dict.fromkeys(self._stores, now)
+        self._last_iteration = dict.fromkeys(self._stores, 0)
+        self._last_seconds: dict[int, float] = {}
+        self.history: list[CheckpointInfo] = []
+
+    # ------------------------------------------------------------------ set-up
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """Small picklable application state saved with every checkpoint."""
+        return self.protected.state
+
+    def protect(self, name: str, obj: Any) -> None:
+        """Save ``obj`` (a C-contiguous NumPy array or buffer) under ``name`` at every
+        checkpoint; recovery reads it back in place. Same names in the same order on restart."""
+        self.protected.add(name, obj)
+
+    def _level(self, number: int) -> LevelConfig:
+        return self.config.level(number)
+
+    def _store_base(self, number: int) -> Path:
+        if number == 4:
+            assert self.config.global_dir is not None
+            return Path(os.path.expanduser(self.config.global_dir))
+        assert self.config.local_dir is not None
+        return self.topology.local_base(self.config.local_dir, self.node)
+
+    def _open_stores(self) -> dict[int, CheckpointStore]:
+        """The stores of the enabled levels, checked on every rank (collective)."""
+        stores: dict[int, CheckpointStore] = {}
+        problem = None
+        try:
+            for number in self.config.enabled_levels:
+                base = self._store_base(number)
+                if number != 4 and self.topology.emulated and base.parent.is_dir():
+                    base.mkdir(exist_ok=True)  # an emulated node's own local directory
+                store = CheckpointStore(base, self.config.name)
+                store.check_usable()
+                stores[number] = store
+        except (StoreError, OSError) as exc:
+            problem = str(exc)
+        problems = self.comm.allgather(problem)
+        bad = next(((r, p) for r, p in enumerate(problems) if p), None)
+        if bad is not None:
+            raise StoreError(bad[1] if bad[0] == self.rank else f"rank {bad[0]}: {bad[1]}")
+        for number, store in stores.items():
+            if self._is_leader(number):
+                store.discard_partial()  # leftovers of a run that crashed mid-checkpoint
+        self.comm.barrier()
+        return stores
+
+    def _is_leader(self, level: int) -> bool:
+        """Whether this rank commits and cleans its directory of ``level``."""
+        if level == 4:
+            return self.rank == 0
+        return self.rank == self.topology.leader(self.node)
+
+    def _dir_ranks(self, level: int) -> tuple[int, ...] | None:
+        """The ranks whose files this rank's directory of ``level`` holds (None: all)."""
+        return None if level == 4 else self.topology.nodes[self.node]
+
+    # ------------------------------------------------------------------ when
+
+    def need_checkpoint(self, iteration: int | None = None) -> int | None:
+        """The level due now (the highest if several), or None. Collective when any interval
+        is in seconds or automatic (rank 0 decides, so every rank takes the same decision)."""
+        due: list[int] = []
+        timed = False
+        now = time.monotonic()
+        for number in self._stores:
+            lc = self._level(number)
+            if lc.every_iterations is not None:
+                if iteration is None:
+                    raise ValueError(
+                        f"level {number} checkpoints every {lc.every_iterations} iterations: "
+                        "pass the iteration to need_checkpoint()"
+                    )
+                if iteration - self._last_iteration[number] >= lc.every_iterations:
+                    due.append(number)
+            elif lc.every_s is not None or lc.auto:
+                timed = True
+                interval = lc.every_s if lc.every_s is not None else self._auto_interval(number)
+                if now - self._last_time[number] >= interval:
+                    due.append(number)
+        level = max(due) if due else None
+        return self.comm.bcast(level) if timed and self.comm.size > 1 else level
+
+    def _auto_interval(self, level: int) -> float:
+        """The time-optimal interval (saito2013 §6's model) for the measured checkpoint time
+        of ``level`` and the configured MTBF; 0 (checkpoint now) until one was measured."""
+        seconds = self._last_seconds.get(level)
+        mtbf = self.config.mtbf
+        if seconds is None or mtbf is None:
+            return 0.0
+        return float(time_optimal_interval(max(seconds, 1e-3), 1.0 / mtbf))
+
+    # ------------------------------------------------------------------ checkpoint
+
+    def checkpoint(
+        self, level: int | None = None, *, iteration: int | None = None
+    ) -> CheckpointInfo:
+        """Write a checkpoint at ``level`` (default: the lowest enabled), collectively.
+
+        Returns when the checkpoint is committed on every rank; raises
+        :class:`CheckpointError` on every rank if any rank failed (nothing committed).
+        """
+        self._check_open()
+        number = min(self._stores) if level is None else level
+        if number not in self._stores:
+            raise ValueError(
+                f"level {number} is not enabled: enabled levels are "
+                f"{', '.join(map(str, self._stores))}"
+            )
+        start = time.monotonic()
+        ckpt_id = self._next_id
+        self._next_id += 1
+        store = self._stores[number]
+        entry, error = None, None
+        waves = write_waves(self.topology, self.config.writers_per_node, self.config.writers_total)
+        for wave in waves:
+            if self.rank in wave:
+                try:
+                    entry = self._write(number, store, ckpt_id)
+                except Exception as exc:  # reported to every rank below
+                    error = _one_line(exc)
+            if len(waves) > 1:
+                self.comm.barrier()
+        outcomes = self.comm.allgather((entry, error))
+        failed = [(r, e) for r, (_, e) in enumerate(outcomes) if e is not None]
+        if failed:
+            self._abort(number, store, ckpt_id)
+            r, e = failed[0]
+            raise CheckpointError(
+                f"checkpoint {ckpt_id} (level {number}) failed on rank {r}: {e}; nothing was "
+                "committed and the previous checkpoints are intact"
+            )
+        entries = tuple(e for e, _ in outcomes if e is not None)
+        manifest = Manifest(
+            name=self.config.name,
+            id=ckpt_id,
+            level=number,
+            created=utc_now_iso(),
+            iteration=iteration,
+            checksum=self.config.checksum,
+            codec=self._codec_label(number),
+            nranks=self.comm.size,
+            nodes=self.topology.nodes,
+            ranks=entries,
+        )
+        commit_error = None
+        if self._is_leader(number):
+            try:
+                store.commit(ckpt_id, manifest, ranks=self._dir_ranks(number))
+            except (StoreError, OSError, ValueError) as exc:
+                commit_error = _one_line(exc)
+        commits = self.comm.allgather(commit_error)
+        if any(commits):
+            if self._is_leader(number) and commit_error is None:
+                store.remove(ckpt_id)  # committed here but not everywhere: not a checkpoint
+            self._abort(number, store, ckpt_id)
+            r = next(i for i, c in enumerate(commits) if c)
+            raise CheckpointError(
+                f"checkpoint {ckpt_id} (level {number}) could not be committed on rank {r}: "
+                f"{commits[r]}; the previous checkpoints are intact"
+            )
+        if self._is_leader(number):
+            store.cleanup(self.config.keep, protect=[ckpt_id])
+        seconds = time.monotonic() - start
+        self._last_time[number] = time.monotonic()
+        self._last_seconds[number] = seconds
+        if iteration is not None:
+            self._last_iteration[number] = iteration
+        mine = entries[self.rank]
+        info = CheckpointInfo(
+            ckpt_id, number, iteration, seconds, mine.logical_bytes, mine.stored_bytes
+        )
+        self.history.append(info)
+        return info
+
+    def _codec_label(self, level: int) -> str | None:
+        spec = parse_codec(self._level(level).codec)
+        return None if spec is None else spec.label
+
+    def _write(self, level: int, store: CheckpointStore, ckpt_id: int) -> RankEntry:
+        """This rank's file into the staging directory; its manifest entry."""
+        stage = store.staging(ckpt_id)
+        name = f"rank-{self.rank:06d}.data"
+        path = stage / name
+        slots = self.protected.slots(for_write=True)
+        variables = self.protected.variables(slots, self.config.checksum)
+        total = sum(v.nbytes for v in variables)
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644))
+        (report,) = run_chunks(
+            "write",
+            [[Chunk(str(path), 0, total, ConcatSource([s.view for s in slots]))]],
+            codec=parse_codec(self._level(level).codec),
+            digest=self.config.checksum,
+        )
+        assert report.digests is not None
+        return RankEntry(
+            rank=self.rank,
+            node=self.node,
+            file=name,
+            logical_bytes=total,
+            stored_bytes=report.stored_bytes,
+            digest=report.digests[0],
+            variables=variables,
+        )
+
+    def _abort(self, level: int, store: CheckpointStore, ckpt_id: int) -> None:
+        """Remove a failed checkpoint's staging data (after every rank stopped writing)."""
+        self.comm.barrier()
+        if self._is_leader(level):
+            shutil.rmtree(store.staging_path(ckpt_id), ignore_errors=True)
+        self.comm.barrier()
+
+    # ------------------------------------------------------------------ recover
+
+    def recover(self, *, missing_ok: bool = True) -> RecoveryInfo | None:
+        """Restore the newest checkpoint that every rank can read and verify (collective).
+
+        Returns None when there is no checkpoint at all (a first run) and ``missing_ok``;
+        raises :class:`RecoveryError` when checkpoints exist but none can be restored (the
+        protected buffers may then hold partial data).
+        """
+        self._check_open()
+        start = time.monotonic()
+        mine = {number: store.committed() for number, store in self._stores.items()}
+        everyone = self.comm.allgather(mine)
+        candidates = sorted(
+            {
+                (ckpt_id, number)
+                for number, ids in mine.items()
+                for ckpt_id in ids
+                if all(ckpt_id in other.get(number, ()) for other in everyone)
+            },
+            reverse=True,
+        )
+        skipped: list[str] = []
+        for ckpt_id, number in candidates:
+            problem = self._try_read(number, ckpt_id)
+            problems = self.comm.allgather(problem)
+            bad = [(r, p) for r, p in enumerate(problems) if p]
+            if not bad:
+                manifest = self._stores[number].read(ckpt_id)
+                for n in self._stores:
+                    self._last_time[n] = time.monotonic()
+                    self._last_iteration[n] = manifest.iteration or 0
+                self._next_id = max(self._next_id, ckpt_id + 1)
+                return RecoveryInfo(
+                    ckpt_id, number, manifest.iteration, time.monotonic() - start, tuple(skipped)
+                )
+            r, p = bad[0]
+            skipped.append(f"checkpoint {ckpt_id} (level {number}): rank {r}: {p}")
+        orphans = sorted({i for ids in mine.values() for i in ids} - {c for c, _ in candidates})
+        for ckpt_id in orphans:
+            skipped.append(f"checkpoint {ckpt_id}: not held by every node")
+        if not skipped and missing_ok:
+            return None
+        detail = "; ".join(skipped) if skipped else "no checkpoint exists"
+        raise RecoveryError(f"no checkpoint could be restored: {detail}")
+
+    def _try_read(self, level: int, ckpt_id: int) -> str | None:
+        """Read this rank's data of a checkpoint into the protected buffers; why not, or None."""
+        store = self._stores[level]
+        try:
+            manifest = store.read(ckpt_id)
+            if manifest.nranks != self.comm.size:
+                return f"written by {manifest.nranks} ranks, this job has {self.comm.size}"
+            entry = manifest.ranks[self.rank]
+            mismatch = self.protected.check(entry.variables)
+            if mismatch is not None:
+                return mismatch
+            path = store.committed_path(ckpt_id) / entry.file
+            size = path.stat().st_size
+            if size != entry.stored_bytes:
+                return f"{path} holds {size} B, the manifest says {entry.stored_bytes} B"
+            views, state = self.protected.read_slots(entry.variables)
+            (report,) = run_chunks(
+                "read",
+                [[Chunk(str(path), 0, entry.logical_bytes, sink=ConcatSink(views))]],
+                codec=parse_codec(manifest.codec),
+                digest=manifest.checksum,
+            )
+            assert report.digests is not None
+            if report.digests[0] != entry.digest:
+                return f"{path} is corrupt: its {manifest.checksum} digest does not match"
+            for v, view in zip(entry.variables, views, strict=True):
+                if digest_bytes(manifest.checksum, view) != v.digest:
+                    return f"variable {v.name} does not match its digest after reading"
+            self.protected.load_state(state)
+        except (OSError, ValueError, RuntimeError) as exc:
+            return _one_line(exc)
+        return None
+
+    # ------------------------------------------------------------------ end
+
+    def _check_open(self) -> None:
+        if self._finalized:
+            raise RuntimeError("this Checkpointer was finalized: create a new one")
+
+    def finalize(self) -> None:
+        """End of the run (collective): nothing is left in flight."""
+        if not self._finalized:
+            self.comm.barrier()
+            self._finalized = True
+
+    def __enter__(self) -> Checkpointer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if exc[0] is None:
+            self.finalize()
+        else:
+            self._finalized = True

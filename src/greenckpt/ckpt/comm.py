@@ -1,0 +1,149 @@
+"""The few collective operations the checkpoint library needs, with or without MPI.
+
+Why a small interface instead of mpi4py everywhere: the library must work in a single process
+(no MPI installed, a laptop, a serial code) exactly as under ``mpiexec``, and its protocol —
+agree, commit, verify, choose — is easiest to test when the communicator is swappable.
+:class:`SelfComm` is the one-process case; :class:`MPIComm` wraps an mpi4py communicator
+(imported only when used). Objects exchanged are small (manifest entries, flags, ids):
+pickled collectives are fine. Bulk data (partner copies, parity) goes through
+:meth:`Comm.sendrecv_bytes` in bounded segments.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from typing import Any, Protocol, TypeVar
+
+__all__ = ["Comm", "MPIComm", "SelfComm", "world"]
+
+T = TypeVar("T")
+
+
+class Comm(Protocol):
+    """A communicator: rank, size and blocking collectives over picklable objects."""
+
+    @property
+    def rank(self) -> int:
+        """This process's rank (0-based)."""
+        ...
+
+    @property
+    def size(self) -> int:
+        """Number of ranks."""
+        ...
+
+    def barrier(self) -> None:
+        """Wait for every rank."""
+        ...
+
+    def allgather(self, obj: T) -> list[T]:
+        """Every rank's ``obj``, in rank order, on every rank."""
+        ...
+
+    def bcast(self, obj: T, root: int = 0) -> T:
+        """``root``'s ``obj`` on every rank."""
+        ...
+
+    def sendrecv_bytes(self, data: bytes | memoryview, dest: int, source: int) -> bytes:
+        """Send ``data`` to ``dest`` and receive what ``source`` sends to this rank."""
+        ...
+
+    def host(self) -> str:
+        """The name of the node this rank runs on."""
+        ...
+
+
+class SelfComm:
+    """One process: every collective is the identity."""
+
+    rank = 0
+    size = 1
+
+    def barrier(self) -> None:
+        """Nothing to wait for."""
+
+    def allgather(self, obj: T) -> list[T]:
+        """A list of one."""
+        return [obj]
+
+    def bcast(self, obj: T, root: int = 0) -> T:
+        """The object itself."""
+        return obj
+
+    def sendrecv_bytes(self, data: bytes | memoryview, dest: int, source: int) -> bytes:
+        """Only to itself."""
+        if dest != 0 or source != 0:
+            raise ValueError("a single process can only exchange data with itself")
+        return bytes(data)
+
+    def host(self) -> str:
+        """This machine's host name."""
+        return socket.gethostname()
+
+
+class MPIComm:
+    """An mpi4py communicator (``MPI.COMM_WORLD`` by default)."""
+
+    def __init__(self, comm: Any = None) -> None:
+        if comm is None:
+            from mpi4py import MPI  # noqa: PLC0415 - MPI only when the job runs under it
+
+            comm = MPI.COMM_WORLD
+        self._comm = comm
+
+    @property
+    def rank(self) -> int:
+        """This process's rank."""
+        return int(self._comm.Get_rank())
+
+    @property
+    def size(self) -> int:
+        """Number of ranks."""
+        return int(self._comm.Get_size())
+
+    def barrier(self) -> None:
+        """MPI barrier."""
+        self._comm.Barrier()
+
+    def allgather(self, obj: T) -> list[T]:
+        """MPI allgather of pickled objects."""
+        return list(self._comm.allgather(obj))
+
+    def bcast(self, obj: T, root: int = 0) -> T:
+        """MPI broadcast of a pickled object."""
+        out: T = self._comm.bcast(obj, root=root)
+        return out
+
+    def sendrecv_bytes(self, data: bytes | memoryview, dest: int, source: int) -> bytes:
+        """Paired send/receive (no deadlock whatever the order of the ranks)."""
+        out: bytes = self._comm.sendrecv(bytes(data), dest=dest, source=source)
+        return out
+
+    def host(self) -> str:
+        """``MPI.Get_processor_name()``."""
+        from mpi4py import MPI  # noqa: PLC0415 - see __init__
+
+        return str(MPI.Get_processor_name())
+
+
+def world() -> Comm:
+    """``MPIComm()`` when this process runs under an MPI launcher with more than one rank
+    (or mpi4py is already initialised), else :class:`SelfComm`.
+
+    Why the care: importing mpi4py initialises MPI, which a serial program should not pay for
+    or depend on; launchers announce themselves through environment variables.
+    """
+
+    launched = any(
+        k in os.environ
+        for k in ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS")
+    )
+    if "mpi4py.MPI" in sys.modules or launched:
+        try:
+            comm = MPIComm()
+        except ImportError:
+            return SelfComm()
+        return comm
+    return SelfComm()

@@ -1,0 +1,149 @@
+"""The protected data of one rank: named arrays and buffers, plus a small picklable state.
+
+Why it is separate from the checkpoint protocol: what a rank saves, in which order, and how a
+restart checks that the application still has the same data (names, kinds, dtypes, shapes)
+is a self-contained question. Arrays and buffers are never copied — the write streams from
+them and the restart reads straight back into them — so they must be C-contiguous, and
+writable for recovery. The state (an iteration counter, a random generator's state) is
+pickled at each checkpoint and replaced on recovery.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from greenckpt.ckpt.manifest import Variable, VariableKind
+from greenckpt.io import as_bytes_view
+from greenckpt.io.checksum import digest_bytes
+
+__all__ = ["STATE_NAME", "Protected", "Slot", "describe_mismatch"]
+
+STATE_NAME = "__state__"
+"""The variable holding the pickled state (last in every rank's stream)."""
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One variable about to be written or read: its description and its bytes."""
+
+    name: str
+    kind: VariableKind
+    dtype: str | None
+    shape: tuple[int, ...] | None
+    view: memoryview
+
+
+class Protected:
+    """Named buffers in registration order, and the state dictionary."""
+
+    def __init__(self) -> None:
+        self._objects: dict[str, Any] = {}
+        self.state: dict[str, Any] = {}
+
+    def add(self, name: str, obj: Any) -> None:
+        """Protect ``obj`` (a NumPy array or any buffer-protocol object) under ``name``.
+
+        Protecting a name again replaces the object (arrays reallocated by the application).
+        """
+        if not isinstance(name, str) or not name or name == STATE_NAME:
+            raise ValueError(f"a protected name must be a non-empty string, not {name!r}")
+        if isinstance(obj, np.ndarray):
+            if obj.dtype.hasobject:
+                raise ValueError(f"{name}: arrays of Python objects cannot be checkpointed")
+            if not obj.flags.c_contiguous:
+                raise ValueError(
+                    f"{name}: the array is not C-contiguous; protect numpy.ascontiguousarray(...)"
+                )
+        else:
+            try:
+                as_bytes_view(obj)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(
+                    f"{name}: protect a NumPy array or a buffer (bytearray, memoryview…), "
+                    f"not {type(obj).__name__} ({exc}); put small values in .state"
+                ) from None
+        self._objects[name] = obj
+
+    def remove(self, name: str) -> None:
+        """Stop protecting ``name``."""
+        self._objects.pop(name, None)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Protected names, in stream order."""
+        return tuple(self._objects)
+
+    def slots(self, *, for_write: bool) -> list[Slot]:
+        """The variables in stream order, the pickled state last."""
+        out = []
+        for name, obj in self._objects.items():
+            if isinstance(obj, np.ndarray):
+                view = as_bytes_view(obj, writable=not for_write)
+                out.append(Slot(name, "array", obj.dtype.str, tuple(obj.shape), view))
+            else:
+                view = as_bytes_view(obj, writable=not for_write)
+                out.append(Slot(name, "buffer", None, None, view))
+        if for_write:
+            state = pickle.dumps(self.state, protocol=pickle.HIGHEST_PROTOCOL)
+            out.append(Slot(STATE_NAME, "state", None, None, memoryview(state)))
+        return out
+
+    def variables(self, slots: list[Slot], checksum: str) -> tuple[Variable, ...]:
+        """Manifest entries of ``slots`` (offsets in stream order, digests of their bytes)."""
+        out = []
+        offset = 0
+        for s in slots:
+            n = len(s.view)
+            digest = digest_bytes(checksum, s.view)
+            out.append(Variable(s.name, s.kind, s.dtype, s.shape, offset, n, digest))
+            offset += n
+        return tuple(out)
+
+    def read_slots(self, variables: tuple[Variable, ...]) -> tuple[list[memoryview], bytearray]:
+        """Where a restart puts each recorded variable: the protected buffers, then a fresh
+        buffer for the state. Call :func:`describe_mismatch` first."""
+        state = bytearray(
+            variables[-1].nbytes if variables and variables[-1].kind == "state" else 0
+        )
+        views = [s.view for s in self.slots(for_write=False)]
+        return [*views, memoryview(state)], state
+
+    def load_state(self, raw: bytes | bytearray) -> None:
+        """Replace the state with the recovered one."""
+        state = pickle.loads(raw) if raw else {}
+        if not isinstance(state, dict):
+            raise ValueError("the recovered state is not a dictionary")
+        self.state = state
+
+    def check(self, variables: tuple[Variable, ...]) -> str | None:
+        """Why this checkpoint's variables cannot be restored into the protected data, or None."""
+        return describe_mismatch(self.slots(for_write=False), variables)
+
+
+def describe_mismatch(slots: list[Slot], variables: tuple[Variable, ...]) -> str | None:
+    """One line on the first difference between protected data and a checkpoint's, or None."""
+    recorded = [v for v in variables if v.kind != "state"]
+    have: Mapping[str, Slot] = {s.name: s for s in slots}
+    names = [v.name for v in recorded]
+    if names != [s.name for s in slots]:
+        return (
+            f"the protected names differ: the checkpoint has {names}, the application "
+            f"protects {[s.name for s in slots]}"
+        )
+    for v in recorded:
+        s = have[v.name]
+        if v.kind != s.kind:
+            return f"{v.name} was a {v.kind} at checkpoint and is a {s.kind} now"
+        if v.kind == "array" and (v.dtype != s.dtype or v.shape != s.shape):
+            return (
+                f"{v.name} was {v.dtype} of shape {v.shape} at checkpoint and is {s.dtype} of "
+                f"shape {s.shape} now: protect an array of the same shape and dtype"
+            )
+        if v.nbytes != len(s.view):
+            return f"{v.name} held {v.nbytes} B at checkpoint and holds {len(s.view)} B now"
+    return None
