@@ -13,7 +13,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from greenckpt.io.checksum import digest_bytes
 from greenckpt.ckpt.manifest import (
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -29,6 +28,7 @@ from greenckpt.ckpt.manifest import (
     utc_now_iso,
     write_manifest,
 )
+from greenckpt.io.checksum import digest_bytes
 
 
 def _var(name: str, kind: str, data: bytes, offset: int, **extra: Any) -> dict[str, Any]:

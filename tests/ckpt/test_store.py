@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 import greenckpt.ckpt.store as store_module
-from greenckpt.io.checksum import digest_bytes
 from greenckpt.ckpt.manifest import (
     MANIFEST_NAME,
     Manifest,
@@ -21,6 +20,7 @@ from greenckpt.ckpt.manifest import (
     utc_now_iso,
 )
 from greenckpt.ckpt.store import CheckpointStore, StoreError, VerifyResult
+from greenckpt.io.checksum import digest_bytes
 
 NODES = ((0, 1), (2,))
 """Three ranks on two nodes: node 0 holds ranks 0 and 1, node 1 holds rank 2."""

@@ -377,6 +377,8 @@ class Checkpointer:
             },
             reverse=True,
         )
+        held = {c for c, _ in candidates}
+        orphans = sorted({i for ids in mine.values() for i in ids} - held, reverse=True)
         skipped: list[str] = []
         for ckpt_id, number in candidates:
             problem = self._try_read(number, ckpt_id)
@@ -388,12 +390,16 @@ class Checkpointer:
                     self._last_time[n] = time.monotonic()
                     self._last_iteration[n] = manifest.iteration or 0
                 self._next_id = max(self._next_id, ckpt_id + 1)
+                passed = [f"checkpoint {o}: not held by every node" for o in orphans if o > ckpt_id]
                 return RecoveryInfo(
-                    ckpt_id, number, manifest.iteration, time.monotonic() - start, tuple(skipped)
+                    ckpt_id,
+                    number,
+                    manifest.iteration,
+                    time.monotonic() - start,
+                    tuple(passed + skipped),
                 )
             r, p = bad[0]
             skipped.append(f"checkpoint {ckpt_id} (level {number}): rank {r}: {p}")
-        orphans = sorted({i for ids in mine.values() for i in ids} - {c for c, _ in candidates})
         for ckpt_id in orphans:
             skipped.append(f"checkpoint {ckpt_id}: not held by every node")
         if not skipped and missing_ok:

@@ -1,0 +1,236 @@
+"""The Checkpointer in one process, on the real disk: round trips, fallbacks, failures.
+
+Every case states its outcome: restored from which checkpoint, or which one-line error.
+Multi-rank behaviour (agreement, node loss) is in ``test_mpi.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from greenckpt.ckpt import api
+from greenckpt.ckpt.api import Checkpointer, CheckpointError, RecoveryError
+from greenckpt.ckpt.store import StoreError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def make(tmp_path: Path, **kw: object) -> tuple[Checkpointer, np.ndarray, bytearray]:
+    settings: dict[str, object] = {"local_dir": str(tmp_path), "keep": 2}
+    settings.update(kw)
+    ck = Checkpointer(**settings)  # type: ignore[arg-type]
+    u = np.zeros((64, 50))
+    raw = bytearray(1000)
+    ck.protect("u", u)
+    ck.protect("raw", raw)
+    return ck, u, raw
+
+
+def fill(u: np.ndarray, raw: bytearray, it: int) -> None:
+    u[:] = np.arange(u.size).reshape(u.shape) + it
+    raw[:] = bytes([it % 256]) * len(raw)
+
+
+def committed(tmp_path: Path) -> list[str]:
+    return sorted(p.name for p in (tmp_path / "greenckpt").glob("ckpt-*"))
+
+
+@pytest.mark.parametrize("codec", [None, "zstd:1", "lz4", "zlib"])
+def test_round_trip_restores_arrays_in_place_and_state(tmp_path: Path, codec: str | None) -> None:
+    ck, u, raw = make(tmp_path, l1={"codec": codec} if codec else {})
+    assert ck.recover() is None  # a first run: nothing to restore
+    for it in (1, 2, 3):
+        fill(u, raw, it)
+        ck.state["it"] = it
+        info = ck.checkpoint(iteration=it)
+        assert info.level == 1 and info.logical_bytes > u.nbytes + len(raw)
+        if codec:
+            assert info.stored_bytes < info.logical_bytes  # an arange compresses
+    ck.finalize()
+    assert committed(tmp_path) == ["ckpt-00000002", "ckpt-00000003"]  # keep = 2
+
+    ck2, u2, raw2 = make(tmp_path, l1={"codec": codec} if codec else {})
+    rec = ck2.recover()
+    assert rec is not None and (rec.id, rec.level, rec.iteration, rec.skipped) == (3, 1, 3, ())
+    want_u, want_raw = np.zeros_like(u), bytearray(len(raw))
+    fill(want_u, want_raw, 3)
+    np.testing.assert_array_equal(u2, want_u)
+    assert raw2 == want_raw and ck2.state == {"it": 3}
+    assert ck2.checkpoint(iteration=4).id == 4  # ids continue after a restart
+
+
+def test_corrupt_newest_falls_back_to_the_previous(tmp_path: Path) -> None:
+    ck, u, raw = make(tmp_path)
+    for it in (1, 2):
+        fill(u, raw, it)
+        ck.state["it"] = it
+        ck.checkpoint(iteration=it)
+    f = tmp_path / "greenckpt" / "ckpt-00000002" / "rank-000000.data"
+    data = bytearray(f.read_bytes())
+    data[100] ^= 1
+    f.write_bytes(data)
+    ck2, u2, _ = make(tmp_path)
+    rec = ck2.recover()
+    assert rec is not None and rec.id == 1 and ck2.state == {"it": 1}
+    assert "digest does not match" in rec.skipped[0] and "checkpoint 2" in rec.skipped[0]
+    want = np.zeros_like(u)
+    fill(want, bytearray(1000), 1)
+    np.testing.assert_array_equal(u2, want)
+
+
+def test_truncated_manifest_falls_back(tmp_path: Path) -> None:
+    ck, _, _ = make(tmp_path)
+    ck.checkpoint(iteration=1)
+    ck.checkpoint(iteration=2)
+    m = tmp_path / "greenckpt" / "ckpt-00000002" / "manifest.json"
+    m.write_text(m.read_text()[:40])
+    rec = make(tmp_path)[0].recover()
+    assert rec is not None and rec.id == 1 and "truncated or not JSON" in rec.skipped[0]
+
+
+def test_changed_shape_is_a_clear_error(tmp_path: Path) -> None:
+    ck, _, _ = make(tmp_path)
+    ck.checkpoint(iteration=1)
+    ck2 = Checkpointer(local_dir=str(tmp_path))
+    ck2.protect("u", np.zeros((32, 50)))
+    ck2.protect("raw", bytearray(1000))
+    with pytest.raises(RecoveryError, match=r"u was <f8 of shape \(64, 50\) at checkpoint"):
+        ck2.recover()
+
+
+def test_failed_write_commits_nothing_and_keeps_the_previous(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ck, u, raw = make(tmp_path)
+    fill(u, raw, 1)
+    ck.state["it"] = 1
+    ck.checkpoint(iteration=1)
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(api, "run_chunks", full)
+    fill(u, raw, 2)
+    with pytest.raises(CheckpointError, match="No space left on device; nothing was committed"):
+        ck.checkpoint(iteration=2)
+    monkeypatch.undo()
+    assert committed(tmp_path) == ["ckpt-00000001"]
+    assert not list((tmp_path / "greenckpt").glob(".*"))  # no staging left
+    rec = make(tmp_path)[0].recover()
+    assert rec is not None and rec.id == 1
+
+
+def test_bad_configuration_fails_before_anything(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="does not exist"):
+        Checkpointer(local_dir=str(tmp_path / "missing"))
+    with pytest.raises(ValueError, match=r"level 2 \(partner copy\) is not implemented yet"):
+        Checkpointer(local_dir=str(tmp_path), l2={"every": "10it"})
+    ck, _, _ = make(tmp_path)
+    with pytest.raises(ValueError, match="level 4 is not enabled"):
+        ck.checkpoint(4)
+    with pytest.raises(ValueError, match="protect a NumPy array or a buffer"):
+        ck.protect("x", 3.5)
+    assert not (tmp_path / "greenckpt").exists() or committed(tmp_path) == []
+
+
+def test_need_checkpoint_by_iterations_and_seconds(tmp_path: Path) -> None:
+    ck, _, _ = make(tmp_path, l1={"every": "3it"})
+    due = [it for it in range(1, 10) if ck.need_checkpoint(it) and ck.checkpoint(iteration=it)]
+    assert due == [3, 6, 9]
+    with pytest.raises(ValueError, match="pass the iteration"):
+        ck.need_checkpoint()
+    ck2, _, _ = make(
+        tmp_path / "s" if (tmp_path / "s").mkdir() is None else tmp_path, l1={"every": "50ms"}
+    )
+    assert ck2.need_checkpoint() is None
+    time.sleep(0.06)
+    assert ck2.need_checkpoint() == 1
+
+
+def test_auto_interval_uses_the_measured_checkpoint_time(tmp_path: Path) -> None:
+    ck, _, _ = make(tmp_path, l1={"every": "auto"}, mtbf="1h")
+    assert ck.need_checkpoint() == 1  # nothing measured yet: checkpoint to measure
+    info = ck.checkpoint()
+    assert ck.need_checkpoint() is None  # Young/Daly-like interval of minutes for ms checkpoints
+    assert 10 * info.seconds < ck._auto_interval(1) < 3600
+
+
+def test_global_level_serves_when_local_is_lost(tmp_path: Path) -> None:
+    (tmp_path / "l").mkdir()
+    (tmp_path / "g").mkdir()
+    kw = {"local_dir": str(tmp_path / "l"), "global_dir": str(tmp_path / "g")}
+    ck, u, raw = make(tmp_path, l1={"enabled": True}, l4={"enabled": True}, **kw)
+    fill(u, raw, 1)
+    ck.checkpoint(4, iteration=1)
+    fill(u, raw, 2)
+    ck.checkpoint(1, iteration=2)
+    shutil.rmtree(tmp_path / "l" / "greenckpt")
+    ck2, u2, _ = make(tmp_path, l1={"enabled": True}, l4={"enabled": True}, **kw)
+    rec = ck2.recover()
+    assert rec is not None and (rec.id, rec.level, rec.iteration) == (1, 4, 1)
+    want = np.zeros_like(u2)
+    fill(want, bytearray(1000), 1)
+    np.testing.assert_array_equal(u2, want)
+
+
+KILLER = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    from greenckpt.ckpt.api import Checkpointer
+    ck = Checkpointer(local_dir=sys.argv[1], keep=2)
+    u = np.zeros(1 << 19)
+    ck.protect("u", u)
+    rec = ck.recover()
+    it = ck.state.get("it", 0)
+    while True:
+        it += 1
+        u[:] = it
+        ck.state["it"] = it
+        info = ck.checkpoint(iteration=it)
+        print(info.id, it, flush=True)
+    """
+)
+
+
+def test_kill_9_during_checkpoints_never_loses_the_previous(tmp_path: Path) -> None:
+    """50 times: SIGKILL a process that checkpoints 4 MiB in a loop at a random moment; the
+    restart must find a checkpoint at least as new as the last one reported committed, with
+    data exactly as at that iteration."""
+    script = tmp_path / "killer.py"
+    script.write_text(KILLER)
+    data = tmp_path / "data"
+    data.mkdir()
+    rng = random.Random(7)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    for trial in range(50):
+        proc = subprocess.Popen(
+            [sys.executable, str(script), str(data)], stdout=subprocess.PIPE, text=True, env=env
+        )
+        assert proc.stdout is not None
+        last = 0
+        for _ in range(rng.randint(1, 4)):
+            line = proc.stdout.readline()
+            if line:
+                last = int(line.split()[0])
+        time.sleep(rng.random() * 0.03)  # somewhere inside the next checkpoint
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        ck = Checkpointer(local_dir=str(data), keep=2)
+        u = np.zeros(1 << 19)
+        ck.protect("u", u)
+        rec = ck.recover()
+        assert rec is not None, f"trial {trial}: nothing recovered"
+        assert rec.id >= last and rec.skipped == ()
+        assert np.all(u == ck.state["it"]), f"trial {trial}: data of another iteration"
