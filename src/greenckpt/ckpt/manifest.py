@@ -33,12 +33,10 @@ a restart can check after decoding).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
 import re
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -48,6 +46,7 @@ from typing import Any, Final, Literal, cast
 import numpy as np
 
 from greenckpt import __version__
+from greenckpt.io.atomic import write_atomic
 from greenckpt.io.checksum import CHECKSUMS, digest_hex_length
 
 __all__ = [
@@ -515,25 +514,7 @@ def write_manifest(path: str | os.PathLike[str], manifest: Manifest) -> None:
     """
     doc = manifest_to_json(manifest)
     manifest_from_json(doc)
-    text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
-    target = Path(path)
-    directory = target.parent if str(target.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    write_atomic(path, json.dumps(doc, indent=1, allow_nan=False) + "\n")
 
 
 def read_manifest(path: str | os.PathLike[str]) -> Manifest:
