@@ -50,6 +50,7 @@ from greenckpt.ckpt.manifest import (
     read_manifest,
     write_manifest,
 )
+from greenckpt.io.atomic import fsync_directory
 from greenckpt.io.checksum import file_digest
 
 __all__ = ["CheckpointStore", "StoreError", "VerifyResult"]
@@ -98,15 +99,6 @@ def _parse_id(pattern: re.Pattern[str], entry: str) -> int | None:
     return ckpt_id
 
 
-def _fsync_dir(path: Path) -> None:
-    """Make the entries of a directory (creations, renames) durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _fsync_tree(root: Path) -> None:
     """fsync every regular file and directory under ``root`` (directories bottom-up).
 
@@ -123,7 +115,7 @@ def _fsync_tree(root: Path) -> None:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        _fsync_dir(Path(dirpath))
+        fsync_directory(Path(dirpath))
 
 
 def _remove_tree(path: Path) -> None:
@@ -275,8 +267,8 @@ class CheckpointStore:
         write_manifest(staging / MANIFEST_NAME, manifest)
         _fsync_tree(staging)
         os.rename(staging, final)  # the commit point
-        _fsync_dir(self.job_dir)
-        _fsync_dir(self.base)
+        fsync_directory(self.job_dir)
+        fsync_directory(self.base)
         return final
 
     def _scan(self, pattern: re.Pattern[str]) -> list[int]:
@@ -387,7 +379,7 @@ class CheckpointStore:
         if doomed.exists() or doomed.is_symlink():
             _remove_tree(doomed)  # a leftover of an earlier, interrupted removal
         os.rename(final, doomed)
-        _fsync_dir(self.job_dir)
+        fsync_directory(self.job_dir)
         _remove_tree(doomed)
 
     def discard_partial(self) -> list[Path]:
@@ -407,7 +399,7 @@ class CheckpointStore:
             _remove_tree(path)
             removed.append(path)
         if removed:
-            _fsync_dir(self.job_dir)
+            fsync_directory(self.job_dir)
         return removed
 
     def cleanup(self, keep: int, protect: Iterable[int] = ()) -> list[int]:

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from greenckpt.io.atomic import fsync_directory
 from greenckpt.io.codec import FRAME_HEADER, BlockCodec, CodecError, CodecSpec
 from greenckpt.io.sinks import DataSink
 from greenckpt.io.sources import DataSource
@@ -170,14 +171,6 @@ def _drop_cache(fd: int) -> None:
     """Make the file's cached pages clean (fsync) and ask the kernel to drop them."""
     os.fsync(fd)
     os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _check_fault(task: WorkerTask, moved: int) -> None:
@@ -407,7 +400,7 @@ def run_worker(task: WorkerTask, start: Callable[[], None] | None = None) -> Wor
             for fd in fds.values():
                 os.fsync(fd)
             for directory in dict.fromkeys(os.path.dirname(p) or "." for p in fds):
-                _fsync_dir(directory)
+                fsync_directory(directory)
         end_ns = time.monotonic_ns()
     finally:
         for fd in fds.values():
