@@ -136,6 +136,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NoReturn, SupportsFloat, SupportsIndex, TypedDict, cast
 
+from greenckpt.io.checksum import CHECKSUMS
+from greenckpt.io.codec import CODEC_LEVEL_RANGES
 from greenckpt.units import UnitError, parse_duration
 
 __all__ = [
@@ -149,13 +151,9 @@ __all__ = [
     "load_config",
 ]
 
-#: Checksum algorithms a checkpoint may be verified with (the first is the default).
-CHECKSUMS: tuple[str, ...] = ("xxh3_64", "crc32")
-
-#: Compression codecs and the range of their ``<name>:<level>`` suffix (``None``: no level).
-CODECS: Mapping[str, tuple[int, int] | None] = MappingProxyType(
-    {"zstd": (1, 22), "lz4": None, "zlib": (0, 9)}
-)
+#: Compression codecs and the range of their ``<name>:<level>`` suffix (``None``: no level);
+#: the I/O engine's table, so configuration and engine cannot disagree.
+CODECS: Mapping[str, tuple[int, int] | None] = MappingProxyType(CODEC_LEVEL_RANGES)
 
 #: Prefix of the environment variables read by :func:`load_config`.
 ENV_PREFIX = "GREENCKPT_"

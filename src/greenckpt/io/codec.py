@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "CODECS",
+    "CODEC_LEVEL_RANGES",
     "FRAME_HEADER",
     "MAX_BLOCK",
     "BlockCodec",
@@ -46,6 +47,10 @@ _LEVELS: dict[str, tuple[int, int, int] | None] = {
     "zlib": (0, 9, 6),
 }
 """Allowed level range and default per codec (``None``: the codec takes no level)."""
+CODEC_LEVEL_RANGES: dict[str, tuple[int, int] | None] = {
+    name: None if bounds is None else (bounds[0], bounds[1]) for name, bounds in _LEVELS.items()
+}
+"""Each codec's ``name:level`` range (``None``: no level), for configuration checks."""
 
 FRAME_HEADER = struct.Struct("<II")
 RAW_FLAG = 1 << 31
