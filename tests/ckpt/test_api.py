@@ -134,8 +134,10 @@ def test_failed_write_commits_nothing_and_keeps_the_previous(
 def test_bad_configuration_fails_before_anything(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="does not exist"):
         Checkpointer(local_dir=str(tmp_path / "missing"))
-    with pytest.raises(ValueError, match=r"level 2 \(partner copy\) is not implemented yet"):
+    with pytest.raises(ValueError, match=r"level 2 \(partner copy\) needs at least 2 nodes"):
         Checkpointer(local_dir=str(tmp_path), l2={"every": "10it"})
+    with pytest.raises(ValueError, match=r"level 3 needs more than parity = 1 ranks"):
+        Checkpointer(local_dir=str(tmp_path), l3={"every": "10it"})
     ck, _, _ = make(tmp_path)
     with pytest.raises(ValueError, match="level 4 is not enabled"):
         ck.checkpoint(4)

@@ -29,8 +29,17 @@ buffers and checks the digests of the stored bytes and of every variable. The fi
 that every rank read correctly wins; otherwise the next older one is tried, and the reasons
 are kept (:attr:`RecoveryInfo.skipped`).
 
-Levels 2 (partner copy) and 3 (erasure code) are configured but refused at start-up for now:
-this module implements level 1 (node-local) and level 4 (global file system).
+Levels 2 (partner copy) and 3 (erasure code) are level 1 plus redundant files on other nodes,
+made after the agreement and before the commit (:mod:`greenckpt.ckpt.redundancy`), so a
+committed level-2/3 checkpoint always has its redundancy. For them a checkpoint is a recovery
+candidate when *any* node holds it: ranks whose files are missing or corrupt get them rebuilt
+from partner copies or parity into their node's directory (a replacement node's empty one
+included), each rebuilt file checked against the digest recorded at checkpoint time, and are
+then read as usual (:attr:`RecoveryInfo.rebuilt` lists them).
+
+Failure injection (:mod:`greenckpt.ckpt.inject`) can stop a rank at the points
+"checkpoint-write" (its file written, nothing agreed), "checkpoint-commit" (everybody agreed,
+nothing committed) and "restart-read" (before a rank reads a checkpoint).
 """
 
 from __future__ import annotations
@@ -46,11 +55,14 @@ from typing import Any
 
 from greenckpt.ckpt.comm import Comm, world
 from greenckpt.ckpt.config import Config, LevelConfig, load_config
+from greenckpt.ckpt.inject import maybe_fail
 from greenckpt.ckpt.manifest import Manifest, RankEntry, utc_now_iso
 from greenckpt.ckpt.protect import Protected
+from greenckpt.ckpt.redundancy import ErasureLevel, PartnerLevel
 from greenckpt.ckpt.store import CheckpointStore, StoreError
 from greenckpt.ckpt.topology import Topology, write_waves
 from greenckpt.io import Chunk, ConcatSink, ConcatSource, parse_codec, run_chunks
+from greenckpt.io.atomic import fsync_directory
 from greenckpt.io.checksum import digest_bytes
 from greenckpt.model.intervals import time_optimal_interval
 
@@ -62,7 +74,6 @@ __all__ = [
     "RecoveryInfo",
 ]
 
-IMPLEMENTED_LEVELS = (1, 4)
 LEVEL_NAMES = {1: "node-local", 2: "partner copy", 3: "erasure code", 4: "global file system"}
 
 
@@ -98,6 +109,8 @@ class RecoveryInfo:
     iteration: int | None
     seconds: float
     skipped: tuple[str, ...]
+    rebuilt: tuple[int, ...] = ()
+    """Ranks whose files were rebuilt from partner copies or parity (levels 2 and 3)."""
 
 
 def _one_line(exc: BaseException) -> str:
@@ -125,14 +138,19 @@ class Checkpointer:
         self.config = (
             config if isinstance(config, Config) else load_config(config, env=env, **settings)
         )
-        unsupported = [n for n in self.config.enabled_levels if n not in IMPLEMENTED_LEVELS]
-        if unsupported:
-            names = ", ".join(f"{n} ({LEVEL_NAMES[n]})" for n in unsupported)
-            raise ValueError(f"level {names} is not implemented yet: use levels 1 and 4 for now")
         self.comm = comm if comm is not None else world()
         self.rank = self.comm.rank
         self.topology = Topology.discover(self.comm, self.config.ranks_per_node)
         self.node = self.topology.node_of(self.rank)
+        enabled = self.config.enabled_levels
+        checksum = self.config.checksum
+        self._partner = PartnerLevel(self.comm, self.topology, checksum) if 2 in enabled else None
+        l3 = self._level(3)
+        self._erasure = (
+            ErasureLevel(self.comm, self.topology, l3.group_size, l3.parity, checksum)
+            if 3 in enabled
+            else None
+        )
         self.protected = Protected()
         self._stores = self._open_stores()
         self._finalized = False
@@ -264,6 +282,7 @@ class Checkpointer:
                     entry = self._write(number, store, ckpt_id)
                 except Exception as exc:  # reported to every rank below
                     error = _one_line(exc)
+                maybe_fail("checkpoint-write", rank=self.rank, iteration=iteration)
             if len(waves) > 1:
                 self.comm.barrier()
         outcomes = self.comm.allgather((entry, error))
@@ -276,6 +295,13 @@ class Checkpointer:
                 "committed and the previous checkpoints are intact"
             )
         entries = tuple(e for e, _ in outcomes if e is not None)
+        redundancy, problem = self._protect(number, store, ckpt_id, entries)
+        if problem is not None:
+            self._abort(number, store, ckpt_id)
+            raise CheckpointError(
+                f"checkpoint {ckpt_id} (level {number}) failed: {problem}; nothing was "
+                "committed and the previous checkpoints are intact"
+            )
         manifest = Manifest(
             name=self.config.name,
             id=ckpt_id,
@@ -287,8 +313,10 @@ class Checkpointer:
             nranks=self.comm.size,
             nodes=self.topology.nodes,
             ranks=entries,
+            redundancy=redundancy,
         )
         commit_error = None
+        maybe_fail("checkpoint-commit", rank=self.rank, iteration=iteration)
         if self._is_leader(number):
             try:
                 store.commit(ckpt_id, manifest, ranks=self._dir_ranks(number))
@@ -317,6 +345,27 @@ class Checkpointer:
         )
         self.history.append(info)
         return info
+
+    def _protect(
+        self, level: int, store: CheckpointStore, ckpt_id: int, entries: tuple[RankEntry, ...]
+    ) -> tuple[dict[str, Any], str | None]:
+        """Levels 2 and 3: the redundant files next to the rank files (collective); the
+        manifest's ``redundancy`` object, or the first rank's error."""
+        stage = store.staging_path(ckpt_id)
+        if level == 2 and self._partner is not None:
+            error = self._partner.protect(stage, entries)
+            errors = self.comm.allgather(error)
+            bad = next(((r, e) for r, e in enumerate(errors) if e), None)
+            if bad is not None:
+                return {}, f"rank {bad[0]}: {bad[1]}"
+            return self._partner.redundancy(), None
+        if level == 3 and self._erasure is not None:
+            outcomes = self.comm.allgather(self._erasure.protect(stage, entries))
+            bad = next(((r, e) for r, (_, e) in enumerate(outcomes) if e), None)
+            if bad is not None:
+                return {}, f"rank {bad[0]}: {bad[1]}"
+            return self._erasure.redundancy([info or {} for info, _ in outcomes]), None
+        return {}, None
 
     def _codec_label(self, level: int) -> str | None:
         spec = parse_codec(self._level(level).codec)
@@ -368,24 +417,51 @@ class Checkpointer:
         start = time.monotonic()
         mine = {number: store.committed() for number, store in self._stores.items()}
         everyone = self.comm.allgather(mine)
+
+        def held(ckpt_id: int, number: int) -> bool:
+            holders = [ckpt_id in other.get(number, ()) for other in everyone]
+            # levels 2 and 3 rebuild what a node lost; levels 1 and 4 need every copy
+            return any(holders) if number in (2, 3) else all(holders)
+
         candidates = sorted(
             {
                 (ckpt_id, number)
-                for number, ids in mine.items()
+                for other in everyone
+                for number, ids in other.items()
                 for ckpt_id in ids
-                if all(ckpt_id in other.get(number, ()) for other in everyone)
+                if held(ckpt_id, number)
             },
             reverse=True,
         )
-        held = {c for c, _ in candidates}
-        orphans = sorted({i for ids in mine.values() for i in ids} - held, reverse=True)
+        usable = {c for c, _ in candidates}
+        orphans = sorted({i for ids in mine.values() for i in ids} - usable, reverse=True)
         skipped: list[str] = []
         for ckpt_id, number in candidates:
-            problem = self._try_read(number, ckpt_id)
+            manifest, why = self._shared_manifest(number, ckpt_id, everyone)
+            if manifest is None:
+                skipped.append(f"checkpoint {ckpt_id} (level {number}): {why}")
+                continue
+            maybe_fail("restart-read", rank=self.rank, iteration=manifest.iteration)
+            problem = self._try_read(number, ckpt_id, manifest)
             problems = self.comm.allgather(problem)
             bad = [(r, p) for r, p in enumerate(problems) if p]
+            rebuilt: tuple[int, ...] = ()
+            if bad and number in (2, 3):
+                lost = {r for r, _ in bad}
+                failure = self._rebuild(number, ckpt_id, manifest, lost)
+                if failure is None:
+                    rebuilt = tuple(sorted(lost))
+                    problem = self._try_read(number, ckpt_id, manifest) if problem else None
+                    problems = self.comm.allgather(problem)
+                    bad = [(r, p) for r, p in enumerate(problems) if p]
+                else:
+                    r, p = bad[0]
+                    skipped.append(
+                        f"checkpoint {ckpt_id} (level {number}): rank {r}: {p}; rebuilding "
+                        f"failed: {failure}"
+                    )
+                    continue
             if not bad:
-                manifest = self._stores[number].read(ckpt_id)
                 for n in self._stores:
                     self._last_time[n] = time.monotonic()
                     self._last_iteration[n] = manifest.iteration or 0
@@ -397,6 +473,7 @@ class Checkpointer:
                     manifest.iteration,
                     time.monotonic() - start,
                     tuple(passed + skipped),
+                    rebuilt,
                 )
             r, p = bad[0]
             skipped.append(f"checkpoint {ckpt_id} (level {number}): rank {r}: {p}")
@@ -407,11 +484,104 @@ class Checkpointer:
         detail = "; ".join(skipped) if skipped else "no checkpoint exists"
         raise RecoveryError(f"no checkpoint could be restored: {detail}")
 
-    def _try_read(self, level: int, ckpt_id: int) -> str | None:
+    def _shared_manifest(
+        self, level: int, ckpt_id: int, everyone: list[dict[int, list[int]]]
+    ) -> tuple[Manifest | None, str]:
+        """The checkpoint's manifest, the same on every rank (collective).
+
+        Levels 1 and 4: each rank reads its own directory's copy (they must all be readable).
+        Levels 2 and 3: read by the first rank whose node holds a readable copy and broadcast,
+        so ranks of a node that lost everything learn what to rebuild.
+        """
+        if level not in (2, 3):
+            try:
+                manifest: Manifest | None = self._stores[level].read(ckpt_id)
+                problem = ""
+            except (OSError, ValueError) as exc:
+                manifest, problem = None, _one_line(exc)
+            problems = self.comm.allgather(problem)
+            bad = next(((r, p) for r, p in enumerate(problems) if p), None)
+            return (manifest, "") if bad is None else (None, f"rank {bad[0]}: {bad[1]}")
+        reasons = []
+        for root, other in enumerate(everyone):
+            if ckpt_id not in other.get(level, ()):
+                continue
+            found: tuple[Manifest | None, str] = (None, "")
+            if self.rank == root:
+                try:
+                    found = (self._stores[level].read(ckpt_id), "")
+                except (OSError, ValueError) as exc:
+                    found = (None, _one_line(exc))
+            manifest, problem = self.comm.bcast(found, root)
+            if manifest is not None:
+                return manifest, ""
+            reasons.append(f"rank {root}: {problem}")
+        return None, "; ".join(reasons) or "no node holds it"
+
+    def _rebuild(self, level: int, ckpt_id: int, manifest: Manifest, lost: set[int]) -> str | None:
+        """Write the ``lost`` ranks' files (and the redundancy they held) again into their
+        nodes' directories from partner copies or parity (collective); why not, or None.
+
+        Rebuilt files are written under hidden names and renamed into place only when every
+        rank succeeded. A node that lost its whole directory gets a staging directory that its
+        leader commits with the checkpoint's manifest, exactly like a new checkpoint.
+        """
+        store = self._stores[level]
+        committed = store.committed_path(ckpt_id)
+        present = committed.is_dir()
+        redundancy = self._partner if level == 2 else self._erasure
+        assert redundancy is not None
+        problem: str | None = None
+        try:
+            target = committed if present else store.staging(ckpt_id)
+        except (OSError, ValueError) as exc:
+            problem = _one_line(exc)
+        problems = self.comm.allgather(problem)
+        bad = next(((r, p) for r, p in enumerate(problems) if p), None)
+        if bad is not None:
+            self._abort_rebuild(level, store, ckpt_id, present, [])
+            return f"rank {bad[0]}: {bad[1]}"
+        done, failure = redundancy.rebuild(manifest, lost, target)
+        if failure:
+            self._abort_rebuild(level, store, ckpt_id, present, done)
+            return failure
+        try:
+            for tmp, final in done:
+                os.replace(tmp, final)
+            if done:
+                fsync_directory(target)
+        except OSError as exc:
+            problem = _one_line(exc)
+        self.comm.barrier()  # every rank's rebuilt files are in place before a commit
+        if not present and self._is_leader(level) and problem is None:
+            try:
+                store.commit(ckpt_id, manifest, ranks=self._dir_ranks(level))
+            except (OSError, ValueError) as exc:
+                problem = _one_line(exc)
+        problems = self.comm.allgather(problem)
+        bad = next(((r, p) for r, p in enumerate(problems) if p), None)
+        return None if bad is None else f"rank {bad[0]}: {bad[1]}"
+
+    def _abort_rebuild(
+        self,
+        level: int,
+        store: CheckpointStore,
+        ckpt_id: int,
+        present: bool,
+        done: list[tuple[Path, Path]],
+    ) -> None:
+        """Remove what a failed rebuild wrote (collective)."""
+        for tmp, _ in done:
+            tmp.unlink(missing_ok=True)
+        self.comm.barrier()
+        if not present and self._is_leader(level):
+            shutil.rmtree(store.staging_path(ckpt_id), ignore_errors=True)
+        self.comm.barrier()
+
+    def _try_read(self, level: int, ckpt_id: int, manifest: Manifest) -> str | None:
         """Read this rank's data of a checkpoint into the protected buffers; why not, or None."""
         store = self._stores[level]
         try:
-            manifest = store.read(ckpt_id)
             if manifest.nranks != self.comm.size:
                 return f"written by {manifest.nranks} ranks, this job has {self.comm.size}"
             entry = manifest.ranks[self.rank]

@@ -50,6 +50,15 @@ class Comm(Protocol):
         """Send ``data`` to ``dest`` and receive what ``source`` sends to this rank."""
         ...
 
+    def gather(self, obj: T, root: int) -> list[T] | None:
+        """Every rank's ``obj`` in rank order on ``root``; None elsewhere."""
+        ...
+
+    def split(self, color: int, key: int) -> Comm:
+        """A sub-communicator of the ranks with the same ``color``, ordered by ``key``
+        (collective: every rank calls it)."""
+        ...
+
     def host(self) -> str:
         """The name of the node this rank runs on."""
         ...
@@ -77,6 +86,16 @@ class SelfComm:
         if dest != 0 or source != 0:
             raise ValueError("a single process can only exchange data with itself")
         return bytes(data)
+
+    def gather(self, obj: T, root: int) -> list[T] | None:
+        """A list of one (the only rank is the root)."""
+        if root != 0:
+            raise ValueError(f"a single process has only rank 0, not root {root}")
+        return [obj]
+
+    def split(self, color: int, key: int) -> Comm:
+        """Itself: one process is its own group."""
+        return self
 
     def host(self) -> str:
         """This machine's host name."""
@@ -120,6 +139,15 @@ class MPIComm:
         """Paired send/receive (no deadlock whatever the order of the ranks)."""
         out: bytes = self._comm.sendrecv(bytes(data), dest=dest, source=source)
         return out
+
+    def gather(self, obj: T, root: int) -> list[T] | None:
+        """MPI gather of pickled objects."""
+        out = self._comm.gather(obj, root=root)
+        return None if out is None else list(out)
+
+    def split(self, color: int, key: int) -> Comm:
+        """``MPI_Comm_split``."""
+        return MPIComm(self._comm.Split(color, key))
 
     def host(self) -> str:
         """``MPI.Get_processor_name()``."""

@@ -1,0 +1,295 @@
+"""Level 3: erasure-coded groups of ranks on different nodes, encoded and rebuilt over MPI.
+
+Why: a partner copy (level 2) doubles the node-local storage and the traffic; an erasure code
+over a group of G members on G different nodes protects against the loss of t of them for about
+t / (G − t) of the data (FTI's Reed–Solomon L3 in wu2018, the XOR-encoded diskless checkpoint of
+saito2013's slides). The arithmetic and the rotating placement of data and parity pieces are in
+:mod:`greenckpt.ckpt.erasure`; this module forms the groups and moves the pieces:
+
+* **Groups** (:func:`erasure_groups`): ranks are ordered by their position on their node, then
+  by node (``node0[0], node1[0], …, node0[1], node1[1], …``) and cut into groups of G, so the
+  members of a group are consecutive in that order and sit on different nodes whenever there are
+  at least G nodes. A group's size does not depend on the number of ranks; a short last group
+  with t or fewer members cannot be coded and joins the previous group. Every group is checked
+  to have its members on different nodes (one node lost = one member lost).
+* **Encoding** (:func:`encode_parity`): each member cuts its stored checkpoint file into k = G − t
+  pieces; for every stripe, the members holding parity gather the stripe's data pieces segment
+  by segment over the group's communicator and write the parity pieces into their parity file.
+* **Rebuilding** (:func:`rebuild_data`): a lost member gathers, for each stripe where it held
+  data, the surviving pieces (data and parity) segment by segment and decodes its own. Its
+  parity is then re-encoded with :func:`encode_parity` (``roots``), so the group is fully
+  protected again.
+
+Every member takes part in every gather (sending ``None`` when it has nothing for that round):
+the loops depend only on values all members know (the group's file lengths, who is lost), so
+nobody can wait on a peer that skipped a round.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Sequence
+from pathlib import Path
+from typing import Final
+
+from greenckpt.ckpt.comm import Comm
+from greenckpt.ckpt.erasure import Buffer, ErasureError, GroupLayout, Scheme
+from greenckpt.ckpt.topology import Topology
+from greenckpt.ckpt.transfer import SEGMENT, SegmentWriter, one_line, read_segment
+from greenckpt.io.checksum import file_digest
+
+__all__ = [
+    "GroupError",
+    "encode_parity",
+    "erasure_groups",
+    "group_segment",
+    "parity_name",
+    "rebuild_data",
+]
+
+PARITY_PREFIX: Final = "parity-"
+_GATHER_BUDGET: Final = 32 * 1024 * 1024
+"""Bytes a gathering member may hold per round: one segment from every member."""
+
+
+class GroupError(ValueError):
+    """The job's layout cannot form erasure groups of members on different nodes."""
+
+
+def parity_name(rank_file: str) -> str:
+    """File name of a member's parity pieces (next to its rank file)."""
+    return PARITY_PREFIX + rank_file
+
+
+def group_segment(members: int) -> int:
+    """Segment size for a group: a gathering member holds one segment per member."""
+    return max(64 * 1024, min(SEGMENT, _GATHER_BUDGET // members))
+
+
+def erasure_groups(
+    topology: Topology, group_size: int, tolerance: int
+) -> tuple[tuple[int, ...], ...]:
+    """The job's erasure groups (ranks ascending in each), members on different nodes."""
+    if group_size <= tolerance:
+        raise GroupError(
+            f"an erasure group of {group_size} tolerates at most {group_size - 1} lost members, "
+            f"not parity = {tolerance}; set parity below group_size"
+        )
+    longest = max(len(ranks) for ranks in topology.nodes)
+    order = [ranks[j] for j in range(longest) for ranks in topology.nodes if j < len(ranks)]
+    groups = [order[s : s + group_size] for s in range(0, len(order), group_size)]
+    if len(groups) > 1 and len(groups[-1]) <= tolerance:
+        groups[-2].extend(groups.pop())
+    if len(groups[-1]) <= tolerance:
+        raise GroupError(
+            f"level 3 needs more than parity = {tolerance} ranks, this job has "
+            f"{topology.nranks}; use fewer parity pieces or more ranks"
+        )
+    for group in groups:
+        nodes = [topology.node_of(r) for r in group]
+        if len(set(nodes)) != len(nodes):
+            raise GroupError(
+                f"level 3 needs each group's members on different nodes, but group_size "
+                f"{group_size} with {len(topology.nodes)} nodes puts ranks {sorted(group)} on "
+                f"nodes {nodes}; use group_size <= the number of nodes (emulate nodes with "
+                "ranks_per_node on one host)"
+            )
+    return tuple(tuple(sorted(g)) for g in groups)
+
+
+def _segments(length: int, segment: int) -> range:
+    return range(0, length, segment)
+
+
+def _piece_segment(
+    layout: GroupLayout,
+    lengths: Sequence[int],
+    member: int,
+    stripe: int,
+    size: int,
+    off: int,
+    segment: int,
+) -> tuple[int, int]:
+    """(file offset, length) of ``member``'s data in ``stripe`` at piece offset ``off``."""
+    piece = layout.piece_of(member, stripe)
+    assert piece is not None
+    start, length = layout.piece_range(lengths[member], piece, size)
+    return start + off, max(0, min(segment, length - off))
+
+
+def encode_parity(
+    comm: Comm,
+    layout: GroupLayout,
+    lengths: Sequence[int],
+    data: Path | None,
+    parity: Path | None,
+    checksum: str,
+    *,
+    roots: Collection[int] | None = None,
+    scheme: Scheme | None = None,
+) -> tuple[int, str | None, str | None]:
+    """Compute and write parity pieces (collective over the group's ``comm``).
+
+    ``lengths`` are every member's stored file length; ``data`` is this member's file (None if
+    it has none, which is an error for its peers); ``parity`` is where this member's parity
+    pieces go when it is in ``roots`` (default: every member). Returns (parity bytes written,
+    their digest, this member's error or None).
+    """
+    me = comm.rank
+    g = layout.members
+    size = layout.piece_size(max(lengths))
+    segment = group_segment(g)
+    code = layout.code(scheme)
+    targets = set(range(g) if roots is None else roots)
+    error: str | None = None
+    fd = -1
+    if data is not None:
+        try:
+            fd = os.open(data, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            error = f"cannot read {data}: {one_line(exc)}"
+    writer: SegmentWriter | None = None
+    if me in targets and parity is not None:
+        try:
+            writer = SegmentWriter(parity, checksum)
+        except OSError as exc:
+            error = error or f"cannot create {parity}: {one_line(exc)}"
+    try:
+        for root in sorted(targets):
+            for index, s in enumerate(layout.parity_stripes(root)):
+                stripe = layout.stripe(s)
+                for off in _segments(size, segment):
+                    piece: bytes | None = None
+                    if me in stripe.data and fd >= 0 and error is None:
+                        at, n = _piece_segment(layout, lengths, me, s, size, off, segment)
+                        try:
+                            piece = read_segment(fd, at, n)
+                        except OSError as exc:
+                            error = f"cannot read {data}: {one_line(exc)}"
+                    pieces = comm.gather(piece, root)
+                    if pieces is None or writer is None or error is not None:
+                        continue
+                    missing = [m for m in stripe.data if pieces[m] is None]
+                    if missing:
+                        error = f"members {missing} sent no data for stripe {s}"
+                        continue
+                    blocks: list[Buffer] = [pieces[m] or b"" for m in stripe.data]
+                    try:  # local work only: an error must not stop this rank's gathers
+                        encoded = code.encode(blocks)[stripe.parity.index(root)]
+                        encoded += bytes(min(segment, size - off) - len(encoded))
+                        writer.write_at(index * size + off, encoded)
+                    except (OSError, ErasureError) as exc:
+                        error = one_line(exc)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    if writer is None:
+        return 0, None, error
+    if error is not None:
+        writer.abandon()
+        return 0, None, error
+    digest = writer.close()
+    return writer.size, digest, None
+
+
+def rebuild_data(
+    comm: Comm,
+    layout: GroupLayout,
+    lengths: Sequence[int],
+    lost: Sequence[int],
+    parity_ok: Sequence[bool],
+    data: Path | None,
+    parity: Path | None,
+    out: Path | None,
+    checksum: str,
+    *,
+    scheme: Scheme | None = None,
+) -> tuple[str | None, str | None]:
+    """Rebuild the data files of the ``lost`` members (collective over the group's ``comm``).
+
+    Surviving members send their data pieces (``data``) and, where ``parity_ok``, their parity
+    pieces (``parity``); each lost member writes its rebuilt file to ``out``. Returns (digest of
+    the rebuilt file on a lost member, this member's error or None).
+    """
+    me = comm.rank
+    g = layout.members
+    if len(lost) > layout.tolerance:
+        return None, (
+            f"{len(lost)} members of a group of {g} are lost (members {list(lost)}) but it "
+            f"tolerates {layout.tolerance}"
+        )
+    size = layout.piece_size(max(lengths))
+    segment = group_segment(g)
+    code = layout.code(scheme)
+    error: str | None = None
+    fds: dict[str, int] = {}
+    if me not in lost:
+        for key, path in (("data", data), ("parity", parity if parity_ok[me] else None)):
+            if path is not None:
+                try:
+                    fds[key] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                except OSError as exc:
+                    error = f"cannot read {path}: {one_line(exc)}"
+    writer: SegmentWriter | None = None
+    if me in lost and out is not None:
+        try:
+            writer = SegmentWriter(out, checksum)
+        except OSError as exc:
+            error = f"cannot create {out}: {one_line(exc)}"
+    try:
+        for root in sorted(lost):
+            for s in layout.stripes():
+                if layout.piece_of(root, s) is None:
+                    continue
+                stripe = layout.stripe(s)
+                _, own_len = _piece_segment(layout, lengths, root, s, size, 0, size)
+                for off in _segments(own_len, segment):
+                    seg_lengths = [
+                        _piece_segment(layout, lengths, d, s, size, off, segment)[1]
+                        for d in stripe.data
+                    ]
+                    longest = max(seg_lengths)
+                    mine: bytes | None = None
+                    if me not in lost and error is None:
+                        try:
+                            if me in stripe.data and "data" in fds:
+                                at, n = _piece_segment(layout, lengths, me, s, size, off, segment)
+                                mine = read_segment(fds["data"], at, n)
+                            elif me in stripe.parity and "parity" in fds:
+                                index = layout.parity_stripes(me).index(s)
+                                mine = read_segment(fds["parity"], index * size + off, longest)
+                        except OSError as exc:
+                            error = one_line(exc)
+                            mine = None
+                    pieces = comm.gather(mine, root)
+                    if pieces is None or writer is None or error is not None:
+                        continue
+                    present: dict[int, Buffer] = {}
+                    for q, member in enumerate(stripe.data):
+                        piece = pieces[member]
+                        if piece is not None and len(piece) == seg_lengths[q]:
+                            present[q] = piece
+                    for j, member in enumerate(stripe.parity):
+                        piece = pieces[member]
+                        if piece is not None and len(piece) == longest:
+                            present[code.k + j] = piece
+                    at, _ = _piece_segment(layout, lengths, root, s, size, off, segment)
+                    try:  # local work only: an error must not stop this rank's gathers
+                        decoded = code.decode(present, seg_lengths)
+                        writer.write_at(at, decoded[stripe.data.index(root)])
+                    except (OSError, ErasureError) as exc:
+                        error = f"stripe {s}: {one_line(exc)}"
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+    if writer is None:
+        return None, error
+    if error is not None:
+        writer.abandon()
+        return None, error
+    writer.close()
+    # pieces arrive stripe by stripe, not in file order: hash the result once more
+    digest, nread = file_digest(writer.path, checksum)
+    if nread != lengths[me]:
+        return None, f"rebuilt {nread} of {lengths[me]} bytes"
+    return digest, None

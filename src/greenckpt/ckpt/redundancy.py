@@ -1,0 +1,279 @@
+"""The redundancy of levels 2 and 3: made after the rank files, used to rebuild lost ones.
+
+A level-2 or level-3 checkpoint is a level-1 checkpoint (every rank's file in its node's local
+directory) plus redundant data on *other* nodes: a partner copy (:class:`PartnerLevel`) or
+erasure-code parity (:class:`ErasureLevel`). Both classes have the same two jobs:
+
+* ``protect`` — after every rank wrote its file into the staging directory and all agreed, make
+  the redundant files next to them (collective; returns this rank's error, if any, so that the
+  checkpoint can fail on every rank together) and describe them for the manifest's
+  ``redundancy`` object;
+* ``rebuild`` — at recovery, when some ranks' files are missing or corrupt (a node lost, a
+  bad disk), write them again from the redundant data, plus the redundant files that were lost
+  with them, as hidden temporary files in the node's directory. The caller renames them into
+  place only after every rank succeeded, and every rebuilt file is checked against the digest
+  the manifest recorded when the checkpoint was written, so a rebuild can never produce data
+  that differ from what was checkpointed.
+
+Which node directory receives rebuilt files (the committed one, or a fresh staging directory
+when the node lost everything) and the commit afterwards are the caller's job
+(:class:`greenckpt.ckpt.api.Checkpointer`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from greenckpt.ckpt.comm import Comm
+from greenckpt.ckpt.erasure import GroupLayout, Scheme
+from greenckpt.ckpt.groups import encode_parity, erasure_groups, parity_name, rebuild_data
+from greenckpt.ckpt.manifest import Manifest, RankEntry
+from greenckpt.ckpt.partner import copy_name, inverse, partner_holders
+from greenckpt.ckpt.topology import Topology
+from greenckpt.ckpt.transfer import shift_file
+from greenckpt.io.checksum import file_digest
+
+__all__ = ["ErasureLevel", "PartnerLevel", "Rebuilt", "rebuild_name"]
+
+Rebuilt = list[tuple[Path, Path]]
+"""(temporary file, final file) pairs this rank wrote during a rebuild."""
+
+REBUILD_PREFIX: Final = ".rebuild-"
+
+
+def rebuild_name(directory: Path, name: str) -> Path:
+    """The hidden temporary name a rebuilt file has until every rank succeeded."""
+    return directory / (REBUILD_PREFIX + name)
+
+
+def _first(comm: Comm, error: str | None) -> str | None:
+    """The first rank's error, the same on every rank (collective)."""
+    errors = comm.allgather(error)
+    return next((f"rank {r}: {e}" for r, e in enumerate(errors) if e), None)
+
+
+class PartnerLevel:
+    """Level 2: each rank's file copied to its partner on another node (see
+    :mod:`greenckpt.ckpt.partner`)."""
+
+    def __init__(self, comm: Comm, topology: Topology, checksum: str) -> None:
+        self.comm = comm
+        self.checksum = checksum
+        self.holders = partner_holders(topology)
+        self.owners = inverse(self.holders)
+
+    def redundancy(self) -> dict[str, Any]:
+        """The manifest's ``redundancy`` object: who holds whose copy."""
+        return {"scheme": "partner", "holders": list(self.holders)}
+
+    def protect(self, stage: Path, entries: Sequence[RankEntry]) -> str | None:
+        """Send this rank's file to its partner and store the copy it receives (collective).
+        Returns this rank's error, or None."""
+        me = self.comm.rank
+        owner = entries[self.owners[me]]
+        got = shift_file(
+            self.comm,
+            stage / entries[me].file,
+            self.holders[me],
+            stage / copy_name(owner.file),
+            owner.rank,
+            self.checksum,
+        )
+        if got.error is not None:
+            return f"partner copy of rank {owner.rank}: {got.error}"
+        if got.digest != owner.digest:
+            return f"partner copy of rank {owner.rank} arrived corrupt (digest mismatch)"
+        return None
+
+    def _check(self, manifest: Manifest) -> str | None:
+        red = manifest.redundancy
+        holders = red.get("holders")
+        if red.get("scheme") != "partner" or list(self.holders) != holders:
+            return (
+                f"its partner map {holders} is not this job's {list(self.holders)} (written "
+                "with another node layout)"
+            )
+        return None
+
+    def rebuild(self, manifest: Manifest, lost: set[int], target: Path) -> tuple[Rebuilt, str]:
+        """Rebuild the files of the ``lost`` ranks from their partners' copies, then re-make
+        the copies the lost ranks held (collective). Returns this rank's temporary files and
+        '' on success, or the first error (the same on every rank)."""
+        problem = self._check(manifest)
+        if problem is not None:
+            return [], problem
+        me = self.comm.rank
+        entries = manifest.ranks
+        mine = entries[me]
+        owner = entries[self.owners[me]]
+        done: Rebuilt = []
+        # 1. lost ranks get their file back from the rank holding its copy
+        send = target / copy_name(owner.file) if owner.rank in lost else None
+        recv = rebuild_name(target, mine.file) if me in lost else None
+        got = shift_file(self.comm, send, owner.rank, recv, self.holders[me], self.checksum)
+        error = None
+        if recv is not None:
+            if got.error is not None:
+                error = f"its partner copy on rank {self.holders[me]} is unusable: {got.error}"
+            elif got.digest != mine.digest:
+                error = f"its partner copy on rank {self.holders[me]} is corrupt"
+                recv.unlink(missing_ok=True)
+            else:
+                done.append((recv, target / mine.file))
+        first = _first(self.comm, error)
+        if first is not None:
+            return done, first
+        # 2. the copies a lost rank held are re-made from the (now complete) originals
+        own = recv if recv is not None else target / mine.file
+        send = own if self.holders[me] in lost else None
+        recv = rebuild_name(target, copy_name(owner.file)) if me in lost else None
+        got = shift_file(self.comm, send, self.holders[me], recv, owner.rank, self.checksum)
+        error = None
+        if recv is not None:
+            if got.error is not None or got.digest != owner.digest:
+                error = (
+                    f"could not re-make the partner copy of rank {owner.rank}: "
+                    f"{got.error or 'digest mismatch'}"
+                )
+                recv.unlink(missing_ok=True)
+            else:
+                done.append((recv, target / copy_name(owner.file)))
+        return done, _first(self.comm, error) or ""
+
+
+class ErasureLevel:
+    """Level 3: parity over groups of ranks on different nodes (see
+    :mod:`greenckpt.ckpt.groups`). Construction is collective (it splits the communicator)."""
+
+    def __init__(
+        self, comm: Comm, topology: Topology, group_size: int, parity: int, checksum: str
+    ) -> None:
+        self.comm = comm
+        self.checksum = checksum
+        self.groups = erasure_groups(topology, group_size, parity)
+        self.index = next(i for i, g in enumerate(self.groups) if comm.rank in g)
+        self.group = self.groups[self.index]
+        self.layout = GroupLayout(len(self.group), parity)
+        self.scheme: Scheme = self.layout.code().scheme
+        self.gcomm = comm.split(self.index, comm.rank)
+
+    def _lengths(self, entries: Sequence[RankEntry]) -> list[int]:
+        return [entries[r].stored_bytes for r in self.group]
+
+    def redundancy(self, parity: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """The manifest's ``redundancy`` object: code, groups and every rank's parity file."""
+        return {
+            "scheme": self.scheme,
+            "parity": self.layout.tolerance,
+            "groups": [list(g) for g in self.groups],
+            "files": list(parity),
+        }
+
+    def protect(
+        self, stage: Path, entries: Sequence[RankEntry]
+    ) -> tuple[dict[str, Any] | None, str | None]:
+        """Compute this group's parity and write this rank's parity file (collective).
+        Returns its description for the manifest, or this rank's error."""
+        mine = entries[self.comm.rank]
+        path = stage / parity_name(mine.file)
+        nbytes, digest, error = encode_parity(
+            self.gcomm,
+            self.layout,
+            self._lengths(entries),
+            stage / mine.file,
+            path,
+            self.checksum,
+            scheme=self.scheme,
+        )
+        if error is not None:
+            return None, f"parity of group {list(self.group)}: {error}"
+        return {"file": path.name, "bytes": nbytes, "digest": digest}, None
+
+    def _parity_of(self, manifest: Manifest) -> tuple[list[dict[str, Any]], str | None]:
+        red = manifest.redundancy
+        files = red.get("files")
+        if (
+            red.get("scheme") != self.scheme
+            or red.get("parity") != self.layout.tolerance
+            or red.get("groups") != [list(g) for g in self.groups]
+            or not isinstance(files, list)
+            or len(files) != manifest.nranks
+            or not all(isinstance(f, dict) for f in files)
+        ):
+            return [], (
+                f"its erasure groups ({red.get('scheme')}, parity {red.get('parity')}, groups "
+                f"{red.get('groups')}) are not this job's ({self.scheme}, parity "
+                f"{self.layout.tolerance}, groups {[list(g) for g in self.groups]})"
+            )
+        return files, None
+
+    def rebuild(self, manifest: Manifest, lost: set[int], target: Path) -> tuple[Rebuilt, str]:
+        """Rebuild the files of the ``lost`` ranks from their groups' data and parity, then
+        their parity files (collective). Returns this rank's temporary files and '' on
+        success, or the first error (the same on every rank)."""
+        files, problem = self._parity_of(manifest)
+        if problem is not None:
+            return [], problem
+        me = self.comm.rank
+        mine = manifest.ranks[me]
+        lost_members = [i for i, r in enumerate(self.group) if r in lost]
+        if not lost_members:  # nothing to do in this group, but stay in step with the others
+            first = _first(self.comm, None)
+            if first is not None:
+                return [], first
+            return [], _first(self.comm, None) or ""
+        my_parity = target / parity_name(mine.file)
+        parity_ok = True
+        if me not in lost:
+            try:
+                found, nread = file_digest(my_parity, manifest.checksum)
+                parity_ok = found == files[me].get("digest") and nread == files[me].get("bytes")
+            except OSError:
+                parity_ok = False
+        ok = self.gcomm.allgather(parity_ok and me not in lost)
+        lengths = self._lengths(manifest.ranks)
+        out = rebuild_name(target, mine.file) if me in lost else None
+        error: str | None
+        digest_out, error = rebuild_data(
+            self.gcomm,
+            self.layout,
+            lengths,
+            lost_members,
+            ok,
+            target / mine.file,
+            my_parity,
+            out,
+            manifest.checksum,
+            scheme=self.scheme,
+        )
+        done: Rebuilt = []
+        if out is not None and error is None:
+            if digest_out != mine.digest:
+                error = "its rebuilt data do not match the checkpoint's digest"
+                out.unlink(missing_ok=True)
+            else:
+                done.append((out, target / mine.file))
+        first = _first(self.comm, error)
+        if first is not None:
+            return done, first
+        roots = [i for i, good in enumerate(ok) if not good]
+        tmp = rebuild_name(target, my_parity.name)
+        nbytes, digest, error = encode_parity(
+            self.gcomm,
+            self.layout,
+            lengths,
+            out if out is not None else target / mine.file,
+            tmp,
+            manifest.checksum,
+            roots=roots,
+            scheme=self.scheme,
+        )
+        if self.gcomm.rank in roots and error is None:
+            if digest != files[me].get("digest") or nbytes != files[me].get("bytes"):
+                error = "its re-encoded parity does not match the checkpoint's digest"
+                tmp.unlink(missing_ok=True)
+            else:
+                done.append((tmp, my_parity))
+        return done, _first(self.comm, error) or ""

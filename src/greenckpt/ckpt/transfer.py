@@ -1,0 +1,172 @@
+"""Moving checkpoint files between ranks in bounded segments (levels 2 and 3).
+
+Why segments: a partner copy or a parity computation touches as many bytes as the checkpoint
+itself, and the library promises at most a few tens of MiB of memory beyond the protected data
+whatever their size. Files are therefore read with ``pread`` and exchanged one segment at a time
+(:data:`SEGMENT` bytes), and received data are written and hashed as they arrive.
+
+Why every rank takes part in every exchange, even with nothing to send: the exchanges are
+blocking collectives or paired send/receives. A rank that skipped one after a local error (a
+missing file, a full disk) would leave its peers waiting forever. So local errors are recorded
+and the rank goes on sending empty segments; the caller learns of the error from the return
+value and reports it collectively.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from greenckpt.ckpt.comm import Comm
+from greenckpt.io.checksum import new_hasher
+
+__all__ = ["SEGMENT", "Received", "SegmentWriter", "one_line", "read_segment", "shift_file"]
+
+SEGMENT: Final = 4 * 1024 * 1024
+"""Bytes per exchanged segment: large enough for full-speed transfers, small enough that a
+rank holds only a few of them at once."""
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as the one line that error messages carry."""
+    return traceback.format_exception_only(type(exc), exc)[-1].strip()
+
+
+def read_segment(fd: int, offset: int, length: int) -> bytes:
+    """Up to ``length`` bytes at ``offset`` (fewer only at the end of the file)."""
+    parts: list[bytes] = []
+    while length > 0:
+        got = os.pread(fd, length, offset)
+        if not got:
+            break
+        parts.append(got)
+        offset += len(got)
+        length -= len(got)
+    return b"".join(parts)
+
+
+class SegmentWriter:
+    """A file written segment by segment at explicit offsets, hashed when written in order.
+
+    ``close`` fsyncs it: a rebuilt or copied file must be durable before anything refers to it.
+    """
+
+    def __init__(self, path: Path, checksum: str) -> None:
+        self.path = path
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        self._hasher = new_hasher(checksum)
+        self._next = 0
+        self._ordered = True
+        self.size = 0
+
+    def write_at(self, offset: int, data: bytes | memoryview) -> None:
+        """Write ``data`` at ``offset``; the digest covers the file only if writes were in
+        order without gaps (:meth:`close` says)."""
+        view = memoryview(data)
+        done = 0
+        while done < len(view):
+            done += os.pwrite(self._fd, view[done:], offset + done)
+        if offset != self._next:
+            self._ordered = False
+        else:
+            self._hasher.update(view)
+        self._next = offset + len(view)
+        self.size = max(self.size, offset + len(view))
+
+    def close(self) -> str | None:
+        """fsync and close; the digest of the file when it was written in order, else None."""
+        try:
+            os.fsync(self._fd)
+        finally:
+            os.close(self._fd)
+        return self._hasher.hexdigest() if self._ordered else None
+
+    def abandon(self) -> None:
+        """Close and delete after an error."""
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+        self.path.unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class Received:
+    """What :func:`shift_file` received: bytes, their digest, and this rank's error if any."""
+
+    nbytes: int
+    digest: str | None
+    error: str | None
+
+
+def shift_file(
+    comm: Comm,
+    send: Path | None,
+    dest: int,
+    recv: Path | None,
+    source: int,
+    checksum: str,
+    segment: int = SEGMENT,
+) -> Received:
+    """Send file ``send`` to rank ``dest`` while receiving rank ``source``'s file into ``recv``.
+
+    Collective over ``comm``: every rank calls it, with ``dest``/``source`` forming a
+    permutation (rank r sends to dest(r) and dest(r) receives from r). ``send=None`` sends
+    nothing; ``recv=None`` discards what arrives. All ranks run the same number of rounds (the
+    largest file decides), so nobody waits on a peer that finished early.
+    """
+    error: str | None = None
+    fd = -1
+    size = -1
+    if send is not None:
+        try:
+            fd = os.open(send, os.O_RDONLY | os.O_CLOEXEC)
+            size = os.fstat(fd).st_size
+        except OSError as exc:
+            error = f"cannot read {send}: {one_line(exc)}"
+    sizes = comm.allgather(size)
+    expected = sizes[source]
+    rounds = -(-max(*sizes, 0) // segment)
+    writer: SegmentWriter | None = None
+    if recv is not None and expected >= 0:
+        try:
+            writer = SegmentWriter(recv, checksum)
+        except OSError as exc:
+            error = error or f"cannot create {recv}: {one_line(exc)}"
+    try:
+        for i in range(rounds):
+            chunk = b""
+            if fd >= 0 and error is None:
+                try:
+                    chunk = read_segment(fd, i * segment, min(segment, max(size - i * segment, 0)))
+                except OSError as exc:
+                    error = f"cannot read {send}: {one_line(exc)}"
+            got = comm.sendrecv_bytes(chunk, dest, source)
+            if writer is not None and got and error is None:
+                try:
+                    writer.write_at(i * segment, got)
+                except OSError as exc:
+                    error = f"cannot write {recv}: {one_line(exc)}"
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    if writer is None:
+        if recv is not None and error is None:
+            error = f"rank {source} had no file to send"
+        return Received(0, None, error)
+    if error is not None:
+        writer.abandon()
+        return Received(0, None, error)
+    try:
+        digest = writer.close()
+    except OSError as exc:
+        writer.path.unlink(missing_ok=True)
+        return Received(0, None, f"cannot write {recv}: {one_line(exc)}")
+    if writer.size != expected:
+        writer.path.unlink(missing_ok=True)
+        return Received(
+            writer.size, None, f"received {writer.size} of {expected} bytes from rank {source}"
+        )
+    return Received(writer.size, digest, None)

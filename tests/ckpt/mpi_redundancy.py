@@ -1,0 +1,142 @@
+"""Run under ``mpiexec -n 4``: levels 2 and 3 — damage node-local storage, recover, rebuild.
+
+Called by ``tests/ckpt/test_redundancy_mpi.py`` as
+``python mpi_redundancy.py DIR LEVEL RANKS_PER_NODE PARITY CODEC DAMAGE [SECOND]``; rank 0
+prints one JSON line with what happened. Iterations 1..3 checkpoint at LEVEL on odd iterations
+and at level 4 on even ones, so checkpoint 3 is the newest at LEVEL and checkpoint 2 the newest
+global one. Each rank's array has a different length and contents (rank-dependent), so a file
+rebuilt from the wrong member or padded wrongly would be caught by the bit-for-bit comparison.
+
+DAMAGE (applied by rank 0 to checkpoint 3 after the run): ``none``; ``erase:K[,L]`` (nodes'
+local directories removed entirely, as when nodes are replaced); ``corrupt:R`` (a byte of rank
+R's file flipped); ``corrupt-copy:R`` (rank R's file and its partner copy flipped);
+``corrupt-parity:R`` (a byte of rank R's parity file flipped); several joined by ``+``.
+SECOND, if given, is a second damage applied after the first recovery, followed by another
+recovery: it shows that the rebuild also restored the redundancy.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from greenckpt.ckpt.api import Checkpointer, RecoveryError, RecoveryInfo
+from greenckpt.ckpt.inject import flip_bits_in_file
+
+
+def data(rank: int, it: int) -> np.ndarray:
+    return np.arange(40_000 + 7_000 * rank, dtype=np.float64) * (rank + 1) + it
+
+
+def make(
+    root: Path, level: int, rpn: int, parity: int, codec: str
+) -> tuple[Checkpointer, np.ndarray]:
+    settings: dict[str, object] = {"every": "2it", "codec": codec}
+    if level == 3:
+        settings.update(group_size=4 // rpn, parity=parity)
+    ck = Checkpointer(
+        local_dir=str(root / "local"),
+        global_dir=str(root / "global"),
+        ranks_per_node=rpn,
+        keep=3,
+        l4={"every": "2it"},
+        **{f"l{level}": settings},  # type: ignore[arg-type]
+    )
+    u = np.zeros(40_000 + 7_000 * ck.rank)
+    ck.protect("u", u)
+    return ck, u
+
+
+def ckpt_dir(root: Path, node: int) -> Path:
+    return root / "local" / f"node{node}" / "greenckpt" / "ckpt-00000003"
+
+
+def damage(root: Path, specs: str, rpn: int) -> None:
+    for spec in specs.split("+"):
+        damage_one(root, spec, rpn)
+
+
+def damage_one(root: Path, spec: str, rpn: int) -> None:
+    if spec == "none":
+        return
+    kind, _, arg = spec.partition(":")
+    targets = [int(x) for x in arg.split(",")]
+    if kind == "erase":
+        for node in targets:
+            shutil.rmtree(root / "local" / f"node{node}")
+        return
+    (rank,) = targets
+    node = rank // rpn
+    name = f"rank-{rank:06d}.data"
+    if kind == "corrupt":
+        flip_bits_in_file(ckpt_dir(root, node) / name, positions=[4000 * 8 + 3])
+    elif kind == "corrupt-copy":
+        flip_bits_in_file(ckpt_dir(root, node) / name, positions=[4000 * 8 + 3])
+        holder_node = (node + 1) % (4 // rpn)
+        flip_bits_in_file(ckpt_dir(root, holder_node) / f"partner-{name}", positions=[5])
+    elif kind == "corrupt-parity":
+        flip_bits_in_file(ckpt_dir(root, node) / f"parity-{name}", positions=[17])
+    else:
+        raise SystemExit(f"unknown damage {spec!r}")
+
+
+def recover(root: Path, args: tuple[int, int, int, str]) -> dict[str, object]:
+    ck, u = make(root, *args)
+    out: dict[str, object] = {}
+    info: RecoveryInfo | None = None
+    try:
+        info = ck.recover()
+    except RecoveryError as exc:
+        out["error"] = str(exc)
+    if info is not None:
+        out.update(
+            id=info.id,
+            level=info.level,
+            rebuilt=list(info.rebuilt),
+            skipped=list(info.skipped),
+        )
+        ok = bool(np.array_equal(u, data(ck.rank, ck.state["it"])))
+        out["all_ok"] = all(ck.comm.allgather(ok))
+    ck.finalize()
+    return out
+
+
+def main() -> int:
+    root = Path(sys.argv[1])
+    level, rpn, parity = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    codec, first = sys.argv[5], sys.argv[6]
+    second = sys.argv[7] if len(sys.argv) > 7 else None
+    args = (level, rpn, parity, codec)
+    ck, u = make(root, *args)
+    levels = []
+    for it in range(1, 4):
+        u[:] = data(ck.rank, it)
+        ck.state["it"] = it
+        chosen = level if it % 2 else 4
+        levels.append(ck.checkpoint(chosen, iteration=it).level)
+    ck.finalize()
+    ck.comm.barrier()
+    if ck.rank == 0:
+        damage(root, first, rpn)
+    ck.comm.barrier()
+    out: dict[str, object] = {"levels": levels, "first": recover(root, args)}
+    if second is not None:
+        ck.comm.barrier()
+        if ck.rank == 0:
+            damage(root, second, rpn)
+        ck.comm.barrier()
+        out["second"] = recover(root, args)
+    out["leftovers"] = sorted(
+        str(p.relative_to(root)) for p in root.rglob("*") if p.name.startswith(".")
+    )
+    if ck.rank == 0:
+        print(json.dumps(out), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
