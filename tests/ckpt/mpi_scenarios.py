@@ -21,6 +21,9 @@ def data(rank: int, it: int) -> np.ndarray:
     return np.arange(50_000, dtype=np.float64) * (rank + 1) + it
 
 
+ASYNC = False
+
+
 def make(root: Path, **kw: object) -> tuple[Checkpointer, np.ndarray]:
     ck = Checkpointer(
         local_dir=str(root / "local"),
@@ -28,7 +31,7 @@ def make(root: Path, **kw: object) -> tuple[Checkpointer, np.ndarray]:
         ranks_per_node=2,
         writers_per_node=1,
         l1={"every": "1it", "codec": "lz4"},
-        l4={"every": "2it"},
+        l4={"every": "2it", "async": ASYNC},
         keep=3,
         **kw,
     )
@@ -39,6 +42,10 @@ def make(root: Path, **kw: object) -> tuple[Checkpointer, np.ndarray]:
 
 def main() -> int:
     scenario, root = sys.argv[1], Path(sys.argv[2])
+    if scenario.startswith("async-"):  # the same run with level 4 flushed in the background
+        scenario = scenario.removeprefix("async-")
+        global ASYNC  # noqa: PLW0603 - one switch for every Checkpointer this script makes
+        ASYNC = True
     ck, u = make(root)
     rank = ck.rank
     # iterations 1..5: L1 every iteration, L4 on even ones (the higher level wins when both),

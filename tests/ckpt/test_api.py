@@ -13,13 +13,14 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from greenckpt.ckpt import api
+from greenckpt.ckpt import api, flush
 from greenckpt.ckpt.api import Checkpointer, CheckpointError, RecoveryError
 from greenckpt.ckpt.store import StoreError
 
@@ -236,3 +237,110 @@ def test_kill_9_during_checkpoints_never_loses_the_previous(tmp_path: Path) -> N
         assert rec is not None, f"trial {trial}: nothing recovered"
         assert rec.id >= last and rec.skipped == ()
         assert np.all(u == ck.state["it"]), f"trial {trial}: data of another iteration"
+
+
+def test_iteration_schedule_is_the_same_after_a_restart(tmp_path: Path) -> None:
+    """Levels every 10 and 50 iterations checkpoint on multiples (the higher level when both
+    are due), and a run restarted from iteration 110 keeps exactly that schedule."""
+    (tmp_path / "g").mkdir()
+
+    def run(first: int, last: int) -> list[tuple[int, int]]:
+        ck, _, _ = make(
+            tmp_path, global_dir=str(tmp_path / "g"), l1={"every": "10it"}, l4={"every": "50it"}
+        )
+        rec = ck.recover()
+        assert (rec.iteration if rec else 0) == first - 1
+        done = []
+        for it in range(first, last + 1):
+            if (level := ck.need_checkpoint(it)) is not None:
+                ck.checkpoint(level, iteration=it)
+                done.append((it, level))
+        ck.finalize()
+        return done
+
+    schedule = run(1, 110)
+    assert schedule == [(i, 4 if i % 50 == 0 else 1) for i in range(10, 111, 10)]
+    assert run(111, 160) == [(120, 1), (130, 1), (140, 1), (150, 4), (160, 1)]
+
+
+def _async(tmp_path: Path, **kw: object) -> tuple[Checkpointer, np.ndarray, bytearray]:
+    (tmp_path / "g").mkdir(exist_ok=True)
+    return make(
+        tmp_path,
+        global_dir=str(tmp_path / "g"),
+        l1={"enabled": True},
+        l4={"enabled": True, "async": True},
+        **kw,
+    )
+
+
+def _global_ids(tmp_path: Path) -> list[str]:
+    return sorted(p.name for p in (tmp_path / "g" / "greenckpt").glob("*ckpt-*"))
+
+
+def test_async_flush_is_committed_only_after_the_copy_is_durable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the background copy runs, the level-4 checkpoint exists only as staging; the
+    next call after it finished commits it; keep-last-k never removes the local source."""
+    release = threading.Event()
+    real = flush.copy_file
+
+    def slow(source: Path, target: Path) -> int:
+        release.wait(30)
+        return real(source, target)
+
+    monkeypatch.setattr(flush, "copy_file", slow)
+    ck, u, raw = _async(tmp_path, keep=1)
+    fill(u, raw, 1)
+    ck.state["it"] = 1
+    info = ck.checkpoint(4, iteration=1)
+    assert (info.level, info.flushing) == (4, True)
+    for it in (2, 3):  # two level-1 checkpoints with keep = 1 while checkpoint 1 is flushing
+        fill(u, raw, it)
+        ck.checkpoint(1, iteration=it)
+    assert ck.need_checkpoint(3) is None  # polls: still copying
+    assert _global_ids(tmp_path) == [".ckpt-00000001.partial"]  # not complete, not committed
+    assert committed(tmp_path) == ["ckpt-00000001", "ckpt-00000003"]  # the source is kept
+    release.set()
+    ck.finalize()  # waits for the copy and commits it
+    assert _global_ids(tmp_path) == ["ckpt-00000001"]
+    assert [(h.id, h.level, h.flushing) for h in ck.history][-1] == (1, 4, False)
+    shutil.rmtree(tmp_path / "greenckpt")  # the node-local storage is lost
+    ck2, u2, raw2 = _async(tmp_path)
+    rec = ck2.recover()
+    assert rec is not None and (rec.id, rec.level, rec.iteration) == (1, 4, 1)
+    expected_u, expected_raw = np.zeros_like(u), bytearray(len(raw))
+    fill(expected_u, expected_raw, 1)
+    assert np.array_equal(u2, expected_u) and raw2 == expected_raw
+
+
+def test_async_flush_failure_is_raised_at_the_next_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(source: Path, target: Path) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(flush, "copy_file", full)
+    ck, u, raw = _async(tmp_path)
+    fill(u, raw, 1)
+    assert ck.checkpoint(4, iteration=1).flushing
+    time.sleep(0.2)  # let the background copy fail
+    with pytest.raises(
+        CheckpointError,
+        match=r"asynchronous flush of checkpoint 1 .* failed on "
+        r"rank 0: OSError: \[Errno 28\] No space left on device; it was not "
+        r"committed there \(the checkpoint is still on node-local storage\)",
+    ):
+        ck.need_checkpoint(2)
+    assert _global_ids(tmp_path) == []  # no committed copy and no staging left
+    assert committed(tmp_path) == ["ckpt-00000001"]
+    assert ck.need_checkpoint(2) is None  # reported once; the run goes on
+    ck.finalize()
+    rec = _async(tmp_path)[0].recover()
+    assert rec is not None and (rec.id, rec.level) == (1, 1)
+
+
+def test_async_flush_needs_local_storage(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="async = true flushes from node-local storage"):
+        Checkpointer(global_dir=str(tmp_path), l4={"every": "5it", "async": True})

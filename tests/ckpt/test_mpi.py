@@ -61,6 +61,9 @@ def run(scenario: str, tmp_path: Path) -> dict[str, Any]:
         ("corrupt-newest", 4, 4, "rank 3: "),
         # rank 2 hits ENOSPC in a 6th checkpoint: nothing committed, the 5th restores
         ("fail-write", 5, 1, None),
+        # level 4 flushed in the background: the same outcomes once the flushes committed
+        ("async-plain", 5, 1, None),
+        ("async-lose-node", 4, 4, None),
     ],
 )
 def test_scenario(

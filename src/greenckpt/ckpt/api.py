@@ -49,12 +49,13 @@ import shutil
 import time
 import traceback
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from greenckpt.ckpt.comm import Comm, world
 from greenckpt.ckpt.config import Config, LevelConfig, load_config
+from greenckpt.ckpt.flush import Flush
 from greenckpt.ckpt.inject import maybe_fail
 from greenckpt.ckpt.manifest import Manifest, RankEntry, utc_now_iso
 from greenckpt.ckpt.protect import Protected
@@ -98,6 +99,11 @@ class CheckpointInfo:
     """This rank's protected bytes."""
     stored_bytes: int
     """This rank's bytes on storage (fewer with a codec)."""
+    flushing: bool = False
+    """Level 4 with ``async``: the data are committed on node-local storage and being copied
+    to the global file system in the background; the level-4 copy is committed at a later API
+    call once every rank's copy is durable (then :attr:`Checkpointer.history` gets an entry
+    with ``flushing=False`` and the flush's duration)."""
 
 
 @dataclass(frozen=True)
@@ -151,6 +157,14 @@ class Checkpointer:
             if 3 in enabled
             else None
         )
+        self._async_flush = 4 in enabled and self._level(4).async_flush
+        if self._async_flush and self.config.local_dir is None:
+            raise ValueError(
+                "level 4 with async = true flushes from node-local storage: set local_dir too "
+                "(checkpoints are written there first), or set async = false"
+            )
+        self._flush: Flush | None = None
+        self._flush_manifest: Manifest | None = None
         self.protected = Protected()
         self._stores = self._open_stores()
         self._finalized = False
@@ -189,7 +203,8 @@ class Checkpointer:
         stores: dict[int, CheckpointStore] = {}
         problem = None
         try:
-            for number in self.config.enabled_levels:
+            levels = set(self.config.enabled_levels) | ({1} if self._async_flush else set())
+            for number in sorted(levels):
                 base = self._store_base(number)
                 if number != 4 and self.topology.emulated and base.parent.is_dir():
                     base.mkdir(exist_ok=True)  # an emulated node's own local directory
@@ -222,7 +237,19 @@ class Checkpointer:
 
     def need_checkpoint(self, iteration: int | None = None) -> int | None:
         """The level due now (the highest if several), or None. Collective when any interval
-        is in seconds or automatic (rank 0 decides, so every rank takes the same decision)."""
+        is in seconds or automatic (rank 0 decides, so every rank takes the same decision),
+        and while an asynchronous level-4 flush is under way (its completion is checked, and
+        its failure raised as :class:`CheckpointError`, here).
+
+        An interval of N iterations is due when ``iteration`` reaches the next multiple of N
+        after the last checkpoint at that level or a higher one (a higher level serves the
+        lower ones too). Multiples rather than "N since the last one" keep the schedule of a
+        restarted run the same as that of a run without failures: with levels every 10 and 50
+        iterations, checkpoints fall on 10, 20, …, 50 (the higher level), 60, … whether or not
+        the run was restarted at 110.
+        """
+        self._check_open()
+        self._poll_flush(wait=False)
         due: list[int] = []
         timed = False
         now = time.monotonic()
@@ -234,7 +261,8 @@ class Checkpointer:
                         f"level {number} checkpoints every {lc.every_iterations} iterations: "
                         "pass the iteration to need_checkpoint()"
                     )
-                if iteration - self._last_iteration[number] >= lc.every_iterations:
+                every = lc.every_iterations
+                if iteration // every > self._last_iteration[number] // every:
                     due.append(number)
             elif lc.every_s is not None or lc.auto:
                 timed = True
@@ -262,6 +290,10 @@ class Checkpointer:
 
         Returns when the checkpoint is committed on every rank; raises
         :class:`CheckpointError` on every rank if any rank failed (nothing committed).
+        Level 4 with ``async = true`` returns once the checkpoint is committed on node-local
+        storage (level 1) and leaves the copy to the global file system to a background
+        thread (``flushing=True`` in the result); one flush runs at a time, so a new one
+        first waits for the previous.
         """
         self._check_open()
         number = min(self._stores) if level is None else level
@@ -270,6 +302,23 @@ class Checkpointer:
                 f"level {number} is not enabled: enabled levels are "
                 f"{', '.join(map(str, self._stores))}"
             )
+        flushing = number == 4 and self._async_flush
+        self._poll_flush(wait=flushing)
+        info = self._checkpoint_at(1 if flushing else number, iteration)
+        if flushing:
+            self._start_flush(info)
+            info = replace(info, level=4, flushing=True)
+        self._last_seconds[number] = info.seconds
+        for lower in self._stores:  # a checkpoint at a level also serves every lower one
+            if lower <= number:
+                self._last_time[lower] = time.monotonic()
+                if iteration is not None:
+                    self._last_iteration[lower] = iteration
+        self.history.append(info)
+        return info
+
+    def _checkpoint_at(self, number: int, iteration: int | None) -> CheckpointInfo:
+        """A synchronous checkpoint at ``number``, committed on every rank (collective)."""
         start = time.monotonic()
         ckpt_id = self._next_id
         self._next_id += 1
@@ -333,18 +382,72 @@ class Checkpointer:
                 f"{commits[r]}; the previous checkpoints are intact"
             )
         if self._is_leader(number):
-            store.cleanup(self.config.keep, protect=[ckpt_id])
-        seconds = time.monotonic() - start
-        self._last_time[number] = time.monotonic()
-        self._last_seconds[number] = seconds
-        if iteration is not None:
-            self._last_iteration[number] = iteration
+            flushing = [self._flush.ckpt_id] if self._flush is not None and number == 1 else []
+            store.cleanup(self.config.keep, protect=[ckpt_id, *flushing])
         mine = entries[self.rank]
-        info = CheckpointInfo(
-            ckpt_id, number, iteration, seconds, mine.logical_bytes, mine.stored_bytes
+        return CheckpointInfo(
+            ckpt_id,
+            number,
+            iteration,
+            time.monotonic() - start,
+            mine.logical_bytes,
+            mine.stored_bytes,
         )
-        self.history.append(info)
-        return info
+
+    # ------------------------------------------------------------------ asynchronous flush
+
+    def _start_flush(self, info: CheckpointInfo) -> None:
+        """Copy this rank's files of level-1 checkpoint ``info.id`` to the global store's
+        staging directory in the background (see :mod:`greenckpt.ckpt.flush`)."""
+        local, global_ = self._stores[1], self._stores[4]
+        manifest = local.read(info.id)
+        self._flush_manifest = replace(manifest, level=4, redundancy={})
+        source = local.committed_path(info.id) / manifest.ranks[self.rank].file
+        stage = global_.staging_path(info.id)
+        stage.mkdir(parents=True, exist_ok=True)
+        self._flush = Flush(info.id, [source], stage, self.rank, info.iteration)
+
+    def _poll_flush(self, *, wait: bool) -> None:
+        """Commit the level-4 copy once every rank's flush is over, or raise its failure
+        (collective while a flush is under way; nothing otherwise)."""
+        flush, manifest = self._flush, self._flush_manifest
+        if flush is None or manifest is None:
+            return
+        if wait:
+            flush.wait()
+        states = self.comm.allgather((flush.done(), flush.error))
+        if not all(done for done, _ in states):
+            return
+        self._flush = self._flush_manifest = None
+        store = self._stores[4]
+        errors = [e for _, e in states]
+        if not any(errors) and self.rank == 0:
+            try:
+                store.commit(flush.ckpt_id, manifest)
+            except (StoreError, OSError, ValueError) as exc:
+                errors[0] = _one_line(exc)
+        errors[0] = self.comm.bcast(errors[0])
+        bad = next(((r, e) for r, e in enumerate(errors) if e), None)
+        if bad is not None:
+            self._abort(4, store, flush.ckpt_id)
+            raise CheckpointError(
+                f"the asynchronous flush of checkpoint {flush.ckpt_id} to the global file "
+                f"system failed on rank {bad[0]}: {bad[1]}; it was not committed there "
+                "(the checkpoint is still on node-local storage)"
+            )
+        if self.rank == 0:
+            store.cleanup(self.config.keep, protect=[flush.ckpt_id])
+        mine = manifest.ranks[self.rank]
+        self.history.append(
+            CheckpointInfo(
+                flush.ckpt_id,
+                4,
+                flush.iteration,
+                flush.seconds or 0.0,
+                mine.logical_bytes,
+                mine.stored_bytes,
+            )
+        )
 
     def _protect(
         self, level: int, store: CheckpointStore, ckpt_id: int, entries: tuple[RankEntry, ...]
@@ -414,6 +517,7 @@ class Checkpointer:
         protected buffers may then hold partial data).
         """
         self._check_open()
+        self._poll_flush(wait=True)
         start = time.monotonic()
         mine = {number: store.committed() for number, store in self._stores.items()}
         everyone = self.comm.allgather(mine)
@@ -617,10 +721,14 @@ class Checkpointer:
             raise RuntimeError("this Checkpointer was finalized: create a new one")
 
     def finalize(self) -> None:
-        """End of the run (collective): nothing is left in flight."""
+        """End of the run (collective): waits for an asynchronous flush and commits it (or
+        raises its failure), so nothing is left in flight."""
         if not self._finalized:
-            self.comm.barrier()
-            self._finalized = True
+            try:
+                self._poll_flush(wait=True)
+            finally:
+                self.comm.barrier()
+                self._finalized = True
 
     def __enter__(self) -> Checkpointer:
         return self
