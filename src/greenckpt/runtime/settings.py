@@ -1,0 +1,168 @@
+"""What the runtime is asked (a phase request) and what it answers (the settings for the phase).
+
+Why two small value types: saito2013 section 5 (Figure 5) splits the runtime into "identify the
+I/O" (step 1: operation and path, hence the device) and "look up the profile" (step 2: CPU
+frequency and number of I/O processes). :class:`PhaseRequest` is step 1's output and
+:class:`Settings` step 2's; the policies in :mod:`greenckpt.runtime.policy` map one to the
+other, and the code that applies settings (cpufreq, C-states, I/O parallelism) and accounts
+energy only ever sees these two. Both are frozen, so a decision logged in a report is exactly
+the decision that was applied.
+
+Units are SI base units (bytes, hertz, seconds, watts, joules), as everywhere inside greenckpt.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from greenckpt.io.codec import parse_codec
+from greenckpt.optimize.profile import POWER_SOURCES, Operation, PowerSource
+
+__all__ = ["PHASE_KINDS", "PhaseKind", "PhaseRequest", "Settings"]
+
+PhaseKind = Literal["checkpoint", "restart", "flush"]
+"""The I/O phases a policy decides for (``compute`` is not decided: the application owns it)."""
+PHASE_KINDS: tuple[PhaseKind, ...] = ("checkpoint", "restart", "flush")
+
+
+@dataclass(frozen=True)
+class PhaseRequest:
+    """One I/O phase about to start: what it is, where it goes and how many bytes it moves.
+
+    ``kind``: ``checkpoint`` (write a level), ``flush`` (copy a checkpoint to a slower level,
+    e.g. L1 to L4: also a write) or ``restart`` (read one back). ``level``: L1..L4, or
+    ``None`` when the caller has no levels (plain ``runtime.phase(...)`` use). ``path``: the
+    checkpoint directory or file, from which the storage target (and so the profile) is found.
+    ``size``: logical bytes this node moves in the phase (before compression, as profiles
+    count them).
+
+    ``codec`` is the codec the caller has *fixed*: a label (``zstd``, ``zstd:3``, ``lz4``,
+    ``zlib:6``) or ``"none"`` for uncompressed. ``None`` means not fixed: for a checkpoint the
+    policy chooses; for a restart it is unknown, and the policy uses the codec it chose for
+    this level's checkpoint (a restart must read with the codec the data was written with).
+    The library passes the codec recorded in the manifest on restart. The label is stored in
+    canonical form (``zstd`` becomes ``zstd:3``), as profiles store it.
+    """
+
+    kind: PhaseKind
+    path: str
+    size: int
+    level: int | None = None
+    codec: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in PHASE_KINDS:
+            raise ValueError(
+                f"phase kind must be one of {', '.join(PHASE_KINDS)}, got {self.kind!r}"
+            )
+        if not isinstance(self.path, str) or not self.path:
+            raise ValueError(f"phase path must be a non-empty string, got {self.path!r}")
+        if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 1:
+            raise ValueError(f"phase size must be a whole number of bytes >= 1, got {self.size!r}")
+        if self.level is not None and (
+            isinstance(self.level, bool) or not isinstance(self.level, int) or self.level < 1
+        ):
+            raise ValueError(
+                f"checkpoint level must be an integer >= 1 or None, got {self.level!r}"
+            )
+        if self.codec is not None:
+            spec = parse_codec(self.codec)  # CodecError (a ValueError) names the valid codecs
+            object.__setattr__(self, "codec", "none" if spec is None else spec.label)
+
+    @property
+    def op(self) -> Operation:
+        """The profile operation of the phase: ``write`` for checkpoint and flush, else ``read``."""
+        return "read" if self.kind == "restart" else "write"
+
+    @property
+    def fixed_codec(self) -> tuple[bool, str | None]:
+        """``(fixed, codec)``: whether the caller fixed the codec, and the profile's codec value
+        for it (``None`` for uncompressed)."""
+        if self.codec is None:
+            return False, None
+        return True, None if self.codec == "none" else self.codec
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the runtime applies for one phase, why, and what it expects to happen.
+
+    Controls (``None`` means *leave as found*, never "set to a default"):
+
+    * ``frequency_hz``: a fixed CPU frequency; ``governor``: a stock cpufreq governor; at most
+      one of them is set (a profile point is measured under one or the other, or neither when
+      the node had no frequency control).
+    * ``io_processes``: how many processes move the phase's bytes concurrently (step 4 of
+      saito2013's runtime) — always set, because the I/O engine needs a number.
+    * ``codec``: canonical codec label, ``None`` for uncompressed.
+    * ``cstates``: enable (True) or disable (False) idle states during the phase.
+
+    Provenance: ``source`` says which rule produced the settings (``profile lookup``,
+    ``governor baseline performance``, ``defaults (no profile)``, ...), and ``notes`` are human
+    statements of every caveat (extrapolation, a profile for another machine, no frequency
+    control). Predictions (time, node energy, node power of the phase) are ``None`` when
+    nothing backs them; when given, ``power_source`` says whether the power figure behind them
+    was measured, estimated or synthetic — never left implicit (DESIGN.md, honesty rules).
+    """
+
+    io_processes: int
+    source: str
+    frequency_hz: int | None = None
+    governor: str | None = None
+    codec: str | None = None
+    cstates: bool | None = None
+    notes: tuple[str, ...] = ()
+    predicted_seconds: float | None = None
+    predicted_energy_j: float | None = None
+    predicted_power_w: float | None = None
+    power_source: PowerSource | None = None
+
+    def __post_init__(self) -> None:
+        if (
+            isinstance(self.io_processes, bool)
+            or not isinstance(self.io_processes, int)
+            or self.io_processes < 1
+        ):
+            raise ValueError(f"io_processes must be an integer >= 1, got {self.io_processes!r}")
+        if self.frequency_hz is not None and self.governor is not None:
+            raise ValueError(
+                "give at most one of frequency_hz (a fixed CPU frequency) and governor"
+            )
+        if self.frequency_hz is not None and self.frequency_hz <= 0:
+            raise ValueError(f"frequency_hz must be > 0, got {self.frequency_hz!r}")
+        predictions = (self.predicted_seconds, self.predicted_energy_j, self.predicted_power_w)
+        for name, value in zip(
+            ("predicted_seconds", "predicted_energy_j", "predicted_power_w"),
+            predictions,
+            strict=True,
+        ):
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        if self.power_source is not None and self.power_source not in POWER_SOURCES:
+            raise ValueError(
+                f"power_source must be one of {', '.join(POWER_SOURCES)}, got {self.power_source!r}"
+            )
+        has_power = self.predicted_energy_j is not None or self.predicted_power_w is not None
+        if has_power and self.power_source is None:
+            raise ValueError("a predicted energy or power needs its power_source")
+
+    @property
+    def controls_frequency(self) -> bool:
+        """True when the phase changes the CPU frequency or governor."""
+        return self.frequency_hz is not None or self.governor is not None
+
+    @property
+    def label(self) -> str:
+        """One line for logs and reports, e.g. ``1.40 GHz, 2 I/O processes, uncompressed``."""
+        if self.governor is not None:
+            cpu = f"governor {self.governor}"
+        elif self.frequency_hz is not None:
+            cpu = f"{self.frequency_hz / 1e9:.2f} GHz"
+        else:
+            cpu = "frequency as found"
+        parts = [cpu, f"{self.io_processes} I/O processes", self.codec or "uncompressed"]
+        if self.cstates is not None:
+            parts.append("C-states " + ("on" if self.cstates else "off"))
+        return ", ".join(parts)
