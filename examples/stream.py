@@ -167,6 +167,8 @@ def report_recovery(info: RecoveryInfo | None, *, rank: int) -> None:
     )
     for reason in info.skipped:
         say(f"  skipped {reason}", rank=rank)
+    if info.rebuilt:
+        say(f"  rebuilt the files of ranks {list(info.rebuilt)} from redundancy", rank=rank)
 
 
 def restored_json(info: RecoveryInfo | None) -> dict[str, int | None] | None:
