@@ -10,7 +10,8 @@ rebuilt from the wrong member or padded wrongly would be caught by the bit-for-b
 DAMAGE (applied by rank 0 to checkpoint 3 after the run): ``none``; ``erase:K[,L]`` (nodes'
 local directories removed entirely, as when nodes are replaced); ``corrupt:R`` (a byte of rank
 R's file flipped); ``corrupt-copy:R`` (rank R's file and its partner copy flipped);
-``corrupt-parity:R`` (a byte of rank R's parity file flipped); several joined by ``+``.
+``corrupt-parity:R`` (a byte of rank R's parity file flipped); ``corrupt-global:R`` (a byte
+of rank R's file in the level-4 checkpoint 2 flipped); several joined by ``+``.
 SECOND, if given, is a second damage applied after the first recovery, followed by another
 recovery: it shows that the rebuild also restored the redundancy.
 """
@@ -78,6 +79,9 @@ def damage_one(root: Path, spec: str, rpn: int) -> None:
         flip_bits_in_file(ckpt_dir(root, node) / name, positions=[4000 * 8 + 3])
         holder_node = (node + 1) % (4 // rpn)
         flip_bits_in_file(ckpt_dir(root, holder_node) / f"partner-{name}", positions=[5])
+    elif kind == "corrupt-global":  # rank R's file of the level-4 checkpoint 2
+        global_dir = root / "global" / "greenckpt" / "ckpt-00000002"
+        flip_bits_in_file(global_dir / name, positions=[4000 * 8 + 3])
     elif kind == "corrupt-parity":
         flip_bits_in_file(ckpt_dir(root, node) / f"parity-{name}", positions=[17])
     else:

@@ -16,12 +16,15 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from greenckpt.ckpt import api, flush
 from greenckpt.ckpt.api import Checkpointer, CheckpointError, RecoveryError
+from greenckpt.ckpt.inject import flip_bits_in_buffer
+from greenckpt.ckpt.protect import Protected
 from greenckpt.ckpt.store import StoreError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -153,9 +156,8 @@ def test_need_checkpoint_by_iterations_and_seconds(tmp_path: Path) -> None:
     assert due == [3, 6, 9]
     with pytest.raises(ValueError, match="pass the iteration"):
         ck.need_checkpoint()
-    ck2, _, _ = make(
-        tmp_path / "s" if (tmp_path / "s").mkdir() is None else tmp_path, l1={"every": "50ms"}
-    )
+    (tmp_path / "s").mkdir()
+    ck2, _, _ = make(tmp_path / "s", l1={"every": "50ms"})
     assert ck2.need_checkpoint() is None
     time.sleep(0.06)
     assert ck2.need_checkpoint() == 1
@@ -344,3 +346,34 @@ def test_async_flush_failure_is_raised_at_the_next_call(
 def test_async_flush_needs_local_storage(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="async = true flushes from node-local storage"):
         Checkpointer(global_dir=str(tmp_path), l4={"every": "5it", "async": True})
+
+
+def test_memory_bit_flip_during_a_checkpoint_is_detected_at_recovery(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bit of protected memory flips while checkpoint 2 is written (after the variables'
+    digests were taken): the stored file is self-consistent, but the restored variable does
+    not match its digest, so recovery falls back to checkpoint 1 and says why."""
+    ck, u, raw = make(tmp_path)
+    real = Protected.variables
+    for it in (1, 2):
+        fill(u, raw, it)
+        ck.state["it"] = it
+        if it == 2:
+
+            def flipping(self: Protected, *args: Any, **kw: Any) -> Any:
+                out = real(self, *args, **kw)
+                flip_bits_in_buffer(u, positions=[12345])
+                return out
+
+            monkeypatch.setattr(Protected, "variables", flipping)
+        ck.checkpoint(iteration=it)
+    ck.finalize()
+    monkeypatch.undo()
+    ck2, u2, raw2 = make(tmp_path)
+    rec = ck2.recover()
+    assert rec is not None and (rec.id, rec.iteration) == (1, 1)
+    assert any("variable u does not match its digest" in s for s in rec.skipped), rec.skipped
+    expected_u, expected_raw = np.zeros_like(u), bytearray(len(raw))
+    fill(expected_u, expected_raw, 1)
+    assert np.array_equal(u2, expected_u) and raw2 == expected_raw

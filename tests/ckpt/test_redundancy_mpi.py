@@ -48,6 +48,11 @@ def run(tmp_path: Path, *args: str) -> dict[str, Any]:
 #  expected first (id, level, rebuilt ranks), expected second (id, level, rebuilt ranks) or None,
 #  text expected in the first recovery's skipped reasons or None)
 CASES = [
+    # --- level 1 (no redundancy), 2 nodes: a lost or corrupt file sends recovery to level 4
+    ("1", "2", "1", "none", "erase:1", None, (2, 4, []), None, "not held by every node"),
+    ("1", "2", "1", "none", "corrupt:2", None, (2, 4, []), None, "digest does not match"),
+    # ... and when the level-4 copy is corrupt too, nothing is left: a clear error
+    ("1", "2", "1", "none", "erase:1+corrupt-global:1", None, "error", None, None),
     # --- level 2, 2 nodes (ranks 0,1 | 2,3); partners: 0<->2, 1<->3
     ("2", "2", "1", "none", "none", None, (3, 2, []), None, None),
     # node 1 replaced (empty): its files come back from node 0's copies, and node 0's copies
@@ -64,6 +69,9 @@ CASES = [
     ("3", "1", "1", "none", "erase:1,2", None, (2, 4, []), None, "tolerates 1"),
     # a lost member and a survivor's damaged parity: a stripe lacks two pieces → level 4
     ("3", "1", "1", "none", "erase:2+corrupt-parity:0", None, (2, 4, []), None, "stripe"),
+    # two members' files of checkpoint 3 corrupt (XOR tolerates 1) and the level-4 checkpoint
+    # 2 corrupt: the older level-3 checkpoint 1 is restored
+    ("3", "1", "1", "none", "corrupt:1+corrupt:2+corrupt-global:0", None, (1, 3, []), None, None),
     # --- level 3, Reed–Solomon with 2 parity pieces (tolerates 2)
     ("3", "1", "2", "lz4", "erase:1,3", "erase:0,2", (3, 3, [1, 3]), (3, 3, [0, 2]), None),
     # --- level 3, 2 nodes of 2 ranks: groups {0,2} and {1,3}, each a mirror-like XOR pair
@@ -83,6 +91,11 @@ def test_failure_matrix(case: tuple[Any, ...], tmp_path: Path) -> None:
     out = run(tmp_path, *args)
     assert out["levels"] == [int(level), 4, int(level)]
     got = out["first"]
+    if want1 == "error":
+        assert got["error"].startswith("no checkpoint could be restored: "), got
+        assert "digest does not match" in got["error"], got
+        assert out["leftovers"] == []
+        return
     assert "error" not in got, got
     assert (got["id"], got["level"], got["rebuilt"]) == want1, got
     assert got["all_ok"] is True

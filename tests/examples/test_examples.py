@@ -253,3 +253,34 @@ def test_heat_needs_a_row_per_rank(tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.count("--nx (3) must be at least the number of ranks (4)") == 1
     assert "Traceback" not in proc.stderr
+
+
+@needs_mpi
+def test_kills_inside_the_library_lose_nothing(reference: References, tmp_path: Path) -> None:
+    """A rank killed while writing its 3rd checkpoint (its file written, nothing agreed): the
+    restart comes from the checkpoint before. Killed after every rank agreed, just before the
+    commit: the node leaders may or may not have committed before MPI ended the job, so the
+    restart comes from that checkpoint (complete on every node) or the one before — never a
+    partial one. A rank killed while reading at restart: the next start restores the same
+    one. Always the same bits as the failure-free run."""
+    ref = reference(HEAT)
+    done = [int(c["iteration"]) for c in ref["checkpointed"]]
+    for point, allowed in (
+        ("checkpoint-write", {done[1]}),
+        ("checkpoint-commit", {done[1], done[2]}),
+    ):
+        root = tmp_path / point
+        run = launch(HEAT, root, inject=f"kill@{point}:rank=1,hit=3")
+        assert run.returncode != 0 and run.result is None, run.output
+        assert f"killing rank 1 at {point}" in run.output
+        restarted = ok(launch(HEAT, root))
+        assert restarted["restored"]["iteration"] in allowed, (point, restarted["restored"])
+        assert restarted["digest"] == ref["digest"]
+    root = tmp_path / "restart-read"
+    killed(HEAT, root)
+    run = launch(HEAT, root, inject="kill@restart-read:rank=3")
+    assert run.returncode != 0 and run.result is None, run.output
+    assert "killing rank 3 at restart-read" in run.output
+    restarted = ok(launch(HEAT, root))
+    assert restarted["restored"]["iteration"] == newest_before(ref, HEAT.kill_at)
+    assert restarted["digest"] == ref["digest"]
