@@ -23,6 +23,7 @@ import pytest
 
 from greenckpt.ckpt import api, flush
 from greenckpt.ckpt.api import Checkpointer, CheckpointError, RecoveryError
+from greenckpt.ckpt.hooks import PhaseAdvice
 from greenckpt.ckpt.inject import flip_bits_in_buffer
 from greenckpt.ckpt.protect import Protected
 from greenckpt.ckpt.store import StoreError
@@ -377,3 +378,66 @@ def test_memory_bit_flip_during_a_checkpoint_is_detected_at_recovery(
     expected_u, expected_raw = np.zeros_like(u), bytearray(len(raw))
     fill(expected_u, expected_raw, 1)
     assert np.array_equal(u2, expected_u) and raw2 == expected_raw
+
+
+class RecordingHook:
+    """A runtime stand-in: records the phases and advises 1 I/O process."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.calls: list[tuple[str, ...]] = []
+        self.fail = fail
+
+    def begin(
+        self, kind: str, *, level: int | None, path: str, size: int, node: int
+    ) -> PhaseAdvice:
+        self.calls.append(("begin", kind, str(level), str(size)))
+        if self.fail:
+            raise OSError("runtime unreachable")
+        return PhaseAdvice(io_processes=1, note="test")
+
+    def end(self, kind: str, *, node: int, ok: bool, seconds: float) -> None:
+        self.calls.append(("end", kind, str(ok)))
+
+
+def test_phases_are_announced_to_the_runtime(tmp_path: Path) -> None:
+    """Every checkpoint, flush and restart (not a first run's empty recovery) is bracketed by
+    begin/end with the node's protected bytes; a failed checkpoint ends with ok=False."""
+    hook = RecordingHook()
+    ck, u, raw = _async(tmp_path, hook=hook)
+    size = str(u.nbytes + len(raw))
+    assert ck.recover() is None
+    ck.checkpoint(1, iteration=1)
+    ck.checkpoint(4, iteration=2)
+    ck.finalize()
+    assert hook.calls == [
+        ("begin", "checkpoint", "1", size),
+        ("end", "checkpoint", "True"),
+        ("begin", "checkpoint", "1", size),  # async level 4: node-local first ...
+        ("end", "checkpoint", "True"),
+        ("begin", "flush", "4", size),  # ... then the background copy
+        ("end", "flush", "True"),
+    ]
+    hook2 = RecordingHook()
+    ck2, _, _ = _async(tmp_path, hook=hook2)
+    assert ck2.recover() is not None
+    ck2._write = lambda *a: (_ for _ in ()).throw(OSError(28, "No space left on device"))  # type: ignore[method-assign]
+    with pytest.raises(CheckpointError):
+        ck2.checkpoint(1, iteration=3)
+    assert hook2.calls == [
+        ("begin", "restart", "None", size),
+        ("end", "restart", "True"),
+        ("begin", "checkpoint", "1", size),
+        ("end", "checkpoint", "False"),
+    ]
+
+
+def test_an_unreachable_runtime_never_fails_a_checkpoint(tmp_path: Path) -> None:
+    ck, u, raw = make(tmp_path, hook=RecordingHook(fail=True))
+    fill(u, raw, 1)
+    with pytest.warns(
+        RuntimeWarning,
+        match="could not notify the runtime of the start of a "
+        "checkpoint: OSError: runtime unreachable",
+    ):
+        info = ck.checkpoint(iteration=1)
+    assert info.id == 1 and committed(tmp_path) == ["ckpt-00000001"]

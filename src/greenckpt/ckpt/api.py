@@ -48,6 +48,7 @@ import os
 import shutil
 import time
 import traceback
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -56,6 +57,7 @@ from typing import Any
 from greenckpt.ckpt.comm import Comm, world
 from greenckpt.ckpt.config import Config, LevelConfig, load_config
 from greenckpt.ckpt.flush import Flush
+from greenckpt.ckpt.hooks import NullHook, PhaseAdvice, PhaseHook, PhaseKind
 from greenckpt.ckpt.inject import maybe_fail
 from greenckpt.ckpt.manifest import Manifest, RankEntry, utc_now_iso
 from greenckpt.ckpt.protect import Protected
@@ -123,6 +125,23 @@ def _one_line(exc: BaseException) -> str:
     return traceback.format_exception_only(type(exc), exc)[-1].strip()
 
 
+def _warn_hook(kind: str, what: str, exc: BaseException) -> None:
+    warnings.warn(
+        f"greenckpt: could not notify the runtime of the {what} of a {kind}: {_one_line(exc)}; "
+        "the phase goes on with the configured settings",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
+def _hook_from_env(env: Mapping[str, str] | None) -> PhaseHook:
+    """The runtime's notification socket when ``greenckpt run`` announced one, else none."""
+    from greenckpt.ckpt.notify_client import hook_from_env  # noqa: PLC0415 - only if used
+
+    found = hook_from_env(os.environ if env is None else env)
+    return NullHook() if found is None else found
+
+
 class Checkpointer:
     """Multilevel checkpoint/restart for one process of a (possibly MPI) job.
 
@@ -139,6 +158,7 @@ class Checkpointer:
         *,
         comm: Comm | None = None,
         env: Mapping[str, str] | None = None,
+        hook: PhaseHook | None = None,
         **settings: Any,
     ) -> None:
         self.config = (
@@ -166,6 +186,7 @@ class Checkpointer:
         self._flush: Flush | None = None
         self._flush_manifest: Manifest | None = None
         self.protected = Protected()
+        self.hook = hook if hook is not None else _hook_from_env(env)
         self._stores = self._open_stores()
         self._finalized = False
         latest = max((max(s.committed(), default=0) for s in self._stores.values()), default=0)
@@ -323,8 +344,28 @@ class Checkpointer:
         ckpt_id = self._next_id
         self._next_id += 1
         store = self._stores[number]
+        advice = self._begin("checkpoint", number, store.job_dir)
+        per_node = advice.io_processes or self.config.writers_per_node
+        waves = write_waves(self.topology, per_node, self.config.writers_total)
+        ok = False
+        try:
+            info = self._write_and_commit(number, store, ckpt_id, iteration, waves, start)
+            ok = True
+        finally:
+            self._end("checkpoint", ok, time.monotonic() - start)
+        return info
+
+    def _write_and_commit(
+        self,
+        number: int,
+        store: CheckpointStore,
+        ckpt_id: int,
+        iteration: int | None,
+        waves: list[tuple[int, ...]],
+        start: float,
+    ) -> CheckpointInfo:
+        """Write every rank's file in ``waves``, agree, add redundancy, commit (collective)."""
         entry, error = None, None
-        waves = write_waves(self.topology, self.config.writers_per_node, self.config.writers_total)
         for wave in waves:
             if self.rank in wave:
                 try:
@@ -394,6 +435,37 @@ class Checkpointer:
             mine.stored_bytes,
         )
 
+    # ------------------------------------------------------------------ runtime notifications
+
+    def _begin(self, kind: PhaseKind, level: int | None, path: Path) -> PhaseAdvice:
+        """Tell the runtime that a phase starts (node leaders, with their node's bytes); rank
+        0's advice is used by every rank, so the write waves agree (collective with a hook)."""
+        if isinstance(self.hook, NullHook):
+            return PhaseAdvice()
+        sizes = self.comm.allgather(self.protected.nbytes)
+        advice = PhaseAdvice()
+        if self.rank == self.topology.leader(self.node):
+            size = sum(sizes[r] for r in self.topology.nodes[self.node])
+            try:
+                advice = self.hook.begin(
+                    kind, level=level, path=str(path), size=size, node=self.node
+                )
+            except Exception as exc:  # a runtime must never make a checkpoint fail
+                _warn_hook(kind, "start", exc)
+        advice = self.comm.bcast(advice)
+        if advice.io_processes is not None and advice.io_processes < 1:
+            return PhaseAdvice(None, advice.note)
+        return advice
+
+    def _end(self, kind: PhaseKind, ok: bool, seconds: float) -> None:
+        """Tell the runtime that this node's part of a phase is over (node leaders)."""
+        if isinstance(self.hook, NullHook) or self.rank != self.topology.leader(self.node):
+            return
+        try:
+            self.hook.end(kind, node=self.node, ok=ok, seconds=seconds)
+        except Exception as exc:  # see _begin
+            _warn_hook(kind, "end", exc)
+
     # ------------------------------------------------------------------ asynchronous flush
 
     def _start_flush(self, info: CheckpointInfo) -> None:
@@ -405,6 +477,7 @@ class Checkpointer:
         source = local.committed_path(info.id) / manifest.ranks[self.rank].file
         stage = global_.staging_path(info.id)
         stage.mkdir(parents=True, exist_ok=True)
+        self._begin("flush", 4, global_.job_dir)
         self._flush = Flush(info.id, [source], stage, self.rank, info.iteration)
 
     def _poll_flush(self, *, wait: bool) -> None:
@@ -421,6 +494,7 @@ class Checkpointer:
         self._flush = self._flush_manifest = None
         store = self._stores[4]
         errors = [e for _, e in states]
+        self._end("flush", not any(errors), flush.seconds or 0.0)
         if not any(errors) and self.rank == 0:
             try:
                 store.commit(flush.ckpt_id, manifest)
@@ -539,6 +613,29 @@ class Checkpointer:
         )
         usable = {c for c, _ in candidates}
         orphans = sorted({i for ids in mine.values() for i in ids} - usable, reverse=True)
+        if not candidates and not orphans and missing_ok:
+            return None  # a first run: nothing to restore, no restart phase
+        base = self._stores[min(self._stores)].job_dir
+        advice = self._begin("restart", None, base)
+        per_node = advice.io_processes or self.config.writers_per_node
+        waves = write_waves(self.topology, per_node, self.config.writers_total)
+        ok = False
+        try:
+            info = self._restore_newest(candidates, orphans, everyone, waves, start)
+            ok = True
+        finally:
+            self._end("restart", ok, time.monotonic() - start)
+        return info
+
+    def _restore_newest(
+        self,
+        candidates: list[tuple[int, int]],
+        orphans: list[int],
+        everyone: list[dict[int, list[int]]],
+        waves: list[tuple[int, ...]],
+        start: float,
+    ) -> RecoveryInfo:
+        """Try ``candidates`` newest first; the first every rank restores (collective)."""
         skipped: list[str] = []
         for ckpt_id, number in candidates:
             manifest, why = self._shared_manifest(number, ckpt_id, everyone)
@@ -546,7 +643,7 @@ class Checkpointer:
                 skipped.append(f"checkpoint {ckpt_id} (level {number}): {why}")
                 continue
             maybe_fail("restart-read", rank=self.rank, iteration=manifest.iteration)
-            problem = self._try_read(number, ckpt_id, manifest)
+            problem = self._read_in_waves(number, ckpt_id, manifest, waves)
             problems = self.comm.allgather(problem)
             bad = [(r, p) for r, p in enumerate(problems) if p]
             rebuilt: tuple[int, ...] = ()
@@ -583,10 +680,20 @@ class Checkpointer:
             skipped.append(f"checkpoint {ckpt_id} (level {number}): rank {r}: {p}")
         for ckpt_id in orphans:
             skipped.append(f"checkpoint {ckpt_id}: not held by every node")
-        if not skipped and missing_ok:
-            return None
         detail = "; ".join(skipped) if skipped else "no checkpoint exists"
         raise RecoveryError(f"no checkpoint could be restored: {detail}")
+
+    def _read_in_waves(
+        self, level: int, ckpt_id: int, manifest: Manifest, waves: list[tuple[int, ...]]
+    ) -> str | None:
+        """:meth:`_try_read`, ranks reading at once as many as the waves allow (collective)."""
+        problem = None
+        for wave in waves:
+            if self.rank in wave:
+                problem = self._try_read(level, ckpt_id, manifest)
+            if len(waves) > 1:
+                self.comm.barrier()
+        return problem
 
     def _shared_manifest(
         self, level: int, ckpt_id: int, everyone: list[dict[int, list[int]]]

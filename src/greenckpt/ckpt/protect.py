@@ -74,6 +74,11 @@ class Protected:
         self._objects.pop(name, None)
 
     @property
+    def nbytes(self) -> int:
+        """Bytes of the protected buffers (the state, small and pickled at write, excluded)."""
+        return sum(as_bytes_view(obj).nbytes for obj in self._objects.values())
+
+    @property
     def names(self) -> tuple[str, ...]:
         """Protected names, in stream order."""
         return tuple(self._objects)

@@ -13,7 +13,15 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from greenckpt import __version__
-from greenckpt.cli import levels_cmd, plan_cmd, probe_cmd, profile_cmd, restore_cmd, simulate_cmd
+from greenckpt.cli import (
+    levels_cmd,
+    notify_cmd,
+    plan_cmd,
+    probe_cmd,
+    profile_cmd,
+    restore_cmd,
+    simulate_cmd,
+)
 from greenckpt.platform.root import PlatformError
 
 EXIT_USAGE = 2
@@ -40,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     restore_cmd.register(sub)
     probe_cmd.register(sub)
     profile_cmd.register(sub)
+    notify_cmd.register(sub)
     return parser
 
 

@@ -1,0 +1,419 @@
+"""The runtime's notification socket: other processes announce their phases here.
+
+Why: the settings of :mod:`greenckpt.runtime` help only if the runtime learns exactly when a
+checkpoint, flush or restart starts and ends. greenckpt's own library tells it through a
+:class:`~greenckpt.ckpt.hooks.PhaseHook`; an application in another process — one that uses
+FTI, SCR, VeloC or DMTCP, or greenckpt's library under ``greenckpt run`` — tells it through
+this server, with :class:`greenckpt.ckpt.notify_client.SocketHook` from Python or
+``greenckpt notify`` from a job script. The wire format is defined (and documented) once, in
+:mod:`greenckpt.ckpt.notify_client`; this module only serves it.
+
+How it works:
+
+* :class:`NotifyServer` listens on a Unix-domain stream socket, created with permissions 0600
+  (bound, chmod-ed, and only then listening, so nobody else can ever connect) at the path the
+  caller gives, or in a new private temporary directory. A path that already exists is
+  reused only if it is a *stale* socket (connecting is refused: its server has ended); a live
+  socket of another server, or a file that is not a socket, is refused with one line.
+* One thread accepts connections and one thread per connection reads its lines, so several
+  clients (every node leader of a job on this host, say) are served at once. Every call into
+  the target (the runtime) happens under one lock, so the target needs no locking of its own.
+* Every ``begin`` and ``end`` is passed on to the target as it comes; the target counts
+  overlapping phases of one kind (:class:`greenckpt.runtime.session.Runtime` reference-counts
+  them: one decision at the first ``begin``, the phase ends at the last ``end``) and refuses
+  an ``end`` without a ``begin`` (the client gets the error reply). ``begin`` and ``end`` may
+  come over different connections (``greenckpt notify`` runs once per event). Phases begun
+  through the socket and still open when the server closes are ended with ``ok=False``, so
+  the runtime can put the node back.
+* ``end``'s ``seconds`` and ``node`` and ``begin``'s ``node`` and ``pid`` are validated but
+  not passed on: the runtime times phases itself, and this server serves one host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import errno
+import os
+import selectors
+import shutil
+import socket
+import stat
+import tempfile
+import threading
+import warnings
+from collections.abc import Iterator
+from types import TracebackType
+from typing import Any, Protocol
+
+from greenckpt import __version__
+from greenckpt.ckpt.notify_client import (
+    IO_KINDS,
+    MAX_LINE_BYTES,
+    PROTOCOL_VERSION,
+    SOCKET_ENV,
+    BeginRequest,
+    EndRequest,
+    NotifyError,
+    PingRequest,
+    ProtocolError,
+    WireKind,
+    decode,
+    encode,
+    error_reply,
+    one_line,
+    parse_request,
+)
+from greenckpt.platform.root import PlatformError
+from greenckpt.runtime.settings import Settings
+
+__all__ = ["SOCKET_NAME", "NotifyServer", "NotifyTarget", "settings_to_wire"]
+
+SOCKET_NAME = "runtime.sock"
+"""File name of the socket in the temporary directory made when no path is given."""
+_LIVE_PROBE_SECONDS = 1.0
+_JOIN_SECONDS = 5.0
+
+
+class NotifyTarget(Protocol):
+    """What the server drives: the runtime (``greenckpt.runtime.session.Runtime``) or a fake.
+
+    ``begin`` returns the settings it applied for the phase (``None``: nothing to advise, e.g.
+    for ``compute``) and may raise to refuse the phase (a ``ValueError`` for a bad request);
+    ``end`` closes the phase and raises (a ``ValueError``) when none of that kind is open; its
+    return value is not used. Overlapping phases of one kind are the target's to count.
+    """
+
+    def begin(
+        self,
+        kind: WireKind,
+        *,
+        path: str | None,
+        size: int,
+        level: int | None,
+        codec: str | None = None,
+    ) -> Settings | None:
+        """A ``kind`` phase starts."""
+        ...
+
+    def end(self, kind: WireKind, *, ok: bool) -> object:
+        """The ``kind`` phase is over; ``ok`` False when it failed."""
+        ...
+
+
+def settings_to_wire(settings: Settings) -> dict[str, Any]:
+    """:class:`Settings` as the ``settings`` object of a ``begin`` reply (SI units, plus the
+    one-line ``label``)."""
+    doc = dataclasses.asdict(settings)
+    doc["notes"] = list(settings.notes)
+    doc["label"] = settings.label
+    return doc
+
+
+def _note(settings: Settings) -> str:
+    parts = [f"{settings.label} ({settings.source})", *settings.notes]
+    return one_line("; ".join(parts), limit=1000)
+
+
+class NotifyServer:
+    """Serves the notification wire format for ``target`` on a Unix socket (see the module
+    docstring). ``socket_path``: where to create the socket; ``None`` makes a new private
+    temporary directory for it (removed again by :meth:`close`).
+
+    Use as a context manager, or call :meth:`start` and :meth:`close`. Give the application
+    :meth:`environ` (``GREENCKPT_RUNTIME_SOCKET``) so its hooks find the socket.
+    """
+
+    def __init__(
+        self, target: NotifyTarget, socket_path: str | os.PathLike[str] | None = None
+    ) -> None:
+        self.target = target
+        self._tempdir: str | None = None
+        self._path = None if socket_path is None else os.path.abspath(os.fspath(socket_path))
+        self._lock = threading.Lock()  # every call into target, and the open phases
+        self._open: dict[WireKind, int] = {}  # begins served minus ends served, per kind
+        self._conns_lock = threading.Lock()
+        self._conns: dict[socket.socket, threading.Thread] = {}
+        self._listener: socket.socket | None = None
+        self._identity: tuple[int, int] | None = None
+        self._wake_r: socket.socket | None = None
+        self._wake_w: socket.socket | None = None
+        self._acceptor: threading.Thread | None = None
+        self._closing = threading.Event()
+        self._closed = False
+
+    # ------------------------------------------------------------------ public
+
+    @property
+    def socket_path(self) -> str:
+        """The socket's absolute path (known once :meth:`start` has run when none was given)."""
+        if self._path is None:
+            raise RuntimeError("the notification socket has no path before start()")
+        return self._path
+
+    def environ(self) -> dict[str, str]:
+        """The environment variable that points clients at this server."""
+        return {SOCKET_ENV: self.socket_path}
+
+    def open_phases(self) -> dict[WireKind, int]:
+        """Phases begun through this socket and not ended yet: kind -> how many begins."""
+        with self._lock:
+            return dict(self._open)
+
+    def start(self) -> NotifyServer:
+        """Create the socket and start serving; :class:`NotifyError` (one line) if the path is
+        unusable or a live server already listens there."""
+        if self._listener is not None or self._closed:
+            raise RuntimeError("a NotifyServer can be started only once")
+        if self._path is None:
+            self._tempdir = tempfile.mkdtemp(prefix="greenckpt-")
+            self._path = os.path.join(self._tempdir, SOCKET_NAME)
+        try:
+            self._listener = self._bind(self._path)
+        except BaseException:
+            self._remove_tempdir()
+            raise
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._acceptor = threading.Thread(
+            target=self._accept_loop, name="greenckpt-notify-accept", daemon=True
+        )
+        self._acceptor.start()
+        return self
+
+    def close(self) -> None:
+        """Stop serving, end phases left open (``ok=False``) and remove the socket file.
+
+        Safe to call more than once."""
+        if self._closed:
+            return
+        self._closed = True
+        self._closing.set()
+        if self._wake_w is not None:
+            with contextlib.suppress(OSError):
+                self._wake_w.send(b"x")
+        if self._acceptor is not None:
+            self._acceptor.join(_JOIN_SECONDS)
+        with self._conns_lock:
+            conns = dict(self._conns)
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        for thread in conns.values():
+            thread.join(_JOIN_SECONDS)
+        self._end_open_phases()
+        for sock in (self._listener, self._wake_r, self._wake_w):
+            if sock is not None:
+                sock.close()
+        self._unlink_own_socket()
+        self._remove_tempdir()
+
+    def __enter__(self) -> NotifyServer:
+        if self._listener is None:
+            self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def handle(self, line: bytes | str) -> dict[str, Any]:
+        """The reply to one request line (what a connection's thread sends back)."""
+        try:
+            request = parse_request(decode(line))
+        except ProtocolError as exc:
+            return error_reply(exc)
+        if isinstance(request, PingRequest):
+            return {"v": PROTOCOL_VERSION, "ok": True, "runtime": f"greenckpt {__version__}"}
+        try:
+            if isinstance(request, BeginRequest):
+                return self._begin(request)
+            return self._end(request)
+        except (ValueError, OSError, PlatformError) as exc:  # the target refused the request
+            return error_reply(exc)
+        except Exception as exc:  # a bug in the target: tell the client, keep serving
+            return error_reply(f"{type(exc).__name__}: {exc}")
+
+    # ------------------------------------------------------------------ phases
+
+    def _begin(self, request: BeginRequest) -> dict[str, Any]:
+        with self._lock:
+            settings = self.target.begin(
+                request.kind, path=request.path or None, size=request.size, level=request.level
+            )
+            self._open[request.kind] = self._open.get(request.kind, 0) + 1
+        if settings is None:
+            return {
+                "v": PROTOCOL_VERSION,
+                "ok": True,
+                "io_processes": None,
+                "note": f"{request.kind} phase accounted (no I/O advice for it)",
+                "settings": None,
+            }
+        return {
+            "v": PROTOCOL_VERSION,
+            "ok": True,
+            "io_processes": settings.io_processes if request.kind in IO_KINDS else None,
+            "note": _note(settings),
+            "settings": settings_to_wire(settings),
+        }
+
+    def _end(self, request: EndRequest) -> dict[str, Any]:
+        with self._lock:
+            self.target.end(request.kind, ok=request.ok)
+            held = self._open.get(request.kind, 0)
+            if held > 1:
+                self._open[request.kind] = held - 1
+            else:
+                self._open.pop(request.kind, None)
+        return {"v": PROTOCOL_VERSION, "ok": True}
+
+    def _end_open_phases(self) -> None:
+        with self._lock:
+            left = list(self._open.items())
+            self._open.clear()
+            for kind, n in left:
+                for _ in range(n):
+                    try:
+                        self.target.end(kind, ok=False)
+                    except Exception as exc:
+                        warnings.warn(
+                            f"greenckpt: could not end the {kind} phase left open at "
+                            f"{self._path}: {one_line(exc)}",
+                            RuntimeWarning,
+                            stacklevel=3,
+                        )
+
+    # ------------------------------------------------------------------ socket
+
+    def _bind(self, path: str) -> socket.socket:
+        if os.path.lexists(path):
+            self._replace_stale(path)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(path)
+            os.chmod(path, 0o600)  # before listen(): nobody can connect until then
+            st = os.stat(path)
+            self._identity = (st.st_dev, st.st_ino)
+            sock.listen(64)
+        except OSError as exc:
+            sock.close()
+            if self._identity is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+                self._identity = None
+            reason = exc.strerror or str(exc)
+            if exc.errno == errno.EADDRINUSE:
+                reason = "another process created it meanwhile"
+            raise NotifyError(
+                f"cannot create the runtime socket {path}: {one_line(reason)}"
+            ) from None
+        return sock
+
+    @staticmethod
+    def _replace_stale(path: str) -> None:
+        """Remove a stale socket at ``path``; refuse a live one or a file that is no socket."""
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            return
+        if not stat.S_ISSOCK(mode):
+            raise NotifyError(
+                f"cannot create the runtime socket {path}: the path exists and is not a socket"
+            )
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        probe.settimeout(_LIVE_PROBE_SECONDS)
+        try:
+            probe.connect(path)
+        except (ConnectionRefusedError, FileNotFoundError):
+            pass  # stale: nobody listens
+        except OSError as exc:
+            raise NotifyError(
+                f"cannot create the runtime socket {path}: it exists and cannot be probed "
+                f"({one_line(exc.strerror or exc)})"
+            ) from None
+        else:
+            raise NotifyError(
+                f"cannot create the runtime socket {path}: another running greenckpt runtime "
+                "listens there (stop it, or give another socket path)"
+            )
+        finally:
+            probe.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+    def _unlink_own_socket(self) -> None:
+        """Remove the socket file, unless someone has replaced it with their own."""
+        if self._path is None or self._identity is None:
+            return
+        try:
+            st = os.lstat(self._path)
+            if (st.st_dev, st.st_ino) == self._identity:
+                os.unlink(self._path)
+        except FileNotFoundError:
+            pass
+        self._identity = None
+
+    def _remove_tempdir(self) -> None:
+        if self._tempdir is not None:
+            shutil.rmtree(self._tempdir, ignore_errors=True)
+            self._tempdir = None
+
+    # ------------------------------------------------------------------ threads
+
+    def _accept_loop(self) -> None:
+        assert self._listener is not None and self._wake_r is not None
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._listener, selectors.EVENT_READ)
+            selector.register(self._wake_r, selectors.EVENT_READ)
+            while not self._closing.is_set():
+                for key, _ in selector.select():
+                    if key.fileobj is not self._listener or self._closing.is_set():
+                        continue
+                    try:
+                        conn, _ = self._listener.accept()
+                    except OSError:
+                        continue
+                    self._serve_in_thread(conn)
+
+    def _serve_in_thread(self, conn: socket.socket) -> None:
+        conn.setblocking(True)
+        thread = threading.Thread(
+            target=self._serve, args=(conn,), name="greenckpt-notify-conn", daemon=True
+        )
+        with self._conns_lock:
+            self._conns[conn] = thread
+        thread.start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            for line in self._lines(conn):
+                if line is None:  # too long: cannot find the next message
+                    reply = error_reply(
+                        f"request longer than {MAX_LINE_BYTES} bytes: closing the connection"
+                    )
+                    conn.sendall(encode(reply))
+                    break
+                conn.sendall(encode(self.handle(line)))
+        except OSError:
+            pass  # the client went away
+        finally:
+            with self._conns_lock:
+                self._conns.pop(conn, None)
+            conn.close()
+
+    @staticmethod
+    def _lines(conn: socket.socket) -> Iterator[bytes | None]:
+        """The connection's request lines; ``None`` for one over the length limit."""
+        with conn.makefile("rb") as reader:
+            while True:
+                line = reader.readline(MAX_LINE_BYTES + 1)
+                if not line:
+                    return
+                if len(line) > MAX_LINE_BYTES:
+                    yield None
+                    return
+                yield line
