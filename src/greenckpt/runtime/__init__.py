@@ -8,7 +8,10 @@ policy for the CPU frequency (or governor), number of I/O processes, codec and C
 :mod:`greenckpt.runtime.settings` holds the two value types; :mod:`greenckpt.runtime.policy`
 the decision interface (:class:`Policy`) and its implementations: the profile lookup through
 the optimizer (the default), the stock-governor baselines and the stated defaults used without
-a profile.
+a profile. :mod:`greenckpt.runtime.session` applies them per phase and always restores the node
+(:class:`Runtime`, and :class:`RuntimeHook` for the checkpoint library);
+:mod:`greenckpt.runtime.report` accounts time and energy per phase (:class:`RunReport`);
+:mod:`greenckpt.runtime.notify` serves the same to other processes over a local socket.
 """
 
 from greenckpt.runtime.policy import (
@@ -25,6 +28,14 @@ from greenckpt.runtime.policy import (
     make_policy,
     storage_key_of,
 )
+from greenckpt.runtime.report import (
+    BaselineRun,
+    PhaseRecord,
+    RunReport,
+    load_report,
+    percent_difference,
+)
+from greenckpt.runtime.session import Runtime, RuntimeHook
 from greenckpt.runtime.settings import PHASE_KINDS, PhaseKind, PhaseRequest, Settings
 
 __all__ = [
@@ -33,15 +44,22 @@ __all__ = [
     "NO_FREQUENCY_CONTROL",
     "PHASE_KINDS",
     "POLICY_NAMES",
+    "BaselineRun",
     "DefaultPolicy",
     "GovernorPolicy",
     "Node",
     "PhaseKind",
+    "PhaseRecord",
     "PhaseRequest",
     "Policy",
     "ProfilePolicy",
+    "RunReport",
+    "Runtime",
+    "RuntimeHook",
     "Settings",
     "StorageLookup",
+    "load_report",
     "make_policy",
+    "percent_difference",
     "storage_key_of",
 ]

@@ -1,0 +1,1001 @@
+"""The per-phase report of a run: time and energy per phase, EPE observed against the model's,
+percentages against a baseline run, saved as JSON/CSV and drawn as power over time.
+
+Why: saito2013's runtime (section 5) only pays off if its savings can be seen, and the
+companion papers show them the same way — per-phase time and energy (mills2013's power
+profiles, wu2018's Tables 5-8 of runtime, node power and energy against an original run). This
+module turns the runtime's :class:`PhaseRecord` list (see :mod:`greenckpt.runtime.session`)
+into those figures; it reads nothing from the machine, so a report can also be rebuilt from a
+saved JSON file (:func:`load_report`) and compared with another run.
+
+Definitions:
+
+* **run total**: the time from the runtime's start to its close and the node energy over it
+  (the session passes both, from the same meter readings as the records; a report rebuilt
+  from records alone sums the records that do not run in the background).
+* **useful compute**: the seconds of ``compute`` records only; ``rework`` (recomputing what a
+  failure lost) is not useful work. **Observed EPE** = run energy / useful compute seconds, in
+  watts (joules per second of useful work), the quantity the planner's ``Plan.best.epe``
+  predicts — shown side by side when the prediction is given.
+* **percentages against a baseline run** follow wu2018's Equation 2:
+  ``(value − baseline) / baseline × 100`` for runtime, mean node power, energy and EPE —
+  negative means this run used less. (The planner's ``Savings`` use the opposite sign.)
+* **node energy** is the sum of the metered domains that stand for the node without counting
+  anything twice (:func:`greenckpt.profile.power.choose_power_domains`); its scope is stated.
+
+Honesty: every figure carries its source — ``measured`` or ``estimated`` — in the JSON, the
+CSV, the text table and the plot's title and legend; a report made on a fake platform is
+labelled SYNTHETIC everywhere; background phases (an asynchronous flush) overlap other phases,
+so their time and energy are shown but never added to the run's totals; readings with gaps
+(a failed or degraded meter read) are flagged.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, cast
+
+import numpy as np
+
+from greenckpt.io.atomic import write_atomic
+from greenckpt.platform.meters.base import Source
+from greenckpt.platform.sampler import Series
+from greenckpt.report.jsonout import dumps
+from greenckpt.runtime.settings import Settings
+
+__all__ = [
+    "REPORT_FORMAT",
+    "RUN_KINDS",
+    "BaselineRun",
+    "Comparison",
+    "KindTotal",
+    "PhaseRecord",
+    "PowerTrace",
+    "RunKind",
+    "RunReport",
+    "load_report",
+    "percent_difference",
+]
+
+REPORT_FORMAT = "greenckpt-run-report"
+REPORT_VERSION = 1
+
+RunKind = Literal["compute", "rework", "checkpoint", "restart", "flush"]
+"""Every kind of phase a run is divided into: the I/O phases the policy decides for, plus
+``compute`` (useful work) and ``rework`` (recomputing work lost to a failure)."""
+RUN_KINDS: tuple[RunKind, ...] = ("compute", "rework", "checkpoint", "restart", "flush")
+
+_IO_KINDS = ("checkpoint", "restart", "flush")
+_SOURCES: tuple[Source, ...] = ("measured", "estimated")
+
+
+def percent_difference(value: float, baseline: float) -> float:
+    """wu2018 Equation 2: ``(value − baseline) / baseline × 100`` (NaN for a zero baseline)."""
+    if baseline == 0 or not (math.isfinite(value) and math.isfinite(baseline)):
+        return math.nan
+    return (value - baseline) / baseline * 100.0
+
+
+def _combine(sources: Iterable[Source | None]) -> Source | None:
+    """``estimated`` when any figure is estimated, ``measured`` when all are, else None."""
+    seen = list(sources)
+    if not seen or any(s is None for s in seen):
+        return None
+    return "estimated" if "estimated" in seen else "measured"
+
+
+# ---------------------------------------------------------------------------- records
+
+
+def settings_to_dict(settings: Settings) -> dict[str, Any]:
+    """A JSON-ready dict of every field of ``settings``."""
+    return {
+        "io_processes": settings.io_processes,
+        "source": settings.source,
+        "frequency_hz": settings.frequency_hz,
+        "governor": settings.governor,
+        "codec": settings.codec,
+        "cstates": settings.cstates,
+        "notes": list(settings.notes),
+        "predicted_seconds": settings.predicted_seconds,
+        "predicted_energy_j": settings.predicted_energy_j,
+        "predicted_power_w": settings.predicted_power_w,
+        "power_source": settings.power_source,
+    }
+
+
+def settings_from_dict(doc: Mapping[str, Any]) -> Settings:
+    """The inverse of :func:`settings_to_dict`."""
+    fields = dict(doc)
+    fields["notes"] = tuple(fields.get("notes", ()))
+    return Settings(**fields)
+
+
+@dataclass(frozen=True)
+class PhaseRecord:
+    """One accounted span of a run: what it was, when, its energy and the settings applied.
+
+    Times are seconds since the run started (the runtime's first meter reading). ``energy_j``
+    holds the joules of every metered domain (``"<meter>/<domain>"``; domains overlap, e.g.
+    RAPL core within package) with each domain's source in ``sources``; ``node_energy_j`` is
+    the sum of the domains that stand for the node (``power_domains``; ``None`` when none
+    can), and ``power_source`` its source. ``settings`` are the settings *applied* to the node
+    for the phase (``None`` for compute and rework, which change nothing); the notes in it say
+    what the policy asked for that was not applied and why. ``notifiers``: how many
+    overlapping begin notifications of this kind the span merges (reference counting);
+    ``ok`` is False when any of them ended in failure. ``background``: the phase ran while the
+    application went on (an asynchronous flush), so its time and energy overlap other records.
+    ``gaps``: per domain, meter readings in the span that failed or were degraded.
+    """
+
+    kind: RunKind
+    index: int
+    start_s: float
+    end_s: float
+    energy_j: Mapping[str, float]
+    sources: Mapping[str, Source]
+    node_energy_j: float | None
+    power_source: Source | None
+    power_domains: tuple[str, ...] = ()
+    level: int | None = None
+    path: str | None = None
+    size: int = 0
+    settings: Settings | None = None
+    ok: bool = True
+    background: bool = False
+    notifiers: int = 1
+    gaps: Mapping[str, int] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.kind not in RUN_KINDS:
+            raise ValueError(f"phase kind must be one of {', '.join(RUN_KINDS)}, got {self.kind!r}")
+        if not (math.isfinite(self.start_s) and math.isfinite(self.end_s)):
+            raise ValueError("phase times must be finite")
+        if self.end_s < self.start_s:
+            raise ValueError(f"phase ends ({self.end_s}) before it starts ({self.start_s})")
+        if self.power_source is not None and self.power_source not in _SOURCES:
+            raise ValueError(
+                f"power_source must be measured or estimated, got {self.power_source!r}"
+            )
+
+    @property
+    def seconds(self) -> float:
+        """Length of the span."""
+        return self.end_s - self.start_s
+
+    @property
+    def mean_power_w(self) -> float | None:
+        """Mean node power over the span (None without a node figure or for a zero span)."""
+        if self.node_energy_j is None or self.seconds <= 0:
+            return None
+        return self.node_energy_j / self.seconds
+
+    @property
+    def meters(self) -> tuple[str, ...]:
+        """The meters behind the node figure (every meter when there is none)."""
+        keys = self.power_domains or tuple(self.energy_j)
+        return tuple(sorted({k.split("/", 1)[0] for k in keys}))
+
+    @property
+    def reliable(self) -> bool:
+        """True when no reading in the span failed or was degraded."""
+        return not any(self.gaps.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready record; every energy carries its source."""
+        return {
+            "index": self.index,
+            "kind": self.kind,
+            "level": self.level,
+            "path": self.path,
+            "size": self.size,
+            "start_s": self.start_s,
+            "end_s": self.end_s,
+            "seconds": self.seconds,
+            "node_energy_j": self.node_energy_j,
+            "mean_power_w": self.mean_power_w,
+            "power_source": self.power_source,
+            "power_domains": list(self.power_domains),
+            "meters": list(self.meters),
+            "domains": {
+                k: {"joules": v, "source": self.sources.get(k), "gaps": self.gaps.get(k, 0)}
+                for k, v in self.energy_j.items()
+            },
+            "background": self.background,
+            "ok": self.ok,
+            "notifiers": self.notifiers,
+            "reliable": self.reliable,
+            "settings": None if self.settings is None else settings_to_dict(self.settings),
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any]) -> PhaseRecord:
+        """The inverse of :meth:`to_dict`."""
+        domains: Mapping[str, Mapping[str, Any]] = doc.get("domains", {})
+        settings = doc.get("settings")
+        return cls(
+            kind=doc["kind"],
+            index=int(doc["index"]),
+            start_s=float(doc["start_s"]),
+            end_s=float(doc["end_s"]),
+            energy_j={k: float(v["joules"]) for k, v in domains.items()},
+            sources={k: cast(Source, v["source"]) for k, v in domains.items()},
+            node_energy_j=_opt_float(doc.get("node_energy_j")),
+            power_source=doc.get("power_source"),
+            power_domains=tuple(doc.get("power_domains", ())),
+            level=doc.get("level"),
+            path=doc.get("path"),
+            size=int(doc.get("size", 0)),
+            settings=None if settings is None else settings_from_dict(settings),
+            ok=bool(doc.get("ok", True)),
+            background=bool(doc.get("background", False)),
+            notifiers=int(doc.get("notifiers", 1)),
+            gaps={k: int(v.get("gaps", 0)) for k, v in domains.items()},
+            notes=tuple(doc.get("notes", ())),
+        )
+
+
+def _opt_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+# ---------------------------------------------------------------------------- trace
+
+
+@dataclass(frozen=True)
+class PowerTrace:
+    """Node power over the run, from the sampler's series (for the plot).
+
+    ``watts[i]`` is the mean node power over ``(t_s[i-1], t_s[i]]`` (``t_s`` are the end
+    times of the intervals, seconds since the run started), computed by
+    :meth:`~greenckpt.platform.sampler.Series.power_w` from counter deltas and summed over the
+    node's domains. ``source`` and ``scope`` say what the watts are.
+    """
+
+    t_s: tuple[float, ...]
+    watts: tuple[float, ...]
+    source: Source
+    scope: str
+
+    @classmethod
+    def from_series(cls, series: Series, keys: Sequence[str], scope: str) -> PowerTrace:
+        """Sum the domains ``keys`` of a sampler series into one node power trace."""
+        t_end, watts = series.power_w()
+        columns = [series.domains.index(k) for k in keys]
+        node = watts[:, columns].sum(axis=1) if t_end.size else np.empty(0)
+        source = _combine(series.sources[k] for k in keys) or "estimated"
+        return cls(tuple(float(t) for t in t_end), tuple(float(w) for w in node), source, scope)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "scope": self.scope,
+            "t_s": list(self.t_s),
+            "power_w": list(self.watts),
+        }
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any]) -> PowerTrace:
+        return cls(
+            tuple(float(t) for t in doc["t_s"]),
+            tuple(float(w) for w in doc["power_w"]),
+            doc["source"],
+            str(doc.get("scope", "")),
+        )
+
+
+# ---------------------------------------------------------------------------- totals
+
+
+@dataclass(frozen=True)
+class KindTotal:
+    """Totals over the records of one kind (``level`` None) or one kind at one level."""
+
+    kind: RunKind
+    level: int | None
+    count: int
+    failed: int
+    seconds: float
+    energy_j: float | None
+    source: Source | None
+    background: bool
+
+    @property
+    def mean_power_w(self) -> float | None:
+        """Energy / seconds (None without a node figure or for zero seconds)."""
+        if self.energy_j is None or self.seconds <= 0:
+            return None
+        return self.energy_j / self.seconds
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "level": self.level,
+            "count": self.count,
+            "failed": self.failed,
+            "seconds": self.seconds,
+            "energy_j": self.energy_j,
+            "mean_power_w": self.mean_power_w,
+            "source": self.source,
+            "background": self.background,
+        }
+
+
+def _total(kind: RunKind, level: int | None, records: Sequence[PhaseRecord]) -> KindTotal:
+    energies = [r.node_energy_j for r in records]
+    return KindTotal(
+        kind=kind,
+        level=level,
+        count=len(records),
+        failed=sum(not r.ok for r in records),
+        seconds=sum(r.seconds for r in records),
+        energy_j=None if any(e is None for e in energies) else sum(e for e in energies if e),
+        source=_combine(r.power_source for r in records),
+        background=all(r.background for r in records),
+    )
+
+
+# ---------------------------------------------------------------------------- baselines
+
+
+@dataclass(frozen=True)
+class BaselineRun:
+    """The figures of a baseline run (wu2018's "Original"): run time and node energy.
+
+    ``source``: where its energy came from; ``synthetic``: made on a fake platform.
+    """
+
+    label: str
+    seconds: float
+    energy_j: float
+    source: Source
+    epe_w: float | None = None
+    synthetic: bool = False
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.seconds) and self.seconds > 0):
+            raise ValueError(f"a baseline run lasts > 0 seconds, got {self.seconds!r}")
+        if not (math.isfinite(self.energy_j) and self.energy_j >= 0):
+            raise ValueError(f"a baseline energy is a finite number >= 0, got {self.energy_j!r}")
+
+    @property
+    def mean_power_w(self) -> float:
+        return self.energy_j / self.seconds
+
+    @classmethod
+    def from_report(cls, report: RunReport, label: str | None = None) -> BaselineRun:
+        """A finished run's report as a baseline (its run totals and observed EPE)."""
+        if report.total_energy_j is None or report.power_source is None:
+            raise ValueError("that run has no node energy figure: it cannot be a baseline")
+        return cls(
+            label=label or report.policy or "baseline",
+            seconds=report.total_seconds,
+            energy_j=report.total_energy_j,
+            source=report.power_source,
+            epe_w=report.observed_epe,
+            synthetic=report.synthetic,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "seconds": self.seconds,
+            "energy_j": self.energy_j,
+            "mean_power_w": self.mean_power_w,
+            "source": self.source,
+            "epe_w": self.epe_w,
+            "synthetic": self.synthetic,
+        }
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any]) -> BaselineRun:
+        return cls(
+            label=str(doc["label"]),
+            seconds=float(doc["seconds"]),
+            energy_j=float(doc["energy_j"]),
+            source=doc["source"],
+            epe_w=_opt_float(doc.get("epe_w")),
+            synthetic=bool(doc.get("synthetic", False)),
+        )
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """This run against one baseline, in percent by wu2018 Equation 2 (negative: less).
+
+    ``source`` is ``estimated`` when either run's energy is; ``synthetic`` when either was
+    made on a fake platform.
+    """
+
+    baseline: str
+    runtime_pct: float
+    power_pct: float | None
+    energy_pct: float | None
+    epe_pct: float | None
+    source: Source | None
+    synthetic: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "baseline": self.baseline,
+            "equation": "wu2018 Eq. 2: (value - baseline) / baseline * 100",
+            "runtime_pct": self.runtime_pct,
+            "node_power_pct": self.power_pct,
+            "energy_pct": self.energy_pct,
+            "epe_pct": self.epe_pct,
+            "source": self.source,
+            "synthetic": self.synthetic,
+        }
+
+
+# ---------------------------------------------------------------------------- the report
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """Everything a run's report shows; build it with :meth:`from_records` (the runtime's
+    :meth:`~greenckpt.runtime.session.Runtime.report` does).
+
+    ``total_seconds``/``total_energy_j``: the run (start to close) and its node energy;
+    ``power_source``/``power_scope``/``meters``: what that energy is. ``predicted_epe``: the
+    model's EPE for this run (``Plan.best.epe``, watts), ``predicted_source`` where the powers
+    behind it came from (``measured``, ``estimated``, ``synthetic``). ``baselines``: runs to
+    compare against by wu2018 Equation 2. ``notes``: run-level statements (no frequency
+    control, control off, overlapping phases, ...).
+    """
+
+    records: tuple[PhaseRecord, ...]
+    total_seconds: float
+    total_energy_j: float | None
+    power_source: Source | None
+    power_scope: str = ""
+    meters: tuple[str, ...] = ()
+    policy: str = ""
+    predicted_epe: float | None = None
+    predicted_source: str | None = None
+    baselines: tuple[BaselineRun, ...] = ()
+    trace: PowerTrace | None = None
+    synthetic: bool = False
+    notes: tuple[str, ...] = ()
+
+    @classmethod
+    def from_records(
+        cls,
+        records: Iterable[PhaseRecord],
+        *,
+        total_seconds: float | None = None,
+        total_energy_j: float | None = None,
+        power_source: Source | None = None,
+        power_scope: str = "",
+        meters: Sequence[str] | None = None,
+        policy: str = "",
+        predicted_epe: float | None = None,
+        predicted_source: str | None = None,
+        baselines: Iterable[BaselineRun] = (),
+        trace: PowerTrace | Series | None = None,
+        power_domains: Sequence[str] | None = None,
+        synthetic: bool = False,
+        notes: Iterable[str] = (),
+    ) -> RunReport:
+        """A report over ``records`` (sorted by start time).
+
+        Run totals default to the sums over the records that are not in the background; a
+        :class:`~greenckpt.platform.sampler.Series` given as ``trace`` is summed over
+        ``power_domains`` (default: those of the records) into the node power trace.
+        """
+        ordered = tuple(sorted(records, key=lambda r: (r.start_s, r.index)))
+        fg = [r for r in ordered if not r.background]
+        extra: list[str] = list(notes)
+        if total_seconds is None:
+            total_seconds = sum(r.seconds for r in fg)
+        if total_energy_j is None and fg and all(r.node_energy_j is not None for r in fg):
+            total_energy_j = sum(r.node_energy_j or 0.0 for r in fg)
+        if power_source is None:
+            power_source = _combine(r.power_source for r in ordered)
+        domains = tuple(power_domains) if power_domains is not None else _domains_of(ordered)
+        if meters is None:
+            meters = sorted({k.split("/", 1)[0] for k in domains})
+        overlap = _overlap_seconds(fg)
+        if overlap > 0:
+            extra.append(
+                f"foreground phases overlapped for {overlap:.3f} s (several kinds of phase at "
+                "once): their time and energy are counted in each"
+            )
+        if any(r.background for r in ordered):
+            extra.append(
+                "background phases (an asynchronous flush) ran while the application went on: "
+                "their time and energy overlap other phases and are not added to the run totals"
+            )
+        unreliable = [r for r in ordered if not r.reliable]
+        if unreliable:
+            extra.append(
+                f"{len(unreliable)} record(s) include failed or degraded meter readings: their "
+                "energy is a lower bound"
+            )
+        power_trace: PowerTrace | None
+        if isinstance(trace, Series):
+            power_trace = PowerTrace.from_series(trace, domains, power_scope) if domains else None
+        else:
+            power_trace = trace
+        return cls(
+            records=ordered,
+            total_seconds=float(total_seconds),
+            total_energy_j=total_energy_j,
+            power_source=power_source,
+            power_scope=power_scope,
+            meters=tuple(meters),
+            policy=policy,
+            predicted_epe=predicted_epe,
+            predicted_source=predicted_source,
+            baselines=tuple(baselines),
+            trace=power_trace,
+            synthetic=synthetic,
+            notes=tuple(dict.fromkeys(extra)),
+        )
+
+    # -- figures ---------------------------------------------------------------------------
+
+    def by_kind(self) -> dict[RunKind, KindTotal]:
+        """Totals per kind of phase, in :data:`RUN_KINDS` order (kinds without records left
+        out)."""
+        out: dict[RunKind, KindTotal] = {}
+        for kind in RUN_KINDS:
+            rows = [r for r in self.records if r.kind == kind]
+            if rows:
+                out[kind] = _total(kind, None, rows)
+        return out
+
+    def by_level(self) -> list[KindTotal]:
+        """Totals per I/O kind and level (checkpoints per level L1..L4, restarts, flushes)."""
+        out: list[KindTotal] = []
+        for kind in _IO_KINDS:
+            levels = sorted({r.level for r in self.records if r.kind == kind and r.level})
+            for level in levels:
+                rows = [r for r in self.records if r.kind == kind and r.level == level]
+                out.append(_total(cast(RunKind, kind), level, rows))
+        return out
+
+    def count(self, kind: RunKind) -> int:
+        """How many records of ``kind`` the run has (a span that merged overlapping
+        notifications of several notifiers counts once)."""
+        total = self.by_kind().get(kind)
+        return 0 if total is None else total.count
+
+    @property
+    def useful_seconds(self) -> float:
+        """Seconds of useful compute: compute records, rework excluded."""
+        return sum(r.seconds for r in self.records if r.kind == "compute")
+
+    @property
+    def rework_seconds(self) -> float:
+        return sum(r.seconds for r in self.records if r.kind == "rework")
+
+    @property
+    def mean_power_w(self) -> float | None:
+        """Run energy / run time."""
+        if self.total_energy_j is None or self.total_seconds <= 0:
+            return None
+        return self.total_energy_j / self.total_seconds
+
+    @property
+    def observed_epe(self) -> float | None:
+        """Run energy per second of useful compute (watts); None without compute or energy."""
+        if self.total_energy_j is None or self.useful_seconds <= 0:
+            return None
+        return self.total_energy_j / self.useful_seconds
+
+    @property
+    def epe_vs_predicted_pct(self) -> float | None:
+        """Observed EPE against the model's, by Equation 2 (the prediction as baseline)."""
+        if self.observed_epe is None or self.predicted_epe is None:
+            return None
+        return percent_difference(self.observed_epe, self.predicted_epe)
+
+    def comparisons(self) -> list[Comparison]:
+        """This run against every baseline, by wu2018 Equation 2."""
+        out: list[Comparison] = []
+        for b in self.baselines:
+            power = self.mean_power_w
+            epe = self.observed_epe
+            out.append(
+                Comparison(
+                    baseline=b.label,
+                    runtime_pct=percent_difference(self.total_seconds, b.seconds),
+                    power_pct=None if power is None else percent_difference(power, b.mean_power_w),
+                    energy_pct=(
+                        None
+                        if self.total_energy_j is None
+                        else percent_difference(self.total_energy_j, b.energy_j)
+                    ),
+                    epe_pct=(
+                        None if epe is None or b.epe_w is None else percent_difference(epe, b.epe_w)
+                    ),
+                    source=_combine([self.power_source, b.source]),
+                    synthetic=self.synthetic or b.synthetic,
+                )
+            )
+        return out
+
+    def _label(self, source: Source | str | None) -> str:
+        text = source or "no node figure"
+        return f"{text}, SYNTHETIC" if self.synthetic else text
+
+    # -- JSON and CSV ----------------------------------------------------------------------
+
+    def to_dict(self, *, include_trace: bool = True) -> dict[str, Any]:
+        """JSON-ready document; every figure next to its source."""
+        return {
+            "format": REPORT_FORMAT,
+            "format_version": REPORT_VERSION,
+            "synthetic": self.synthetic,
+            "policy": self.policy,
+            "power": {
+                "source": self.power_source,
+                "scope": self.power_scope,
+                "meters": list(self.meters),
+            },
+            "total": {
+                "seconds": self.total_seconds,
+                "energy_j": self.total_energy_j,
+                "mean_power_w": self.mean_power_w,
+                "source": self.power_source,
+            },
+            "useful_compute_s": self.useful_seconds,
+            "rework_s": self.rework_seconds,
+            "epe": {
+                "observed_w": self.observed_epe,
+                "observed_source": self.power_source,
+                "predicted_w": self.predicted_epe,
+                "predicted_source": self.predicted_source,
+                "observed_vs_predicted_pct": self.epe_vs_predicted_pct,
+                "definition": "run node energy / seconds of useful compute (rework excluded)",
+            },
+            "by_kind": {k: t.to_dict() for k, t in self.by_kind().items()},
+            "by_level": [t.to_dict() for t in self.by_level()],
+            "baselines": [b.to_dict() for b in self.baselines],
+            "comparisons": [c.to_dict() for c in self.comparisons()],
+            "notes": list(self.notes),
+            "records": [r.to_dict() for r in self.records],
+            "trace": None if self.trace is None or not include_trace else self.trace.to_dict(),
+        }
+
+    def to_json(self, *, include_trace: bool = True) -> str:
+        """Strict JSON (non-finite numbers as null) of :meth:`to_dict`."""
+        return dumps(self.to_dict(include_trace=include_trace))
+
+    def write_json(self, path: str | os.PathLike[str], *, include_trace: bool = True) -> Path:
+        """Write :meth:`to_json` atomically; return the path."""
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(target, self.to_json(include_trace=include_trace) + "\n")
+        return target
+
+    def csv_columns(self) -> list[str]:
+        """The CSV header: fixed columns, then one ``energy_j[<domain>]`` per metered domain."""
+        return [*_CSV_FIXED, *(f"energy_j[{d}]" for d in self._all_domains())]
+
+    def _all_domains(self) -> list[str]:
+        return list(dict.fromkeys(d for r in self.records for d in r.energy_j))
+
+    def write_csv(self, path: str | os.PathLike[str]) -> Path:
+        """One row per phase record (atomically); every energy column next to its source."""
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(self.csv_columns())
+        domains = self._all_domains()
+        for r in self.records:
+            s = r.settings
+            writer.writerow(
+                [
+                    r.index,
+                    r.kind,
+                    _cell(r.level),
+                    _cell(r.start_s),
+                    _cell(r.end_s),
+                    _cell(r.seconds),
+                    _cell(r.node_energy_j),
+                    _cell(r.mean_power_w),
+                    self._label(r.power_source),
+                    " ".join(r.meters),
+                    int(r.background),
+                    int(r.ok),
+                    r.notifiers,
+                    int(r.reliable),
+                    _cell(r.size),
+                    "" if s is None else _cell(s.frequency_hz),
+                    "" if s is None else _cell(s.governor),
+                    "" if s is None else s.io_processes,
+                    "" if s is None else (s.codec or "none"),
+                    "" if s is None else _cell(s.cstates),
+                    "" if s is None else s.source,
+                    "; ".join([*r.notes, *(() if s is None else s.notes)]),
+                    *(_cell(r.energy_j.get(d)) for d in domains),
+                ]
+            )
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(target, buf.getvalue())
+        return target
+
+    # -- text ------------------------------------------------------------------------------
+
+    def render_text(self) -> str:
+        """A plain-text table for the terminal: per kind (and per level) count, seconds,
+        joules, watts and source, then the run's totals, EPE, comparisons and notes."""
+        lines: list[str] = []
+        title = "greenckpt run report"
+        if self.policy:
+            title += f" (policy {self.policy})"
+        if self.synthetic:
+            title += " [SYNTHETIC: fake platform, no real measurement]"
+        lines.append(title)
+        scope = f": {self.power_scope}" if self.power_scope else ""
+        meters = f" from {', '.join(self.meters)}" if self.meters else ""
+        lines.append(f"node power {self._label(self.power_source)}{meters}{scope}")
+        header = ("phase", "count", "seconds", "joules", "W", "source")
+        rows: list[tuple[str, ...]] = [header]
+        levels = self.by_level()
+        for kind, total in self.by_kind().items():
+            rows.append(self._row(kind, total))
+            for lv in (t for t in levels if t.kind == kind):
+                rows.append(self._row(f"  L{lv.level}", lv))
+        energy = self.total_energy_j
+        rows.append(
+            (
+                "run total",
+                "",
+                f"{self.total_seconds:.3f}",
+                _num(energy, 1),
+                _num(self.mean_power_w, 1),
+                self._label(self.power_source),
+            )
+        )
+        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+        for row in rows:
+            cells = [
+                row[i].ljust(widths[i]) if i in (0, 5) else row[i].rjust(widths[i])
+                for i in range(len(header))
+            ]
+            lines.append("  ".join(cells).rstrip())
+        lines.append(
+            f"useful compute {self.useful_seconds:.3f} s, rework {self.rework_seconds:.3f} s"
+        )
+        epe = f"EPE observed {_num(self.observed_epe, 2)} W ({self._label(self.power_source)})"
+        if self.predicted_epe is not None:
+            epe += f"; predicted {self.predicted_epe:.2f} W (model"
+            epe += f", {self.predicted_source} powers)" if self.predicted_source else ")"
+            pct = self.epe_vs_predicted_pct
+            if pct is not None:
+                epe += f"; observed vs predicted {_pct(pct)}"
+        lines.append(epe)
+        for c in self.comparisons():
+            label = self._label(c.source) if not c.synthetic else f"{c.source}, SYNTHETIC"
+            lines.append(
+                f"vs baseline {c.baseline} (wu2018 Eq. 2, {label}): runtime "
+                f"{_pct(c.runtime_pct)}, node power {_pct(c.power_pct)}, energy "
+                f"{_pct(c.energy_pct)}, EPE {_pct(c.epe_pct)}"
+            )
+        if self.notes:
+            lines.append("notes:")
+            lines.extend(f"  - {n}" for n in self.notes)
+        return "\n".join(lines) + "\n"
+
+    def _row(self, name: str, t: KindTotal) -> tuple[str, ...]:
+        source = self._label(t.source)
+        if t.background:
+            source += " (background: overlaps other phases)"
+        count = f"{t.count}" + (f" ({t.failed} failed)" if t.failed else "")
+        return (
+            name,
+            count,
+            f"{t.seconds:.3f}",
+            _num(t.energy_j, 1),
+            _num(t.mean_power_w, 1),
+            source,
+        )
+
+    # -- plot ------------------------------------------------------------------------------
+
+    def plot(self, path: str | os.PathLike[str]) -> Path:
+        """Draw node power over the run with the phases shaded and labelled; PNG or SVG by
+        the file's suffix. Without a sampled trace, each record's mean power is drawn."""
+        target = Path(path)
+        suffix = target.suffix.lower()
+        if suffix not in (".png", ".svg"):
+            raise ValueError(f"plot to a .png or .svg file, not {target.name!r}")
+        import matplotlib as mpl  # noqa: PLC0415 - only when plotting (slow import)
+
+        # Text stays text in SVG files (searchable, and the labels can be checked).
+        with mpl.rc_context({"svg.fonttype": "none"}):
+            self._draw(target, suffix)
+        return target
+
+    def _draw(self, target: Path, suffix: str) -> None:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415
+        from matplotlib.backends.backend_svg import FigureCanvasSVG  # noqa: PLC0415
+        from matplotlib.figure import Figure  # noqa: PLC0415
+        from matplotlib.patches import Patch  # noqa: PLC0415
+
+        fig = Figure(figsize=(10, 4.5), layout="constrained")
+        canvas = FigureCanvasAgg(fig) if suffix == ".png" else FigureCanvasSVG(fig)
+        ax = fig.add_subplot()
+        source = self._label(self.power_source)
+        handles: list[Any] = []
+        if self.trace is not None and self.trace.t_s:
+            # watts[i] is the mean over (t[i-1], t[i]]: the first interval starts at 0.
+            (line,) = ax.step(
+                (0.0, *self.trace.t_s),
+                (self.trace.watts[0], *self.trace.watts),
+                where="pre",
+                color="black",
+                linewidth=1.0,
+                label=f"node power ({self._label(self.trace.source)})",
+            )
+            handles.append(line)
+        else:
+            xs: list[float] = []
+            ys: list[float] = []
+            for r in self.records:
+                if r.background or r.mean_power_w is None:
+                    continue
+                xs += [r.start_s, r.end_s, math.nan]
+                ys += [r.mean_power_w, r.mean_power_w, math.nan]
+            (line,) = ax.plot(
+                xs, ys, color="black", linewidth=1.5, label=f"mean power per phase ({source})"
+            )
+            handles.append(line)
+        seen: set[str] = set()
+        for r in self.records:
+            color = _COLORS[r.kind]
+            ax.axvspan(
+                r.start_s,
+                r.end_s,
+                color=color,
+                alpha=0.15 if r.background else 0.3,
+                hatch="//" if r.background else None,
+                linewidth=0,
+            )
+            if r.kind in _IO_KINDS or r.kind == "rework":
+                text = r.kind + (f" L{r.level}" if r.level else "")
+                ax.annotate(
+                    text,
+                    xy=((r.start_s + r.end_s) / 2, 1.0),
+                    xycoords=("data", "axes fraction"),
+                    xytext=(0, -4),
+                    textcoords="offset points",
+                    ha="center",
+                    va="top",
+                    rotation=90,
+                    fontsize=7,
+                )
+            if r.kind not in seen:
+                seen.add(r.kind)
+                label = r.kind + (" (background)" if r.background else "")
+                handles.append(Patch(color=color, alpha=0.3, label=label))
+        ax.set_xlabel("time since the run started (s)")
+        ax.set_ylabel(f"node power (W, {source})")
+        ax.set_ylim(bottom=0)
+        title = "Node power over the run"
+        if self.synthetic:
+            title = "SYNTHETIC (fake platform): " + title
+        if self.policy:
+            title += f", policy {self.policy}"
+        title += f" (power {source}"
+        title += f": {self.power_scope})" if self.power_scope else ")"
+        ax.set_title(title, fontsize=9)
+        ax.legend(handles=handles, loc="lower right", fontsize=8)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        canvas.print_figure(str(target), format=suffix[1:])
+
+
+_CSV_FIXED = (
+    "index",
+    "kind",
+    "level",
+    "start_s",
+    "end_s",
+    "seconds",
+    "node_energy_j",
+    "mean_power_w",
+    "power_source",
+    "meters",
+    "background",
+    "ok",
+    "notifiers",
+    "reliable",
+    "size_bytes",
+    "frequency_hz",
+    "governor",
+    "io_processes",
+    "codec",
+    "cstates",
+    "settings_source",
+    "notes",
+)
+
+_COLORS: dict[str, str] = {
+    "compute": "tab:green",
+    "rework": "tab:orange",
+    "checkpoint": "tab:blue",
+    "restart": "tab:red",
+    "flush": "tab:purple",
+}
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else ""
+    return str(value)
+
+
+def _num(value: float | None, decimals: int) -> str:
+    return "n/a" if value is None or not math.isfinite(value) else f"{value:.{decimals}f}"
+
+
+def _pct(value: float | None) -> str:
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    return f"{value:+.2f} %"
+
+
+def _domains_of(records: Sequence[PhaseRecord]) -> tuple[str, ...]:
+    for r in records:
+        if r.power_domains:
+            return r.power_domains
+    return ()
+
+
+def _overlap_seconds(records: Sequence[PhaseRecord]) -> float:
+    """Seconds in which two or more of ``records`` ran at once (counted once per extra)."""
+    overlap = 0.0
+    reach = -math.inf
+    for r in sorted(records, key=lambda r: r.start_s):
+        if r.start_s < reach:
+            overlap += min(reach, r.end_s) - r.start_s
+        reach = max(reach, r.end_s)
+    return overlap
+
+
+def load_report(path: str | os.PathLike[str]) -> RunReport:
+    """A report written by :meth:`RunReport.write_json` (e.g. a baseline run's)."""
+    target = Path(path)
+    try:
+        doc = json.loads(target.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read the run report {target}: {exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{target} is not JSON ({exc.msg} at line {exc.lineno})") from exc
+    if not isinstance(doc, dict) or doc.get("format") != REPORT_FORMAT:
+        raise ValueError(f"{target} is not a greenckpt run report (format {REPORT_FORMAT!r})")
+    try:
+        trace = doc.get("trace")
+        return RunReport(
+            records=tuple(PhaseRecord.from_dict(r) for r in doc["records"]),
+            total_seconds=float(doc["total"]["seconds"]),
+            total_energy_j=_opt_float(doc["total"]["energy_j"]),
+            power_source=doc["power"]["source"],
+            power_scope=str(doc["power"].get("scope", "")),
+            meters=tuple(doc["power"].get("meters", ())),
+            policy=str(doc.get("policy", "")),
+            predicted_epe=_opt_float(doc["epe"].get("predicted_w")),
+            predicted_source=doc["epe"].get("predicted_source"),
+            baselines=tuple(BaselineRun.from_dict(b) for b in doc.get("baselines", ())),
+            trace=None if trace is None else PowerTrace.from_dict(trace),
+            synthetic=bool(doc.get("synthetic", False)),
+            notes=tuple(doc.get("notes", ())),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{target}: malformed run report ({exc})") from exc
