@@ -19,6 +19,7 @@ recovery: it shows that the rebuild also restored the redundancy.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -27,6 +28,10 @@ import numpy as np
 
 from greenckpt.ckpt.api import Checkpointer, RecoveryError, RecoveryInfo
 from greenckpt.ckpt.inject import flip_bits_in_file
+
+MIXED = os.environ.get("MIXED") == "1"
+"""Also level 1, with three level-1 checkpoints (4, 5, 6) after checkpoint 3: with keep = 3
+they must not push the older level-LEVEL checkpoint 3 out (each level keeps its own)."""
 
 
 def data(rank: int, it: int) -> np.ndarray:
@@ -37,6 +42,7 @@ def make(
     root: Path, level: int, rpn: int, parity: int, codec: str
 ) -> tuple[Checkpointer, np.ndarray]:
     settings: dict[str, object] = {"every": "2it", "codec": codec}
+    extra: dict[str, object] = {"l1": {"enabled": True}} if MIXED else {}
     if level == 3:
         settings.update(group_size=4 // rpn, parity=parity)
     ck = Checkpointer(
@@ -46,22 +52,24 @@ def make(
         keep=3,
         l4={"every": "2it"},
         **{f"l{level}": settings},  # type: ignore[arg-type]
+        **extra,  # type: ignore[arg-type]
     )
     u = np.zeros(40_000 + 7_000 * ck.rank)
     ck.protect("u", u)
     return ck, u
 
 
-def ckpt_dir(root: Path, node: int) -> Path:
-    return root / "local" / f"node{node}" / "greenckpt" / "ckpt-00000003"
+def ckpt_dir(root: Path, node: int, level: int) -> Path:
+    sub = "" if level == 1 else f"level{level}"
+    return root / "local" / f"node{node}" / sub / "greenckpt" / "ckpt-00000003"
 
 
-def damage(root: Path, specs: str, rpn: int) -> None:
+def damage(root: Path, specs: str, rpn: int, level: int) -> None:
     for spec in specs.split("+"):
-        damage_one(root, spec, rpn)
+        damage_one(root, spec, rpn, level)
 
 
-def damage_one(root: Path, spec: str, rpn: int) -> None:
+def damage_one(root: Path, spec: str, rpn: int, level: int) -> None:
     if spec == "none":
         return
     kind, _, arg = spec.partition(":")
@@ -74,16 +82,16 @@ def damage_one(root: Path, spec: str, rpn: int) -> None:
     node = rank // rpn
     name = f"rank-{rank:06d}.data"
     if kind == "corrupt":
-        flip_bits_in_file(ckpt_dir(root, node) / name, positions=[4000 * 8 + 3])
+        flip_bits_in_file(ckpt_dir(root, node, level) / name, positions=[4000 * 8 + 3])
     elif kind == "corrupt-copy":
-        flip_bits_in_file(ckpt_dir(root, node) / name, positions=[4000 * 8 + 3])
+        flip_bits_in_file(ckpt_dir(root, node, level) / name, positions=[4000 * 8 + 3])
         holder_node = (node + 1) % (4 // rpn)
-        flip_bits_in_file(ckpt_dir(root, holder_node) / f"partner-{name}", positions=[5])
+        flip_bits_in_file(ckpt_dir(root, holder_node, level) / f"partner-{name}", positions=[5])
     elif kind == "corrupt-global":  # rank R's file of the level-4 checkpoint 2
         global_dir = root / "global" / "greenckpt" / "ckpt-00000002"
         flip_bits_in_file(global_dir / name, positions=[4000 * 8 + 3])
     elif kind == "corrupt-parity":
-        flip_bits_in_file(ckpt_dir(root, node) / f"parity-{name}", positions=[17])
+        flip_bits_in_file(ckpt_dir(root, node, level) / f"parity-{name}", positions=[17])
     else:
         raise SystemExit(f"unknown damage {spec!r}")
 
@@ -122,16 +130,20 @@ def main() -> int:
         ck.state["it"] = it
         chosen = level if it % 2 else 4
         levels.append(ck.checkpoint(chosen, iteration=it).level)
+    for it in range(4, 7) if MIXED else ():
+        u[:] = data(ck.rank, it)
+        ck.state["it"] = it
+        levels.append(ck.checkpoint(1, iteration=it).level)
     ck.finalize()
     ck.comm.barrier()
     if ck.rank == 0:
-        damage(root, first, rpn)
+        damage(root, first, rpn, level)
     ck.comm.barrier()
     out: dict[str, object] = {"levels": levels, "first": recover(root, args)}
     if second is not None:
         ck.comm.barrier()
         if ck.rank == 0:
-            damage(root, second, rpn)
+            damage(root, second, rpn, level)
         ck.comm.barrier()
         out["second"] = recover(root, args)
     out["leftovers"] = sorted(

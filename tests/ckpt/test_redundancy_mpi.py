@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def run(tmp_path: Path, *args: str) -> dict[str, Any]:
+def run(tmp_path: Path, *args: str, mixed: bool = False) -> dict[str, Any]:
     (tmp_path / "local").mkdir()
     (tmp_path / "global").mkdir()
     launcher = mpiexec()
@@ -36,7 +36,7 @@ def run(tmp_path: Path, *args: str) -> dict[str, Any]:
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "MIXED": "1" if mixed else "0"},
         check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -106,3 +106,16 @@ def test_failure_matrix(case: tuple[Any, ...], tmp_path: Path) -> None:
         assert (again["id"], again["level"], again["rebuilt"]) == want2, again
         assert again["all_ok"] is True
     assert out["leftovers"] == []  # no staging, no half-rebuilt hidden files
+
+
+@pytest.mark.parametrize("level", ["2", "3"])
+def test_level_1_checkpoints_never_push_out_a_redundant_level(level: str, tmp_path: Path) -> None:
+    """Levels 1 and 2/3 on the same node-local storage, keep = 3: after three newer level-1
+    checkpoints, node 1 is lost; the level-1 ones are not on every node, and the older
+    level-2/3 checkpoint is still there to be rebuilt (each level lists and keeps its own)."""
+    out = run(tmp_path, level, "2", "1", "none", "erase:1", mixed=True)
+    assert out["levels"] == [int(level), 4, int(level), 1, 1, 1]
+    got = out["first"]
+    assert (got["id"], got["level"], got["rebuilt"]) == (3, int(level), [2, 3]), got
+    assert got["all_ok"] is True
+    assert not any("level 2): rank" in s and "partner map" in s for s in got["skipped"])

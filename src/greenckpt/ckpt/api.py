@@ -213,11 +213,17 @@ class Checkpointer:
         return self.config.level(number)
 
     def _store_base(self, number: int) -> Path:
+        """Where a level's store lives. Levels 2 and 3 get their own subdirectory of the
+        node-local directory (``level2``, ``level3``): each level's checkpoints must be
+        listed, kept (keep-last-k) and removed apart from the other levels' — sharing one
+        directory, a level-1 cleanup would delete the older level-2 checkpoint that a node
+        loss needs."""
         if number == 4:
             assert self.config.global_dir is not None
             return Path(os.path.expanduser(self.config.global_dir))
         assert self.config.local_dir is not None
-        return self.topology.local_base(self.config.local_dir, self.node)
+        base = self.topology.local_base(self.config.local_dir, self.node)
+        return base if number == 1 else base / f"level{number}"
 
     def _open_stores(self) -> dict[int, CheckpointStore]:
         """The stores of the enabled levels, checked on every rank (collective)."""
@@ -227,8 +233,9 @@ class Checkpointer:
             levels = set(self.config.enabled_levels) | ({1} if self._async_flush else set())
             for number in sorted(levels):
                 base = self._store_base(number)
-                if number != 4 and self.topology.emulated and base.parent.is_dir():
-                    base.mkdir(exist_ok=True)  # an emulated node's own local directory
+                local = self.config.local_dir
+                if number != 4 and local is not None and Path(os.path.expanduser(local)).is_dir():
+                    base.mkdir(parents=True, exist_ok=True)  # node<k>/, level2/, level3/
                 store = CheckpointStore(base, self.config.name)
                 store.check_usable()
                 stores[number] = store
