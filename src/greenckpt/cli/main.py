@@ -14,12 +14,14 @@ from typing import NoReturn
 
 from greenckpt import __version__
 from greenckpt.cli import (
+    demo_cmd,
     levels_cmd,
     notify_cmd,
     plan_cmd,
     probe_cmd,
     profile_cmd,
     restore_cmd,
+    run_cmd,
     simulate_cmd,
 )
 from greenckpt.platform.root import PlatformError
@@ -48,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     restore_cmd.register(sub)
     probe_cmd.register(sub)
     profile_cmd.register(sub)
+    run_cmd.register(sub)
+    demo_cmd.register(sub)
     notify_cmd.register(sub)
     return parser
 

@@ -1,0 +1,122 @@
+"""``greenckpt run`` and ``greenckpt demo``: a command under the runtime, its report, bad input.
+
+The runtime on this VM has no frequency control and no energy counters: the tests check what
+is decided, announced and accounted (and that it is labelled estimated), not wattages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.ckpt.test_mpi import mpiexec
+from tests.conftest import EXAMPLE_PROFILE
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# A stand-in for a checkpointing application: announces one checkpoint through the socket
+# that `greenckpt run` set, as the checkpoint library does, then exits with a chosen status.
+CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from greenckpt.ckpt.notify_client import hook_from_env
+    hook = hook_from_env()
+    assert hook is not None, "GREENCKPT_RUNTIME_SOCKET is not set"
+    advice = hook.begin("checkpoint", level=1, path=sys.argv[1], size=8 << 20, node=0)
+    print("advice", advice.io_processes, flush=True)
+    time.sleep(0.2)
+    hook.end("checkpoint", node=0, ok=True, seconds=0.2)
+    sys.exit(int(sys.argv[2]))
+    """
+)
+
+
+def greenckpt(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run(
+        [sys.executable, "-m", "greenckpt", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("status", [0, 3])
+def test_run_accounts_the_announced_phase_and_reports(tmp_path: Path, status: int) -> None:
+    """The command's checkpoint is accounted; a failing command still gets its report, the
+    message says so, and its exit status is passed on."""
+    proc = greenckpt(
+        "run",
+        "--report",
+        "rep",
+        "--",
+        sys.executable,
+        "-c",
+        CHILD,
+        str(tmp_path),
+        str(status),
+        cwd=tmp_path,
+    )
+    assert proc.returncode == status, proc.stderr
+    assert "advice 2" in proc.stdout  # the defaults policy: min(4, CPUs) on this 2-CPU VM
+    report = json.loads((tmp_path / "rep" / "report.json").read_text())
+    kinds = [r["kind"] for r in report["records"]]
+    assert kinds.count("checkpoint") == 1 and "compute" in kinds
+    checkpoint = next(r for r in report["records"] if r["kind"] == "checkpoint")
+    assert checkpoint["power_source"] in ("measured", "estimated")
+    assert checkpoint["settings"]["io_processes"] == 2
+    assert (tmp_path / "rep" / "phases.csv").read_text().count("\n") >= 3
+    assert "checkpoint" in proc.stdout and "estimated" in proc.stdout
+    if status:
+        assert f"the command exited with status {status}; the node was restored" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run"], "give the command to run after --"),
+        (["run", "--", "/nonexistent/tool"], "cannot run '/nonexistent/tool'"),
+        (["run", "--policy", "fastest", "--", "true"], "invalid choice: 'fastest'"),
+        (
+            ["run", "--profile", str(EXAMPLE_PROFILE), "--", "true"],
+            "the profile policy needs --mtbf and --app-power",
+        ),
+    ],
+    ids=["no-command", "missing-program", "bad-policy", "profile-without-scenario"],
+)
+def test_run_bad_input_is_one_line_exit_2(args: list[str], message: str, tmp_path: Path) -> None:
+    proc = greenckpt(*args, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "greenckpt-report").exists()
+
+
+@pytest.mark.skipif(mpiexec() is None, reason="no mpiexec: pip install '.[mpi]'")
+def test_demo_end_to_end(tmp_path: Path) -> None:
+    """The main job: profile, plan, the heat example under mpiexec -n 4 with the runtime, a
+    killed rank and a lost node, restart, bit-identical result, per-phase report."""
+    proc = greenckpt("demo", "--dir", "d", cwd=tmp_path)
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "result after failure and restart is bit-identical to the failure-free run" in out
+    assert "rebuilt" in (tmp_path / "d" / "runs.log").read_text()  # node 1 from partner copies
+    report = json.loads((tmp_path / "d" / "report" / "report.json").read_text())
+    kinds = {r["kind"] for r in report["records"]}
+    assert {"compute", "checkpoint", "restart"} <= kinds
+    levels = {r["level"] for r in report["records"] if r["kind"] == "checkpoint"}
+    assert levels == {1, 2, 4}
+    for governor in ("performance", "powersave", "ondemand"):
+        assert governor in out
+    assert "estimated" in out
+    again = greenckpt("demo", "--dir", "d", cwd=tmp_path)  # reuses the kept profile
+    assert again.returncode == 0 and "reusing" in again.stdout
