@@ -67,7 +67,6 @@ from greenckpt.ckpt.topology import Topology, write_waves
 from greenckpt.io import Chunk, ConcatSink, ConcatSource, parse_codec, run_chunks
 from greenckpt.io.atomic import fsync_directory
 from greenckpt.io.checksum import digest_bytes
-from greenckpt.model.intervals import time_optimal_interval
 
 __all__ = [
     "CheckpointError",
@@ -307,6 +306,10 @@ class Checkpointer:
         mtbf = self.config.mtbf
         if seconds is None or mtbf is None:
             return 0.0
+        # imported here: the model pulls in SciPy (~30 MiB and ~0.15 s per rank at start-up),
+        # which only jobs with an automatic interval need
+        from greenckpt.model.intervals import time_optimal_interval  # noqa: PLC0415
+
         return float(time_optimal_interval(max(seconds, 1e-3), 1.0 / mtbf))
 
     # ------------------------------------------------------------------ checkpoint

@@ -1,0 +1,319 @@
+"""One job of the checkpoint benchmarks, run in a fresh process (or as the ranks of ``mpiexec``).
+
+Not run by hand: ``bench_ckpt_io.py`` and ``bench_ckpt_memory.py`` start it and read the one
+line it prints last, ``RESULT {json}`` (rank 0 only). Modes::
+
+    _ckpt_worker.py io        DIR NAME BYTES_PER_RANK SEED SETTLE_S DROP(fadvise|global)
+    _ckpt_worker.py mem-write DIR NAME BYTES CODEC SEED TRACEMALLOC(0|1)
+    _ckpt_worker.py mem-read  DIR NAME BYTES CODEC SEED TRACEMALLOC(0|1)
+
+``io``: every rank protects one float64 array of BYTES_PER_RANK bytes (uniform random doubles:
+incompressible), level 1 in DIR, codec none, keep 1, and calls
+``Checkpointer(...).checkpoint(1)``; then it zeroes the array, and a fresh
+``Checkpointer(...).recover()`` reads the checkpoint back into it. Before each call, once every
+rank is ready, rank 0 writes back and drops the page cache (:func:`drop_page_cache`); the read
+starts no earlier than SETTLE_S after the write ended. Each call is timed between an MPI
+barrier and its return on every rank; the job's wall time is ``max end − min start`` on
+``CLOCK_MONOTONIC`` (one clock for all processes of the node), the definition the raw engine
+uses, and ``gap_s`` is the time from the end of the write to the start of the read. After the
+timed read every rank compares its array with the data it wrote (outside the timer).
+
+Why write and read in one job, the read right after the drop: reads on a VM can depend on how
+long after the write they come (see ``bench_ckpt_io.py``); the raw engine and fio read right
+after their own write, so the library does too, and the benchmark reports every tool's gap.
+
+``mem-*``: one process, one array of BYTES (a smooth field rounded to 1e-3: compressible, so a
+codec does real work). It reads ``VmRSS``/``VmHWM`` (``/proc/self/status``) and ``ru_maxrss``
+after importing the library, after allocating and touching the array and constructing the
+Checkpointer, then resets the high-water mark (``echo 5 > /proc/self/clear_refs``) and runs
+one checkpoint (or recovery); the peak minus the baseline is what that call cost in memory
+beyond the protected data. With TRACEMALLOC=1 it then repeats the call under ``tracemalloc``
+(Python and NumPy allocations only) after the resident measurement, so tracing does not
+disturb it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import resource
+import sys
+import time
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+FILL_CHUNK = 1 << 20
+"""Elements generated per step (8 MiB): the array is filled in place, so generating its
+contents never needs a second full-size temporary."""
+
+
+def _rank_comm() -> Any:
+    from greenckpt.ckpt.comm import world  # noqa: PLC0415 - after the mode is known
+
+    return world()
+
+
+def random_array(nbytes: int, seed: int) -> npt.NDArray[np.float64]:
+    """``nbytes // 8`` uniform doubles from ``seed``, generated in place."""
+    out = np.empty(nbytes // 8, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    for i in range(0, out.size, FILL_CHUNK):
+        rng.random(out=out[i : i + FILL_CHUNK])
+    return out
+
+
+def matches_random(arr: npt.NDArray[np.float64], seed: int) -> bool:
+    """Whether ``arr`` holds :func:`random_array`'s data for ``seed`` (chunk by chunk)."""
+    rng = np.random.default_rng(seed)
+    want = np.empty(min(FILL_CHUNK, arr.size), dtype=np.float64)
+    for i in range(0, arr.size, FILL_CHUNK):
+        part = arr[i : i + FILL_CHUNK]
+        rng.random(out=want[: part.size])
+        if not np.array_equal(part, want[: part.size]):
+            return False
+    return True
+
+
+def field_array(nbytes: int, seed: int) -> npt.NDArray[np.float64]:
+    """A smooth 1-D field rounded to 1e-3 (compresses like simulation state), in place."""
+    out = np.empty(nbytes // 8, dtype=np.float64)
+    for i in range(0, out.size, FILL_CHUNK):
+        idx = np.arange(i, min(i + FILL_CHUNK, out.size), dtype=np.float64)
+        out[i : i + idx.size] = np.round(np.sin(idx * 1e-4 + seed) * 1000.0) / 1000.0
+    return out
+
+
+def matches_field(arr: npt.NDArray[np.float64], seed: int) -> bool:
+    """Whether ``arr`` holds :func:`field_array`'s data for ``seed``."""
+    for i in range(0, arr.size, FILL_CHUNK):
+        idx = np.arange(i, min(i + FILL_CHUNK, arr.size), dtype=np.float64)
+        if not np.array_equal(
+            arr[i : i + idx.size], np.round(np.sin(idx * 1e-4 + seed) * 1e3) / 1e3
+        ):
+            return False
+    return True
+
+
+DROP_METHODS = ("fadvise", "global")
+
+
+def drop_page_cache(directory: str | os.PathLike[str], method: str = "fadvise") -> str:
+    """Write back dirty pages (``os.sync()``) and drop cached pages; return what was done.
+
+    ``fadvise``: ``fsync`` + ``posix_fadvise(DONTNEED)`` on every file under ``directory`` —
+    exactly the data about to be read, and nothing else (no root needed). ``global``: ``echo 1
+    > /proc/sys/vm/drop_caches`` (root), which also evicts the Python installation, so the
+    processes started next (mpiexec ranks, the engine's spawned workers) are slowed by
+    re-reading it; falls back to ``fadvise`` where refused.
+    """
+    os.sync()
+    if method == "global":
+        try:
+            with open("/proc/sys/vm/drop_caches", "w", encoding="ascii") as f:
+                f.write("1")
+        except OSError:
+            pass
+        else:
+            return "drop_caches"
+    for dirpath, _dirs, files in os.walk(directory):
+        for fname in files:
+            fd = os.open(os.path.join(dirpath, fname), os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                os.fsync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+    return "fadvise_dontneed"
+
+
+def _drop_on_rank0(comm: Any, directory: str, method: str) -> str | None:
+    """Every rank ready; rank 0 drops the cache; every rank waits for it."""
+    comm.barrier()
+    done = drop_page_cache(directory, method) if comm.rank == 0 else None
+    comm.barrier()
+    return done
+
+
+def checkpointer(directory: str, name: str, codec: str) -> Any:
+    """Level 1 only, in ``directory``, keep 1, no environment overrides."""
+    from greenckpt.ckpt.api import Checkpointer  # noqa: PLC0415 - import cost is measured
+
+    return Checkpointer(
+        local_dir=directory,
+        name=name,
+        keep=1,
+        l1={"enabled": True, "codec": codec},
+        env={},
+    )
+
+
+# --------------------------------------------------------------------------- io modes
+
+
+def io(
+    directory: str, name: str, nbytes: int, seed: int, settle: float, drop: str
+) -> dict[str, Any] | None:
+    comm = _rank_comm()
+    arr = random_array(nbytes, seed + comm.rank)
+    ck = checkpointer(directory, name, "none")
+    ck.protect("data", arr)
+    method = _drop_on_rank0(comm, directory, drop)
+    comm.barrier()
+    w0 = time.monotonic()
+    info = ck.checkpoint(1)
+    w1 = time.monotonic()
+    ck.finalize()
+    written = comm.allgather((w0, w1, info.seconds, info.logical_bytes, info.stored_bytes))
+    write_end = max(r[1] for r in written)
+
+    arr.fill(0.0)  # the destination: the same resident pages, emptied
+    ck2 = checkpointer(directory, name, "none")
+    ck2.protect("data", arr)
+    time.sleep(max(0.0, write_end + settle - time.monotonic()))
+    _drop_on_rank0(comm, directory, drop)
+    comm.barrier()
+    r0 = time.monotonic()
+    rinfo = ck2.recover(missing_ok=False)
+    r1 = time.monotonic()
+    ok = rinfo is not None and matches_random(arr, seed + comm.rank)
+    ck2.finalize()
+    seconds = rinfo.seconds if rinfo is not None else float("nan")
+    read = comm.allgather((r0, r1, seconds, ok, nbytes))
+    if comm.rank != 0:
+        return None
+    read_start = min(r[0] for r in read)
+    return {
+        "write_wall_s": write_end - min(r[0] for r in written),
+        "write_own_s": max(r[2] for r in written),
+        "logical_bytes": sum(r[3] for r in written),
+        "stored_bytes": sum(r[4] for r in written),
+        "read_wall_s": max(r[1] for r in read) - read_start,
+        "read_own_s": max(r[2] for r in read),
+        "read_bytes": sum(r[4] for r in read),
+        "verified": all(r[3] for r in read),
+        "gap_s": read_start - write_end,
+        "ranks": len(read),
+        "cache_drop": method,
+    }
+
+
+# --------------------------------------------------------------------------- memory modes
+
+
+def _status() -> dict[str, int]:
+    """``VmRSS`` and ``VmHWM`` of this process in bytes."""
+    out: dict[str, int] = {}
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out[key] = int(value.split()[0]) * 1024
+    return out
+
+
+def _maxrss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+
+
+def _trim_heap() -> bool:
+    """Give freed heap memory back to the system (glibc ``malloc_trim``), so that memory the
+    set-up freed cannot hide a call's allocations by being reused; False where unavailable."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        return False
+    return True
+
+
+def _reset_hwm() -> bool:
+    """Reset ``VmHWM`` to the current RSS (Linux ≥ 4.0); False when refused."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
+            f.write("5")
+    except OSError:
+        return False
+    return True
+
+
+def memory(
+    mode: str, directory: str, name: str, nbytes: int, codec: str, seed: int, trace: bool
+) -> dict[str, Any]:
+    rss_start = _status()["VmRSS"]
+    import greenckpt.ckpt.api  # noqa: F401, PLC0415 - its cost is reported apart
+
+    import_rss = _status()["VmRSS"]
+    if mode == "mem-write":
+        arr = field_array(nbytes, seed)
+    else:
+        arr = np.empty(nbytes // 8, dtype=np.float64)
+        arr.fill(0.0)
+    allocated_rss = _status()["VmRSS"]
+    ck = checkpointer(directory, name, codec)
+    ck.protect("data", arr)
+    trimmed = _trim_heap()
+    reset = _reset_hwm()
+    before = _status()
+    maxrss_before = _maxrss()
+    if mode == "mem-write":
+        info: Any = ck.checkpoint(1)
+        extra = {"logical_bytes": info.logical_bytes, "stored_bytes": info.stored_bytes}
+    else:
+        info = ck.recover(missing_ok=False)
+    after = _status()
+    maxrss_after = _maxrss()
+    if mode == "mem-read":  # checked after the measurement: comparing needs temporaries
+        extra = {"verified": info is not None and matches_field(arr, seed)}
+    traced: int | None = None
+    if trace:
+        import tracemalloc  # noqa: PLC0415 - only when asked
+
+        tracemalloc.start()
+        if mode == "mem-write":
+            ck.checkpoint(1)
+        else:
+            ck.recover(missing_ok=False)
+        traced = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    ck.finalize()
+    return {
+        "data_bytes": arr.nbytes,
+        "rss_start": rss_start,
+        "import_bytes": import_rss - rss_start,
+        "init_bytes": before["VmRSS"] - allocated_rss,
+        "baseline_rss": before["VmRSS"],
+        "baseline_hwm": before["VmHWM"],
+        "peak_hwm": after["VmHWM"],
+        "hwm_reset": reset,
+        "heap_trimmed": trimmed,
+        "overhead_hwm": after["VmHWM"] - (before["VmRSS"] if reset else before["VmHWM"]),
+        "maxrss_before": maxrss_before,
+        "maxrss_after": maxrss_after,
+        "overhead_maxrss": maxrss_after - maxrss_before,
+        "rss_after": after["VmRSS"],
+        "tracemalloc_peak": traced,
+        **extra,
+    }
+
+
+def main(argv: list[str]) -> int:
+    mode, rest = argv[0], argv[1:]
+    result: dict[str, Any] | None
+    if mode == "io":
+        result = io(rest[0], rest[1], int(rest[2]), int(rest[3]), float(rest[4]), rest[5])
+    elif mode in ("mem-write", "mem-read"):
+        directory, name, size, codec, seed, trace = rest
+        result = memory(mode, directory, name, int(size), codec, int(seed), trace == "1")
+    else:
+        print(f"_ckpt_worker.py: unknown mode {mode!r}", file=sys.stderr)
+        return 2
+    if result is not None:
+        print("RESULT " + json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.pop("GREENCKPT_CONFIG", None)
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,578 @@
+"""Checkpoint write and restart read throughput vs raw parallel I/O and fio; target ≥ 0.9×.
+
+Run: ``python benchmarks/bench_ckpt_io.py [--size 512MiB] [--writers 1,2,4] [--repeats 7]
+[--dir DIR] [--settle 0] [--no-fio] [--json PATH]``. Not a test: nothing here asserts a time;
+it prints ratios of medians and PASS/FAIL against 0.9.
+
+Why: a checkpoint library earns its place only if protecting the data (digests, manifest,
+agreement, commit, verification on restart) costs little next to moving the bytes. So the
+library's throughput is compared with the raw engine it is built on doing the same work with
+the same writers, and with fio as the outside reference.
+
+For each number of writers W, the same S bytes (S/W per writer, rounded down to whole 1 MiB
+blocks, the block size the library's writes and reads use) are moved three ways:
+
+* **library** — ``mpiexec -n W python _ckpt_worker.py io``: each rank protects a float64 array
+  of S/W bytes of uniform random doubles (incompressible; codec none) and calls
+  ``Checkpointer(local_dir=..., l1 enabled, keep=1).checkpoint(1)``; then it zeroes the array
+  and a fresh Checkpointer calls ``recover()`` into it. Each call is timed from an MPI barrier
+  to its return on every rank; the figure is ``S / (max end − min start)``. It covers
+  everything the call does: digests, the write and its fsyncs, the allgather, the manifest and
+  commit (write); the manifest, the agreement, the read and both digest checks (read).
+  ``lib(own)`` is the same bytes over the slowest rank's own ``CheckpointInfo.seconds`` /
+  ``RecoveryInfo.seconds`` (no barrier skew).
+* **raw** — ``run_io`` with W processes, file per process, same block size, each worker
+  fsyncing its file and the directory (write), then reading the files back with the engine's
+  buffered read (``read_method="cached"``): the way the library reads. Workers are forked from
+  a forkserver, so that they start within milliseconds of the drop, like the library's ranks
+  (which are already running) and fio.
+* **fio** — ``--numjobs=W --bs=1M --ioengine=psync --end_fsync=1 --fallocate=none`` writes,
+  buffered reads (``--direct=0``, fio's default ``--invalidate=1``), where fio is installed.
+
+Every operation of every tool starts right after ``os.sync()`` and a drop of the cached pages
+of the tool's own files (the library's job drops them itself once every rank is ready, just
+before its clock starts): ``fsync`` + ``posix_fadvise(DONTNEED)`` on each file, so every read,
+the library's included, comes from the storage, and no write pays for the previous tool's
+writeback. ``--cache-drop global`` uses ``echo 1 > /proc/sys/vm/drop_caches`` instead (root);
+not the default because it also evicts the Python installation, so that the engine's workers,
+spawned between the drop and the read, start seconds later than a library rank already
+running (see the gaps below). The method is printed. Process start-up (``mpiexec``, spawning
+the engine's workers, fio's own) is outside every timer.
+
+Reads right after a write are erratic on the VM this was written on (a 2-CPU Firecracker
+guest whose disk and memory the host manages): the same 256 MiB read at about 2.2 GB/s or at
+about 0.6 GB/s, for every tool, fio included, with the time spent inside ``preadv``. The slow
+mode came more often when the reading process had just filled hundreds of MiB of memory (the
+engine alone: 646 and 1070 MB/s with such an array, 2250–2440 without) and when the read came
+seconds after the write (5–30 s: mostly slow). Two things keep the comparison fair under it:
+
+* every tool runs while S bytes of application memory are resident — the library's ranks hold
+  their protected arrays (random data before the write, zeroed before the read), and for raw
+  and fio this script holds one array of S bytes filled and zeroed at the same points (fio,
+  being another process, does not hold it: the one asymmetry left);
+* every tool reads as soon after its own write as it can (``--settle S`` makes each wait S
+  seconds first), and the median gap from the end of the write to the start of the read is
+  printed per tool.
+
+The tools run interleaved: in every repeat, for every W, each tool writes then reads, in an
+order that rotates between repeats; each cell is the median over the repeats with its min–max
+span.
+
+Ratios are library/raw and library/fio of the medians; the verdict is PASS when both reach
+0.9 (library/raw only without fio). ``best`` is the ratio of the fastest runs, printed because
+bimodal runs can move a median of few runs. Other work on the machine moves these figures too:
+run it on a quiet machine, and distrust a verdict whose spans overlap the threshold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+import numpy as np
+
+from _ckpt_worker import DROP_METHODS, drop_page_cache, random_array
+from greenckpt.io import DEFAULT_BLOCK_SIZE, remove_files, run_io
+from greenckpt.platform.root import PlatformError
+from greenckpt.platform.storage import identify_storage
+from greenckpt.profile.fio import FioError, fio_available, run_fio
+from greenckpt.units import UnitError, format_size, parse_size
+
+TARGET = 0.9
+BENCH_DIR = Path(__file__).resolve().parent
+WORKER = BENCH_DIR / "_ckpt_worker.py"
+SRC = BENCH_DIR.parent / "src"
+MiB = 1024 * 1024
+SPACE_MARGIN = 256 * MiB
+JOB_TIMEOUT_S = 900.0
+ENGINE_NAME = "bench-raw"
+TOOLS = ("library", "raw", "fio")
+OPS = ("write", "read")
+
+
+class BenchError(RuntimeError):
+    """A run failed; the message is one line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def mpiexec() -> str | None:
+    """The launcher next to this Python (a venv with the mpich wheel), else on PATH."""
+    return shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec")
+
+
+def clear(directory: Path) -> None:
+    """Remove everything under ``directory`` (not the directory itself)."""
+    for entry in directory.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+def _worker_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GREENCKPT_")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def run_worker(launcher: str | None, ranks: int, args: Sequence[str]) -> dict[str, Any]:
+    """Run ``_ckpt_worker.py args`` on ``ranks`` ranks; its ``RESULT`` line as a dict."""
+    cmd = [sys.executable, str(WORKER), *args]
+    if launcher is not None:
+        cmd = [launcher, "-n", str(ranks), *cmd]
+    try:
+        proc = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=JOB_TIMEOUT_S,
+            env=_worker_env(),
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise BenchError(f"{args[0]} with {ranks} ranks took over {JOB_TIMEOUT_S:.0f} s") from None
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        said = (proc.stderr.strip() or proc.stdout.strip() or "(nothing)").splitlines()[-1]
+        raise BenchError(f"{args[0]} with {ranks} ranks exited {proc.returncode}: {said}")
+    out: dict[str, Any] = json.loads(lines[-1].removeprefix("RESULT "))
+    return out
+
+
+def machine() -> dict[str, Any]:
+    """What this ran on, for the header and the JSON."""
+    cpu = "unknown"
+    mem = 0
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next(
+                (ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu
+            )
+        with open("/proc/meminfo", encoding="ascii") as f:
+            mem = next(int(ln.split()[1]) * 1024 for ln in f if ln.startswith("MemTotal"))
+    except (OSError, StopIteration):
+        pass
+    return {
+        "host": platform.node(),
+        "kernel": platform.release(),
+        "cpu": cpu,
+        "cpus": os.cpu_count(),
+        "memory_bytes": mem,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+    }
+
+
+def storage(directory: Path) -> str:
+    try:
+        info = identify_storage(directory)
+    except PlatformError as exc:
+        return f"unidentified ({exc})"
+    return f"{info.key} ({info.mount.fstype} on {info.mount.source}, kind {info.kind})"
+
+
+def fio_version() -> str | None:
+    exe = shutil.which("fio")
+    if exe is None:
+        return None
+    try:
+        proc = subprocess.run([exe, "--version"], capture_output=True, text=True, check=False)
+    except OSError:
+        return None
+    return proc.stdout.strip() or None
+
+
+def _load(values: tuple[float, float, float]) -> str:
+    return " / ".join(f"{v:.2f}" for v in values)
+
+
+def _span(values: Sequence[float]) -> str:
+    return f"{min(values) / 1e6:.0f}-{max(values) / 1e6:.0f}"
+
+
+# --------------------------------------------------------------------------- one run per tool
+
+
+@dataclass(frozen=True)
+class Run:
+    """One tool's write and read of the same bytes."""
+
+    write_bps: float
+    read_bps: float
+    gap_s: float
+    """From the end of the write to the start of the read (the read's clock)."""
+    cache_drop: str
+    write_own_bps: float | None = None
+    """Library only: bytes over the slowest rank's own CheckpointInfo / RecoveryInfo seconds."""
+    read_own_bps: float | None = None
+
+
+def _wait_until(deadline: float) -> None:
+    time.sleep(max(0.0, deadline - time.monotonic()))
+
+
+def library_run(
+    launcher: str | None,
+    work: Path,
+    writers: int,
+    per_rank: int,
+    tag: str,
+    settle: float,
+    drop: str,
+) -> Run:
+    """Checkpoint then recover (a fresh Checkpointer) in one job of ``writers`` ranks."""
+    base = work / "library"
+    base.mkdir(exist_ok=True)
+    seed = 1000 * writers
+    try:
+        out = run_worker(
+            launcher,
+            writers,
+            ["io", str(base), tag, str(per_rank), str(seed), repr(settle), drop],
+        )
+    finally:
+        clear(base)
+    if not out.get("verified"):
+        raise BenchError(f"library read with {writers} ranks restored wrong data")
+    logical, read_bytes = out["logical_bytes"], out["read_bytes"]
+    return Run(
+        write_bps=logical / out["write_wall_s"],
+        read_bps=read_bytes / out["read_wall_s"],
+        gap_s=out["gap_s"],
+        cache_drop=str(out["cache_drop"]),
+        write_own_bps=logical / out["write_own_s"],
+        read_own_bps=read_bytes / out["read_own_s"],
+    )
+
+
+def raw_run(work: Path, writers: int, total: int, block: int, settle: float, drop: str) -> Run:
+    """The engine writing and then reading ``total`` bytes with ``writers`` processes."""
+    base = work / "raw"
+    base.mkdir(exist_ok=True)
+    state = random_array(total, writers)  # the application's memory, as a library rank holds
+    try:
+        drop_page_cache(base, drop)
+        w = run_io(
+            "write",
+            base,
+            total_bytes=total,
+            workers=writers,
+            block_size=block,
+            layout="file_per_process",
+            fsync=True,
+            name=ENGINE_NAME,
+            start_method="forkserver",
+            keep=True,
+        )
+        state.fill(0.0)  # as the library empties its arrays before recovering into them
+        _wait_until(w.end_monotonic_s + settle)
+        method = drop_page_cache(base, drop)
+        r = run_io(
+            "read",
+            base,
+            total_bytes=total,
+            workers=writers,
+            block_size=block,
+            layout="file_per_process",
+            read_method="cached",
+            name=ENGINE_NAME,
+            start_method="forkserver",
+        )
+    finally:
+        remove_files(str(p) for p in base.iterdir())
+    return Run(w.throughput, r.throughput, r.start_monotonic_s - w.end_monotonic_s, method)
+
+
+def fio_run(work: Path, writers: int, total: int, block: int, settle: float, drop: str) -> Run:
+    """fio writing and then reading ``total`` bytes with ``writers`` jobs (its gap includes
+    fio's own start-up, which its clock does not)."""
+    base = work / "fio"
+    base.mkdir(exist_ok=True)
+    state = random_array(total, writers)  # the application's memory, as for raw_run
+    try:
+        drop_page_cache(base, drop)
+        w = run_fio("write", base, total, writers, block, "none", direct=False, timeout_s=600)
+        end = time.monotonic()
+        state.fill(0.0)
+        _wait_until(end + settle)
+        method = drop_page_cache(base, drop)
+        start = time.monotonic()
+        r = run_fio("read", base, total, writers, block, "none", direct=False, timeout_s=600)
+    finally:
+        clear(base)
+    return Run(w, r, start - end, method)
+
+
+# --------------------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = _Parser(
+        prog="bench_ckpt_io.py",
+        description="Checkpoint write / restart read throughput vs raw engine and fio.",
+    )
+    parser.add_argument("--size", default="512MiB", help="total bytes S over all writers")
+    parser.add_argument("--writers", default="1,2,4", help="comma-separated writer counts")
+    parser.add_argument("--repeats", type=int, default=7, help="interleaved runs per case")
+    parser.add_argument(
+        "--dir",
+        default=None,
+        help="directory on the storage to test (default $TMPDIR, else /var/tmp); a temporary "
+        "directory is made inside and removed",
+    )
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=0.0,
+        help="seconds each tool waits between the end of its write and its read (default 0)",
+    )
+    parser.add_argument(
+        "--cache-drop",
+        choices=DROP_METHODS,
+        default="fadvise",
+        help="before each operation, drop the cached pages of the tool's files (fadvise, "
+        "default) or the whole page cache (global: needs root)",
+    )
+    parser.add_argument("--no-fio", action="store_true", help="skip fio even if installed")
+    parser.add_argument("--json", default=None, metavar="PATH", help="also write results here")
+    args = parser.parse_args(argv)
+    try:
+        args.size_bytes = int(parse_size(args.size))
+    except (UnitError, TypeError) as exc:
+        parser.error(f"--size: {exc}")
+    try:
+        counts = [int(x) for x in args.writers.split(",")]
+    except ValueError:
+        parser.error(f"--writers must be comma-separated integers, not {args.writers!r}")
+    if not counts or any(n < 1 for n in counts) or len(set(counts)) != len(counts):
+        parser.error(f"--writers must be distinct counts >= 1, not {args.writers!r}")
+    args.counts = counts
+    if args.repeats < 1:
+        parser.error(f"--repeats must be >= 1, not {args.repeats}")
+    if not 0.0 <= args.settle <= 600.0:
+        parser.error(f"--settle must be between 0 and 600 seconds, not {args.settle}")
+    block = DEFAULT_BLOCK_SIZE
+    if args.size_bytes < max(counts) * block:
+        parser.error(
+            f"--size {args.size} is less than {max(counts)} writers x {format_size(block)} "
+            "blocks; give a larger size or fewer writers"
+        )
+    default_dir = os.environ.get("TMPDIR") or (
+        "/var/tmp" if os.path.isdir("/var/tmp") else tempfile.gettempdir()
+    )
+    directory = Path(args.dir or default_dir).resolve()
+    if not directory.is_dir() or not os.access(directory, os.W_OK | os.X_OK):
+        parser.error(f"--dir {directory} is not a writable directory")
+    st = os.statvfs(directory)
+    free = st.f_bavail * st.f_frsize
+    need = 2 * args.size_bytes + SPACE_MARGIN
+    if free < need:
+        parser.error(
+            f"--dir {directory} has {format_size(free)} free, this needs {format_size(need)}; "
+            "give a smaller --size or another --dir"
+        )
+    try:
+        if identify_storage(directory).kind == "memory":
+            parser.error(
+                f"--dir {directory} is RAM-backed: reads would measure memory; give a disk"
+            )
+    except PlatformError:
+        pass
+    args.directory = directory
+    args.launcher = mpiexec()
+    if args.launcher is None and max(counts) > 1:
+        parser.error(
+            "more than one writer needs mpiexec (pip install '.[mpi]'), or use --writers 1"
+        )
+    args.use_fio = fio_available() and not args.no_fio
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    block = DEFAULT_BLOCK_SIZE
+    tools = [t for t in TOOLS if t != "fio" or args.use_fio]
+    per_rank = {n: args.size_bytes // n // block * block for n in args.counts}
+    totals = {n: per_rank[n] * n for n in args.counts}
+    samples: dict[tuple[str, str, int], list[float]] = {}
+    own: dict[tuple[str, int], list[float]] = {}
+    gaps: dict[tuple[str, int], list[float]] = {}
+    methods: set[str] = set()
+
+    info = machine()
+    print(
+        f"machine: {info['host']}, {info['cpu']}, {info['cpus']} CPUs, "
+        f"{format_size(info['memory_bytes'])} RAM, Linux {info['kernel']}, "
+        f"Python {info['python']}, NumPy {info['numpy']}"
+    )
+    print(f"storage: {args.directory} -> {storage(args.directory)}")
+    print(
+        f"launcher: {args.launcher or 'none (1 writer, plain python)'}; fio: "
+        f"{fio_version() if args.use_fio else 'not used'}"
+    )
+    print(
+        f"S = {format_size(args.size_bytes)} over W writers (S/W rounded down to whole "
+        f"{format_size(block)} blocks), block {format_size(block)}, {args.repeats} interleaved "
+        f"repeats, rotating tool order: {', '.join(tools)}"
+    )
+    load_start = os.getloadavg()
+    print(f"load average at start (1/5/15 min): {_load(load_start)}")
+    sys.stdout.flush()
+
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-ckpt-io-", dir=args.directory) as tmp:
+            work = Path(tmp)
+            for rep in range(args.repeats):
+                for wi, n in enumerate(args.counts):
+                    k = (rep + wi) % len(tools)
+                    for tool in tools[k:] + tools[:k]:
+                        if tool == "library":
+                            run = library_run(
+                                args.launcher,
+                                work,
+                                n,
+                                per_rank[n],
+                                f"job-{rep}-{n}",
+                                args.settle,
+                                args.cache_drop,
+                            )
+                            assert run.write_own_bps is not None
+                            assert run.read_own_bps is not None
+                            own.setdefault(("write", n), []).append(run.write_own_bps)
+                            own.setdefault(("read", n), []).append(run.read_own_bps)
+                        elif tool == "raw":
+                            run = raw_run(work, n, totals[n], block, args.settle, args.cache_drop)
+                        else:
+                            run = fio_run(work, n, totals[n], block, args.settle, args.cache_drop)
+                        methods.add(run.cache_drop)
+                        samples.setdefault((tool, "write", n), []).append(run.write_bps)
+                        samples.setdefault((tool, "read", n), []).append(run.read_bps)
+                        gaps.setdefault((tool, n), []).append(run.gap_s)
+                print(f"  repeat {rep + 1}/{args.repeats} done", file=sys.stderr, flush=True)
+    except (BenchError, FioError, OSError, ValueError, RuntimeError) as exc:
+        print(f"bench_ckpt_io.py: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        os.sync()
+
+    load_end = os.getloadavg()
+    print(
+        f"load average at end: {_load(load_end)} (other work on this machine during the run "
+        "moves the figures)"
+    )
+    print(
+        f"page cache before every operation: os.sync() + {' / '.join(sorted(methods))}; reads "
+        "buffered on every side (library: its own read; raw: read_method=cached; fio: --direct=0)"
+    )
+    print(f"MB/s = 1e6 B/s; median of {args.repeats}, (min-max); target library/x >= {TARGET}")
+    head = (
+        f"{'op':<6}{'W':>3}{'library':>9}{'(min-max)':>12}{'lib(own)':>9}"
+        f"{'raw':>7}{'(min-max)':>12}"
+    )
+    if args.use_fio:
+        head += f"{'fio':>7}{'(min-max)':>12}"
+    head += f"{'lib/raw':>9}{'best':>6}"
+    if args.use_fio:
+        head += f"{'lib/fio':>9}{'best':>6}"
+    head += "  verdict"
+    gap_note = "write->read gap s (median): " + "; ".join(
+        f"W={n}: " + ", ".join(f"{t} {statistics.median(gaps[(t, n)]):.2f}" for t in tools)
+        for n in args.counts
+    )
+    print(head)
+    cases: list[dict[str, Any]] = []
+    all_pass = True
+    for n in args.counts:
+        for op in OPS:
+            lib, raw = samples[("library", op, n)], samples[("raw", op, n)]
+            lm, rm = statistics.median(lib), statistics.median(raw)
+            om = statistics.median(own[(op, n)])
+            line = f"{op:<6}{n:>3}{lm / 1e6:>9.0f}{_span(lib):>12}{om / 1e6:>9.0f}"
+            line += f"{rm / 1e6:>7.0f}{_span(raw):>12}"
+            case: dict[str, Any] = {
+                "op": op,
+                "writers": n,
+                "total_bytes": totals[n],
+                "library_runs_Bps": lib,
+                "library_median_Bps": lm,
+                "library_own_runs_Bps": own[(op, n)],
+                "library_own_median_Bps": om,
+                "raw_runs_Bps": raw,
+                "raw_median_Bps": rm,
+                "library_over_raw": lm / rm,
+            }
+            if op == "read":
+                case["gap_s"] = {t: gaps[(t, n)] for t in tools}
+            ok = lm / rm >= TARGET
+            failed = [] if ok else ["raw"]
+            if args.use_fio:
+                fio = samples[("fio", op, n)]
+                fm = statistics.median(fio)
+                line += f"{fm / 1e6:>7.0f}{_span(fio):>12}"
+                case.update(fio_runs_Bps=fio, fio_median_Bps=fm, library_over_fio=lm / fm)
+                if lm / fm < TARGET:
+                    failed.append("fio")
+            line += f"{lm / rm:>9.2f}{max(lib) / max(raw):>6.2f}"
+            case["best_library_over_raw"] = max(lib) / max(raw)
+            if args.use_fio:
+                best_fio = max(lib) / max(samples[("fio", op, n)])
+                case["best_library_over_fio"] = best_fio
+                line += f"{case['library_over_fio']:>9.2f}{best_fio:>6.2f}"
+            verdict = "PASS" if not failed else f"FAIL (< {TARGET} x {'+'.join(failed)})"
+            case["pass"] = not failed
+            all_pass = all_pass and not failed
+            print(line + "  " + verdict)
+            cases.append(case)
+    print(
+        "lib(own): the same bytes over the slowest rank's own CheckpointInfo / RecoveryInfo "
+        "seconds (no barrier skew); best: ratio of the fastest runs (the verdict uses the "
+        "medians)"
+    )
+    print(gap_note + f" (--settle {args.settle:g})")
+    print(f"overall: {'PASS' if all_pass else 'FAIL'}")
+    if args.json is not None:
+        doc = {
+            "benchmark": "bench_ckpt_io",
+            "machine": info,
+            "directory": str(args.directory),
+            "storage": storage(args.directory),
+            "launcher": args.launcher,
+            "fio": fio_version() if args.use_fio else None,
+            "size_bytes": args.size_bytes,
+            "block_size_bytes": block,
+            "repeats": args.repeats,
+            "settle_s": args.settle,
+            "cache_drop": sorted(methods),
+            "load_average_start": list(load_start),
+            "load_average_end": list(load_end),
+            "target": TARGET,
+            "pass": all_pass,
+            "cases": cases,
+        }
+        Path(args.json).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
