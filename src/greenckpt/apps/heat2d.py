@@ -56,7 +56,8 @@ Field = npt.NDArray[np.float64]
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """The options; the checkpoint ones default to None so that only those given here
-    override a TOML file or ``GREENCKPT_*`` variables (see :func:`greenckpt.apps.common.checkpoint_settings`)."""
+    override a TOML file or ``GREENCKPT_*`` variables (see
+    :func:`greenckpt.apps.common.checkpoint_settings`)."""
     p = argparse.ArgumentParser(
         prog=PROG, description="2-D heat distribution (Jacobi) with multilevel checkpoints."
     )

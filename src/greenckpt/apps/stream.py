@@ -58,7 +58,8 @@ Array = npt.NDArray[np.float64]
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """The options; the checkpoint ones default to None so that only those given here
-    override a TOML file or ``GREENCKPT_*`` variables (see :func:`greenckpt.apps.common.checkpoint_settings`)."""
+    override a TOML file or ``GREENCKPT_*`` variables (see
+    :func:`greenckpt.apps.common.checkpoint_settings`)."""
     p = argparse.ArgumentParser(
         prog=PROG, description="STREAM-like memory bandwidth benchmark with checkpoints."
     )
