@@ -338,10 +338,12 @@ def _app_processes(profile: Profile, scn: Scenario) -> int:
     return max(profile.process_counts)
 
 
-def _baseline_point(
-    profile: Profile, op: str, name: str, n: int
-) -> tuple[ProfilePoint | None, str]:
-    """The point a stock governor would run ``op`` at with ``n`` I/O processes, and how found."""
+def baseline_point(profile: Profile, op: str, name: str, n: int) -> tuple[ProfilePoint | None, str]:
+    """The point a stock governor would run ``op`` at with ``n`` I/O processes, and how found.
+
+    Public because the runtime's governor policies (greenckpt.runtime.policy) must pick exactly
+    the points the planner's baselines are evaluated at, or runs and plans would not compare.
+    """
     pts = [
         p
         for p in profile.points
@@ -376,8 +378,8 @@ def _baseline_point(
 
 
 def _baseline(profile: Profile, scn: Scenario, name: str, n: int) -> Baseline:
-    w, how_w = _baseline_point(profile, "write", name, n)
-    r, how_r = _baseline_point(profile, "read", name, n)
+    w, how_w = baseline_point(profile, "write", name, n)
+    r, how_r = baseline_point(profile, "read", name, n)
     if w is None or r is None:
         return Baseline(name=name, choice=None, how=how_w if w is None else how_r)
     T_C = scn.ckpt_size / w.throughput

@@ -53,8 +53,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
 from greenckpt.io.codec import CodecError, parse_codec
-from greenckpt.optimize.planner import BASELINES, PlanError, Scenario, plan
-from greenckpt.optimize.profile import Operation, Profile, ProfileError, ProfilePoint
+from greenckpt.optimize.planner import BASELINES, PlanError, Scenario, baseline_point, plan
+from greenckpt.optimize.profile import Profile, ProfileError, ProfilePoint
 from greenckpt.platform.cpuidle import CpuidleController
 from greenckpt.platform.probe import probe
 from greenckpt.platform.root import PlatformError, SysRoot
@@ -442,39 +442,6 @@ class DefaultPolicy:
 # ---------------------------------------------------------------------------- governors
 
 
-def _governor_point(
-    profile: Profile, op: Operation, governor: str, n: int
-) -> tuple[ProfilePoint | None, str]:
-    """The point ``governor`` would run ``op`` at with ``n`` I/O processes, and how found.
-
-    Mirrors the planner's baseline lookup (``greenckpt.optimize.planner._baseline_point``;
-    the tests check both agree): uncompressed, C-states as found or on; a point measured under
-    the governor if any; else ``performance`` is the maximum and ``powersave`` the minimum
-    fixed frequency; an adaptive governor (ondemand) cannot be inferred from fixed points.
-    """
-    pts = [
-        p
-        for p in profile.points
-        if p.op == op and p.processes == n and p.codec is None and p.cstates in (None, True)
-    ]
-    if not pts:
-        counts = sorted({p.processes for p in profile.points if p.op == op})
-        return None, f"no uncompressed {op} points at {n} I/O processes (measured: {counts})"
-    governed = [p for p in pts if p.governor == governor]
-    if governed:
-        return governed[0], f"measured under the {governor} governor"
-    fixed = [p for p in pts if p.frequency is not None]
-    if not fixed and all(p.uncontrolled for p in pts):
-        return None, (
-            "the CPU frequency was not controlled when this profile was made, so what "
-            f"{governor} would do cannot be read from it"
-        )
-    if governor not in ("performance", "powersave") or not fixed:
-        return None, f"no {op} points measured under the {governor} governor at {n} I/O processes"
-    pick = max if governor == "performance" else min
-    return pick(fixed, key=lambda q: q.frequency or 0.0), f"the {governor} frequency"
-
-
 class GovernorPolicy:
     """A stock cpufreq governor for every I/O phase, with the baselines' I/O parallelism.
 
@@ -552,7 +519,7 @@ class GovernorPolicy:
             governor = None
         predicted: dict[str, Any] = {}
         if narrowed is not None and profile is not None:
-            point, how = _governor_point(narrowed, request.op, self.name, n)
+            point, how = baseline_point(narrowed, request.op, self.name, n)
             measured = [p.processes for p in narrowed.for_op(request.op)]
             if point is None and measured and n > max(measured):
                 notes.append(
