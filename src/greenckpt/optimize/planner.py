@@ -313,7 +313,7 @@ def plan(profile: Profile, scenario: Scenario) -> Plan:
     values = np.where(feasible & np.isfinite(values), values, np.inf)
     k = int(np.argmin(values))
     best = _choice(scn, writes[wi[k]], reads[ri[k]], float(ta[k]))
-    n_app = _app_processes(profile, scn)
+    n_app = app_processes(profile, scn.app_processes)
     baselines = tuple(_baseline(profile, scn, name, n_app) for name in BASELINES)
     return Plan(
         scenario=scn,
@@ -329,9 +329,12 @@ def plan(profile: Profile, scenario: Scenario) -> Plan:
 BASELINES = ("performance", "powersave", "ondemand")
 
 
-def _app_processes(profile: Profile, scn: Scenario) -> int:
-    if scn.app_processes is not None:
-        return scn.app_processes
+def app_processes(profile: Profile, requested: int | None = None) -> int:
+    """The application's I/O processes the governor baselines run at: ``requested``, else the
+    profile's core count when it was measured, else its largest process count (public for the
+    runtime's governor policies, which must match the planner's baselines)."""
+    if requested is not None:
+        return requested
     cores = profile.machine.get("cores")
     if isinstance(cores, int) and cores in profile.process_counts:
         return cores

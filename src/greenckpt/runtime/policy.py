@@ -53,7 +53,14 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
 from greenckpt.io.codec import CodecError, parse_codec
-from greenckpt.optimize.planner import BASELINES, PlanError, Scenario, baseline_point, plan
+from greenckpt.optimize.planner import (
+    BASELINES,
+    PlanError,
+    Scenario,
+    app_processes,
+    baseline_point,
+    plan,
+)
 from greenckpt.optimize.profile import Profile, ProfileError, ProfilePoint
 from greenckpt.platform.cpuidle import CpuidleController
 from greenckpt.platform.probe import probe
@@ -481,14 +488,9 @@ class GovernorPolicy:
         self._fit = None if profile is None else _machine_fit(profile, self.node)
 
     def _processes(self, profile: Profile | None) -> int:
-        if self.app_processes is not None:
-            return self.app_processes
         if profile is None:
-            return self.node.cpus
-        cores = profile.machine.get("cores")
-        if isinstance(cores, int) and cores in profile.process_counts:
-            return cores
-        return max(profile.process_counts)
+            return self.app_processes or self.node.cpus
+        return app_processes(profile, self.app_processes)
 
     def decide(self, request: PhaseRequest) -> Settings:
         """The governor, the baseline's I/O processes and, where the profile has the
