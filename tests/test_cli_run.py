@@ -120,3 +120,25 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     assert "estimated" in out
     again = greenckpt("demo", "--dir", "d", cwd=tmp_path)  # reuses the kept profile
     assert again.returncode == 0 and "reusing" in again.stdout
+
+
+def test_run_compares_with_a_baseline_run(tmp_path: Path) -> None:
+    """A baseline run's report (here the performance-governor policy) gives wu2018 Eq. 2
+    percentages in the second run's report; a file that is not a report is one line, exit 2."""
+    base = greenckpt(
+        "run", "--policy", "performance", "--report", "base", "--",
+        sys.executable, "-c", CHILD, str(tmp_path), "0", cwd=tmp_path,
+    )  # fmt: skip
+    assert base.returncode == 0, base.stderr
+    second = greenckpt(
+        "run", "--compare", "base/report.json", "--report", "second", "--",
+        sys.executable, "-c", CHILD, str(tmp_path), "0", cwd=tmp_path,
+    )  # fmt: skip
+    assert second.returncode == 0, second.stderr
+    assert "vs baseline base/report.json (wu2018 Eq. 2, estimated" in second.stdout
+    doc = json.loads((tmp_path / "second" / "report.json").read_text())
+    (comparison,) = doc["comparisons"]
+    assert set(comparison) >= {"runtime_pct", "energy_pct", "epe_pct"}
+    bad = greenckpt("run", "--compare", "second/phases.csv", "--", "true", cwd=tmp_path)
+    assert bad.returncode == 2 and "is not JSON" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1

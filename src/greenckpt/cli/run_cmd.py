@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from greenckpt.cli.args import positive_float, unit_type
 from greenckpt.optimize.profile import Profile, load_profile
 from greenckpt.runtime.notify import NotifyServer
 from greenckpt.runtime.policy import POLICY_NAMES, Node, make_policy
-from greenckpt.runtime.report import RunReport
+from greenckpt.runtime.report import BaselineRun, RunReport, load_report
 from greenckpt.runtime.session import Runtime
 from greenckpt.units import parse_duration, parse_power
 
@@ -45,6 +46,14 @@ def register(sub: Any) -> None:
         "--report",
         default="greenckpt-report",
         help="directory for report.json, phases.csv and power.png (default ./greenckpt-report)",
+    )
+    p.add_argument(
+        "--compare",
+        action="append",
+        default=[],
+        metavar="REPORT",
+        help="a baseline run's report.json (e.g. the same command with --policy performance): "
+        "time, power, energy and EPE differences in percent (wu2018 equation 2); repeatable",
     )
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     p.set_defaults(run=run)
@@ -93,7 +102,7 @@ def load_policy_inputs(ns: argparse.Namespace) -> tuple[Profile | None, Node]:
 
 
 def run_with_runtime(
-    command: list[str], runtime: Runtime, *, quiet: bool = False
+    command: list[str], runtime: Runtime, baselines: Sequence[BaselineRun] = ()
 ) -> tuple[int, RunReport]:
     """Run ``command`` with ``runtime`` serving the notification socket; its exit status and
     the run's report. The runtime is closed (the node restored) whatever happens."""
@@ -108,7 +117,7 @@ def run_with_runtime(
         except KeyboardInterrupt:
             proc.send_signal(signal.SIGINT)
             code = proc.wait()
-    return code, runtime.report()
+    return code, runtime.report(baselines=baselines)
 
 
 def write_report(report: RunReport, directory: Path) -> list[Path]:
@@ -133,12 +142,13 @@ def run(ns: argparse.Namespace) -> int:
             "give the command to run after --, e.g. greenckpt run -- mpiexec -n 4 python app.py"
         )
     profile, node = load_policy_inputs(ns)
+    baselines = [BaselineRun.from_report(load_report(path), label=f"{path}") for path in ns.compare]
     directory = Path(ns.report)
     if directory.exists() and not directory.is_dir():
         raise ValueError(f"--report {directory} exists and is not a directory; give a directory")
     policy = make_policy(ns.policy, profile, node=node, app_power=ns.app_power, mtbf=ns.mtbf)
     runtime = Runtime(policy, control=not ns.no_control, node=node, rate_hz=ns.rate_hz)
-    code, report = run_with_runtime(command, runtime)
+    code, report = run_with_runtime(command, runtime, baselines)
     paths = write_report(report, directory)
     print(report.render_text())
     print("report: " + ", ".join(str(p) for p in paths))
