@@ -112,7 +112,7 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     assert "rebuilt" in (tmp_path / "d" / "runs.log").read_text()  # node 1 from partner copies
     report = json.loads((tmp_path / "d" / "report" / "report.json").read_text())
     kinds = {r["kind"] for r in report["records"]}
-    assert {"compute", "checkpoint", "restart"} <= kinds
+    assert {"compute", "checkpoint", "restart", "rework"} <= kinds
     levels = {r["level"] for r in report["records"] if r["kind"] == "checkpoint"}
     assert levels == {1, 2, 4}
     for governor in ("performance", "powersave", "ondemand"):

@@ -441,3 +441,32 @@ def test_an_unreachable_runtime_never_fails_a_checkpoint(tmp_path: Path) -> None
     ):
         info = ck.checkpoint(iteration=1)
     assert info.id == 1 and committed(tmp_path) == ["ckpt-00000001"]
+
+
+def test_rework_after_a_restart_is_announced_until_the_lost_work_is_redone(
+    tmp_path: Path,
+) -> None:
+    """The run reached iteration 7, its newest checkpoint is at 5: after the restart the
+    runtime hears "rework" begin at recovery and end when iteration 7 is computed again."""
+    ck, u, raw = make(tmp_path, hook=RecordingHook(), l1={"every": "5it"})
+    for it in range(1, 8):
+        fill(u, raw, it)
+        ck.state["it"] = it
+        if (level := ck.need_checkpoint(it)) is not None:
+            ck.checkpoint(level, iteration=it)
+    del ck  # the process dies after computing iteration 7 (no finalize)
+    hook = RecordingHook()
+    ck2, _, _ = make(tmp_path, hook=hook, l1={"every": "5it"})
+    rec = ck2.recover()
+    assert rec is not None and rec.iteration == 5
+    assert hook.calls[-1] == ("begin", "rework", "None", "0")
+    ck2.need_checkpoint(6)
+    assert hook.calls[-1][1] == "rework" and hook.calls[-1][0] == "begin"  # still redoing
+    ck2.need_checkpoint(7)
+    assert hook.calls[-1] == ("end", "rework", "True")
+    ck2.need_checkpoint(8)
+    ck2.finalize()
+    assert [c for c in hook.calls if c[1] == "rework"] == [
+        ("begin", "rework", "None", "0"),
+        ("end", "rework", "True"),
+    ]

@@ -188,6 +188,10 @@ class Checkpointer:
         self.hook = hook if hook is not None else _hook_from_env(env)
         self._stores = self._open_stores()
         self._finalized = False
+        self._progress_fd: int | None = None
+        self._progress = 0
+        self._rework_until: int | None = None
+        self._rework_start = 0.0
         latest = max((max(s.committed(), default=0) for s in self._stores.values()), default=0)
         self._next_id = max(self.comm.allgather(latest)) + 1
         now = time.monotonic()
@@ -277,6 +281,10 @@ class Checkpointer:
         """
         self._check_open()
         self._poll_flush(wait=False)
+        if iteration is not None:
+            if self._rework_until is not None and iteration >= self._rework_until:
+                self._end_rework(ok=True)  # the lost work is done again
+            self._note_progress(iteration)
         due: list[int] = []
         timed = False
         now = time.monotonic()
@@ -635,7 +643,68 @@ class Checkpointer:
             ok = True
         finally:
             self._end("restart", ok, time.monotonic() - start)
+        self._begin_rework(info)
         return info
+
+    # ------------------------------------------------------------------ rework
+
+    def _progress_path(self) -> Path:
+        store = self._stores[min(self._stores)]
+        return store.base / f".{self.config.name}.progress"
+
+    def _note_progress(self, iteration: int) -> None:
+        """Rank 0 keeps the newest iteration reached in a small file, so that after a restart
+        the runtime can be told how long the application recomputes lost work (rework).
+
+        Only with a runtime attached; one ``pwrite`` per call and no fsync: the file only has
+        to outlive the process (a page-cache write does), and losing it only loses the rework
+        accounting, never data.
+        """
+        if self.rank != 0 or isinstance(self.hook, NullHook) or iteration <= self._progress:
+            return
+        self._progress = iteration
+        try:
+            if self._progress_fd is None:
+                flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC
+                self._progress_fd = os.open(self._progress_path(), flags, 0o644)
+            os.pwrite(self._progress_fd, f"{iteration:20d}\n".encode(), 0)
+        except OSError as exc:
+            _warn_hook("rework", "progress note", exc)
+
+    def _begin_rework(self, info: RecoveryInfo) -> None:
+        """After a restart: if the run had got further than the restored iteration, announce
+        the rework until it gets there again (collective with a hook)."""
+        if isinstance(self.hook, NullHook) or info.iteration is None:
+            return
+        reached = None
+        if self.rank == 0:
+            try:
+                reached = int(self._progress_path().read_text().strip() or 0)
+            except (OSError, ValueError):
+                reached = None
+        reached = self.comm.bcast(reached)
+        self._progress = max(self._progress, reached or 0)
+        if reached is None or reached <= info.iteration:
+            return
+        self._rework_until = reached
+        self._rework_start = time.monotonic()
+        if self.rank == self.topology.leader(self.node):
+            try:
+                self.hook.begin("rework", level=None, path="", size=0, node=self.node)
+            except Exception as exc:  # see _begin
+                _warn_hook("rework", "start", exc)
+
+    def _end_rework(self, ok: bool) -> None:
+        if self._rework_until is None:
+            return
+        self._rework_until = None
+        if self.rank == self.topology.leader(self.node):
+            try:
+                self.hook.end(
+                    "rework", node=self.node, ok=ok, seconds=time.monotonic() - self._rework_start
+                )
+            except Exception as exc:  # see _begin
+                _warn_hook("rework", "end", exc)
 
     def _restore_newest(
         self,
@@ -841,6 +910,10 @@ class Checkpointer:
         """End of the run (collective): waits for an asynchronous flush and commits it (or
         raises its failure), so nothing is left in flight."""
         if not self._finalized:
+            self._end_rework(ok=True)
+            if self._progress_fd is not None:
+                os.close(self._progress_fd)
+                self._progress_fd = None
             try:
                 self._poll_flush(wait=True)
             finally:

@@ -23,9 +23,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-__all__ = ["NullHook", "PhaseAdvice", "PhaseHook", "PhaseKind"]
+__all__ = ["HookKind", "NullHook", "PhaseAdvice", "PhaseHook", "PhaseKind"]
 
 PhaseKind = Literal["checkpoint", "restart", "flush"]
+"""The phases that touch storage: the runtime chooses settings for them."""
+HookKind = Literal["checkpoint", "restart", "flush", "rework"]
+"""Everything the library announces: the I/O phases, and ``rework`` — after a restart, the
+span in which the application recomputes the iterations it had done before the failure
+(the runtime accounts it apart from useful compute; it changes no settings)."""
 
 
 @dataclass(frozen=True)
@@ -45,13 +50,13 @@ class PhaseHook(Protocol):
     """Start/end notifications of the library's I/O phases (see the module docstring)."""
 
     def begin(
-        self, kind: PhaseKind, *, level: int | None, path: str, size: int, node: int
+        self, kind: HookKind, *, level: int | None, path: str, size: int, node: int
     ) -> PhaseAdvice:
         """``kind`` of phase at ``level`` starts on ``node``, moving ``size`` bytes (the
-        node's share) under ``path``."""
+        node's share; 0 for rework) under ``path``."""
         ...
 
-    def end(self, kind: PhaseKind, *, node: int, ok: bool, seconds: float) -> None:
+    def end(self, kind: HookKind, *, node: int, ok: bool, seconds: float) -> None:
         """That phase is over on ``node`` after ``seconds``; ``ok`` False when it failed."""
         ...
 
@@ -60,10 +65,10 @@ class NullHook:
     """No runtime: nothing to tell, nothing advised."""
 
     def begin(
-        self, kind: PhaseKind, *, level: int | None, path: str, size: int, node: int
+        self, kind: HookKind, *, level: int | None, path: str, size: int, node: int
     ) -> PhaseAdvice:
         """Advise nothing."""
         return PhaseAdvice()
 
-    def end(self, kind: PhaseKind, *, node: int, ok: bool, seconds: float) -> None:
+    def end(self, kind: HookKind, *, node: int, ok: bool, seconds: float) -> None:
         """Nothing to do."""

@@ -88,7 +88,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final, Literal, get_args
 
-from greenckpt.ckpt.hooks import PhaseAdvice, PhaseHook, PhaseKind
+from greenckpt.ckpt.hooks import HookKind, PhaseAdvice, PhaseHook, PhaseKind
 
 __all__ = [
     "IO_KINDS",
@@ -399,7 +399,7 @@ class SocketHook:
     # -- the PhaseHook protocol
 
     def begin(
-        self, kind: PhaseKind, *, level: int | None, path: str, size: int, node: int
+        self, kind: HookKind, *, level: int | None, path: str, size: int, node: int
     ) -> PhaseAdvice:
         """Tell the runtime that a ``kind`` phase starts; return its advice."""
         request = BeginRequest(kind, level, path, size, node, os.getpid())
@@ -409,7 +409,7 @@ class SocketHook:
         except ProtocolError as exc:
             raise self._error(f"sent a malformed reply: {exc}") from None
 
-    def end(self, kind: PhaseKind, *, node: int, ok: bool, seconds: float) -> None:
+    def end(self, kind: HookKind, *, node: int, ok: bool, seconds: float) -> None:
         """Tell the runtime that the ``kind`` phase is over on ``node``."""
         self.request(EndRequest(kind, node, ok, seconds))
 

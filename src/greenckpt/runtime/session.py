@@ -66,7 +66,7 @@ from types import TracebackType
 from typing import Literal, Self, overload
 
 from greenckpt.ckpt.hooks import PhaseAdvice
-from greenckpt.ckpt.hooks import PhaseKind as HookPhaseKind
+from greenckpt.ckpt.hooks import HookKind
 from greenckpt.platform.meters.base import Meter, Source
 from greenckpt.platform.meters.detect import Selection, select_meters
 from greenckpt.platform.restore import NodeSettings, pending_state, restore_from_state_file
@@ -807,15 +807,22 @@ class RuntimeHook:
         self._lock = threading.Lock()
 
     def begin(
-        self, kind: HookPhaseKind, *, level: int | None, path: str, size: int, node: int
+        self, kind: HookKind, *, level: int | None, path: str, size: int, node: int
     ) -> PhaseAdvice:
-        """Start the phase; advise the policy's I/O processes (and say why in the note)."""
-        settings = self.runtime.begin(kind, path=path, size=max(1, size), level=level)
+        """Start the phase; advise the policy's I/O processes (and say why in the note).
+        Rework is only accounted: no settings, no advice."""
+        if kind == "rework":
+            self.runtime.begin("rework")
+            settings = None
+        else:
+            settings = self.runtime.begin(kind, path=path, size=max(1, size), level=level)
         with self._lock:
             self._open[(kind, node)] = self._open.get((kind, node), 0) + 1
+        if settings is None:
+            return PhaseAdvice()
         return PhaseAdvice(io_processes=settings.io_processes, note=advice_note(settings))
 
-    def end(self, kind: HookPhaseKind, *, node: int, ok: bool, seconds: float) -> None:
+    def end(self, kind: HookKind, *, node: int, ok: bool, seconds: float) -> None:
         """End the phase begun for ``node`` (the runtime measures its own time)."""
         with self._lock:
             held = self._open.get((kind, node), 0)
