@@ -6,6 +6,7 @@ is decided, announced and accounted (and that it is labelled estimated), not wat
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -15,8 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from greenckpt.cli import profile_cmd
+from greenckpt.cli.demo_cmd import cpu_sweep_args
+from greenckpt.platform.cpufreq import CpufreqController
 from tests.ckpt.test_mpi import mpiexec
 from tests.conftest import EXAMPLE_PROFILE
+from tests.platform.fake_cpu import FakeSysfsRoot, build_tree, load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -142,3 +147,25 @@ def test_run_compares_with_a_baseline_run(tmp_path: Path) -> None:
     bad = greenckpt("run", "--compare", "second/phases.csv", "--", "true", cwd=tmp_path)
     assert bad.returncode == 2 and "is not JSON" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_demo_profiles_three_frequencies_and_the_governors_where_it_can(tmp_path: Path) -> None:
+    """With frequency control (a fake acpi-cpufreq tree), the demo's sweep covers the lowest,
+    a middle and the highest offered frequency and the stock governors offered — flags the
+    profiler accepts; without it, the CPU as found (no flags)."""
+    root = FakeSysfsRoot(build_tree(load_spec("intel-acpi-cpufreq"), tmp_path / "t"))
+    policy = CpufreqController(root).detect().policies[0]
+    args = cpu_sweep_args(policy)
+    table = policy.frequencies_hz
+    assert table is not None and len(table) > 3
+    wanted = sorted({table[0], table[len(table) // 2], table[-1]})
+    assert args[:2] == ["--frequencies", ",".join(f"{hz}Hz" for hz in wanted)]
+    assert args[2] == "--governors"
+    assert set(args[3].split(",")) == {"performance", "powersave", "ondemand"} & set(
+        policy.available_governors
+    )
+    parser = argparse.ArgumentParser()
+    profile_cmd.register(parser.add_subparsers(dest="command"))
+    ns = parser.parse_args(["profile", "run", str(tmp_path), "-o", "x.json", *args])
+    assert [round(f) for f in ns.frequencies] == wanted
+    assert cpu_sweep_args(None) == []

@@ -41,6 +41,8 @@ from greenckpt.cli.run_cmd import write_report
 from greenckpt.optimize import Scenario, plan
 from greenckpt.optimize.planner import Plan
 from greenckpt.optimize.profile import Profile, load_profile
+from greenckpt.platform.cpufreq import CpufreqController, CpufreqPolicy
+from greenckpt.platform.root import PlatformError
 from greenckpt.report.plan_report import plan_tables
 from greenckpt.runtime.notify import NotifyServer
 from greenckpt.runtime.policy import Node, make_policy
@@ -121,11 +123,40 @@ def _profile(work: Path, again: bool) -> Profile:
     io_dir.mkdir(exist_ok=True)
     parser = argparse.ArgumentParser(prog="greenckpt")
     profile_cmd.register(parser.add_subparsers(dest="command"))
-    ns = parser.parse_args(["profile", "run", str(io_dir), "-o", str(path), *PROFILE_ARGS])
+    args = ["profile", "run", str(io_dir), "-o", str(path), *PROFILE_ARGS]
+    ns = parser.parse_args([*args, *cpu_sweep_args(_cpufreq())])
     if ns.run(ns) != 0:
         raise ValueError(f"profiling {io_dir} failed (see above)")
     shutil.rmtree(io_dir, ignore_errors=True)
     return load_profile(path)
+
+
+def _cpufreq() -> CpufreqPolicy | None:
+    """The first cpufreq policy when frequencies can be set here, else None."""
+    controller = CpufreqController()
+    if not controller.available():
+        return None
+    try:
+        policy = controller.detect().policies[0]
+    except PlatformError:
+        return None
+    return policy if policy.offers_userspace else None
+
+
+def cpu_sweep_args(policy: CpufreqPolicy | None) -> list[str]:
+    """The CPU settings the demo profiles: nothing to choose without frequency control (the
+    CPU as found); with it, the lowest, a middle and the highest frequency and the stock
+    governors the node offers — enough for the plan to compare against every governor while
+    keeping the sweep around a minute (a full frequency table can have 20 entries or more)."""
+    if policy is None:
+        return []
+    table = policy.frequencies_hz or (policy.cpuinfo_min_hz, policy.cpuinfo_max_hz)
+    picks = sorted({table[0], table[len(table) // 2], table[-1]})
+    governors = [
+        g for g in ("performance", "powersave", "ondemand") if g in policy.available_governors
+    ]
+    frequencies = ",".join(f"{hz}Hz" for hz in picks)
+    return ["--frequencies", frequencies, "--governors", ",".join(governors) or "none"]
 
 
 def _app_power(profile: Profile) -> float:
