@@ -65,8 +65,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Literal, Self, overload
 
-from greenckpt.ckpt.hooks import PhaseAdvice
-from greenckpt.ckpt.hooks import HookKind
+from greenckpt.ckpt.hooks import HookKind, PhaseAdvice
 from greenckpt.platform.meters.base import Meter, Source
 from greenckpt.platform.meters.detect import Selection, select_meters
 from greenckpt.platform.restore import NodeSettings, pending_state, restore_from_state_file
