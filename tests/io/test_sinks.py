@@ -87,7 +87,7 @@ def test_concat_source_and_sink_are_inverse(sizes: list[int], block: int) -> Non
     )
     assert stream == whole
     outs = [bytearray(n) for n in sizes]
-    sink = ConcatSink(outs)
+    sink = ConcatSink(outs, checksum="xxh3_64")
     for p in range(0, len(whole), block):
         piece = whole[p : p + block]
         view = sink.view(p, len(piece))
@@ -95,7 +95,21 @@ def test_concat_source_and_sink_are_inverse(sizes: list[int], block: int) -> Non
             view[:] = piece
         else:
             sink.put(p, piece)
+        sink.filled(p, piece)
     assert [bytes(o) for o in outs] == bufs
+    # each buffer's digest, computed block by block as the bytes landed
+    assert sink.digests() == [digest_bytes("xxh3_64", b) for b in bufs]
+
+
+def test_sink_digests_need_the_whole_stream_in_order() -> None:
+    sink = ConcatSink([bytearray(4), bytearray(4)], checksum="crc32")
+    sink.filled(0, b"abcd")
+    with pytest.raises(ValueError, match="only 4 of 8 bytes were read"):
+        sink.digests()
+    with pytest.raises(ValueError, match="got the block at 6 while expecting 4"):
+        sink.filled(6, b"gh")
+    with pytest.raises(ValueError, match="computes no digests"):
+        ConcatSink([bytearray(1)]).digests()
 
 
 def test_sink_refuses_read_only_and_short_buffers(tmp_path: Path) -> None:

@@ -66,7 +66,6 @@ from greenckpt.ckpt.store import CheckpointStore, StoreError
 from greenckpt.ckpt.topology import Topology, write_waves
 from greenckpt.io import Chunk, ConcatSink, ConcatSource, parse_codec, run_chunks
 from greenckpt.io.atomic import fsync_directory
-from greenckpt.io.checksum import digest_bytes
 
 __all__ = [
     "CheckpointError",
@@ -883,17 +882,19 @@ class Checkpointer:
             if size != entry.stored_bytes:
                 return f"{path} holds {size} B, the manifest says {entry.stored_bytes} B"
             views, state = self.protected.read_slots(entry.variables)
+            # each variable is hashed as its bytes land (no second pass over memory)
+            sink = ConcatSink(views, checksum=manifest.checksum)
             (report,) = run_chunks(
                 "read",
-                [[Chunk(str(path), 0, entry.logical_bytes, sink=ConcatSink(views))]],
+                [[Chunk(str(path), 0, entry.logical_bytes, sink=sink)]],
                 codec=parse_codec(manifest.codec),
                 digest=manifest.checksum,
             )
             assert report.digests is not None
             if report.digests[0] != entry.digest:
                 return f"{path} is corrupt: its {manifest.checksum} digest does not match"
-            for v, view in zip(entry.variables, views, strict=True):
-                if digest_bytes(manifest.checksum, view) != v.digest:
+            for v, digest in zip(entry.variables, sink.digests(), strict=True):
+                if digest != v.digest:
                     return f"variable {v.name} does not match its digest after reading"
             self.protected.load_state(state)
         except (OSError, ValueError, RuntimeError) as exc:

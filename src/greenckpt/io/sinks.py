@@ -15,6 +15,8 @@ import bisect
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from greenckpt.io.checksum import new_hasher
+
 __all__ = ["BufferSink", "ConcatSink", "ConcatSource", "DataSink", "as_bytes_view"]
 
 
@@ -44,6 +46,11 @@ class DataSink(Protocol):
         """Store ``data`` at logical position ``pos``."""
         ...
 
+    def filled(self, pos: int, data: memoryview | bytes) -> None:
+        """``data`` (the bytes now at ``pos``) has landed, by :meth:`view` or :meth:`put`:
+        the moment to look at them while they are still in the CPU's cache."""
+        ...
+
 
 class BufferSink:
     """One caller buffer (in-process only, like :class:`~greenckpt.io.sources.BufferSource`)."""
@@ -67,6 +74,9 @@ class BufferSink:
     def put(self, pos: int, data: memoryview | bytes) -> None:
         """Copy a block in."""
         self._view[pos : pos + len(data)] = data
+
+    def filled(self, pos: int, data: memoryview | bytes) -> None:
+        """Nothing to do."""
 
 
 class _Parts:
@@ -132,10 +142,42 @@ class ConcatSource(_Parts):
 
 
 class ConcatSink(_Parts):
-    """Several writable buffers filled from one stream (the inverse of ConcatSource)."""
+    """Several writable buffers filled from one stream (the inverse of ConcatSource).
 
-    def __init__(self, buffers: Sequence[object]) -> None:
+    With ``checksum``, the digest of each buffer's bytes is computed as the blocks land
+    (:meth:`digests`): a restart can check every variable without a second pass over memory.
+    """
+
+    def __init__(self, buffers: Sequence[object], checksum: str | None = None) -> None:
         super().__init__([as_bytes_view(b, writable=True) for b in buffers])
+        self._hashers = None if checksum is None else [new_hasher(checksum) for _ in self.views]
+        self._hashed = 0
+
+    def filled(self, pos: int, data: memoryview | bytes) -> None:
+        """Feed each buffer's hasher its share of the block (blocks arrive in order)."""
+        if self._hashers is None:
+            return
+        if pos != self._hashed:
+            raise ValueError(f"ConcatSink got the block at {pos} while expecting {self._hashed}")
+        src = memoryview(data)
+        done = 0
+        i = self.locate(pos)
+        while done < len(src):
+            while self.starts[i] + len(self.views[i]) <= pos + done:  # skip empty/finished
+                i += 1
+            off = pos + done - self.starts[i]
+            take = min(len(self.views[i]) - off, len(src) - done)
+            self._hashers[i].update(src[done : done + take])
+            done += take
+        self._hashed = pos + len(src)
+
+    def digests(self) -> list[str]:
+        """Hex digests of the buffers, once the whole stream was read."""
+        if self._hashers is None:
+            raise ValueError("this ConcatSink computes no digests: give it a checksum")
+        if self._hashed != self.length:
+            raise ValueError(f"only {self._hashed} of {self.length} bytes were read")
+        return [h.hexdigest() for h in self._hashers]
 
     def __reduce__(self) -> tuple[object, ...]:
         """Refuse pickling: in-process only."""

@@ -306,6 +306,7 @@ def _read_frames(
                 crc = zlib.crc32(data, crc)
             if chunk.sink is not None:
                 chunk.sink.put(pos, data)
+                chunk.sink.filled(pos, data)
             if isinstance(data, memoryview):
                 data.release()
         reader.start += head + stored_len
@@ -340,8 +341,10 @@ def _read_chunk(
             crc = zlib.crc32(data, crc)
         if hasher is not None:
             hasher.update(data)
-        if sink is not None and target is None:
-            sink.put(pos, data)
+        if sink is not None:
+            if target is None:
+                sink.put(pos, data)
+            sink.filled(pos, data)
         pos += got
     return crc if task.checksum else None
 
