@@ -28,6 +28,7 @@ from greenckpt.platform.restore import (
 from greenckpt.platform.root import PlatformError, SysRoot
 from tests.conftest import ROOT
 from tests.platform.fake_cpu import FakeSysfsRoot, build_tree, diff, snapshot
+from tests.ready_child import spawn_ready
 
 CPU = "sys/devices/system/cpu"
 P0 = f"{CPU}/cpufreq/policy0"
@@ -749,22 +750,7 @@ with NodeSettings(root, state_file=sys.argv[2]) as node:
 
 
 def run_child(tree: Path, state: Path, hz: float) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if k != "GREENCKPT_SYSROOT"}
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(tree), str(state), str(hz)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert child.stdout is not None
-    line = child.stdout.readline()
-    if line.strip() != "ready":
-        child.kill()
-        _, err = child.communicate(timeout=10)
-        pytest.fail(f"child did not get ready: {line!r} {err}")
-    return child
+    return spawn_ready(CHILD, str(tree), str(state), str(hz))
 
 
 @pytest.mark.parametrize(

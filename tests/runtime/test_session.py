@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,9 +23,9 @@ from greenckpt.platform.restore import NodeSettings, pending_state, restore_from
 from greenckpt.platform.root import PlatformError, SysRoot
 from greenckpt.runtime import NO_FREQUENCY_CONTROL, Node, PhaseRequest, Settings
 from greenckpt.runtime.session import CONTROL_OFF, PhaseRecord, Runtime, RuntimeHook
-from tests.conftest import ROOT
 from tests.platform import fake_power as fp
 from tests.platform.fake_cpu import FakeSysfsRoot, build_tree, diff, snapshot
+from tests.ready_child import spawn_ready
 
 CPU = "sys/devices/system/cpu"
 P0 = f"{CPU}/cpufreq/policy0"
@@ -236,22 +234,7 @@ except KeyboardInterrupt:
 
 
 def run_child(tree: Path, state: Path) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if k != "GREENCKPT_SYSROOT"}
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(tree), str(state)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert child.stdout is not None
-    line = child.stdout.readline()
-    if line.strip() != "ready":
-        child.kill()
-        _, err = child.communicate(timeout=10)
-        pytest.fail(f"child did not get ready: {line!r} {err}")
-    return child
+    return spawn_ready(CHILD, str(tree), str(state))
 
 
 def test_a_crash_inside_a_phase_is_undone_from_the_state_file(tmp_path: Path) -> None:

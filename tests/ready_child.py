@@ -1,0 +1,33 @@
+"""Start a Python child that says "ready" before the test acts on it (tests of crashes)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def spawn_ready(code: str, *args: str) -> subprocess.Popen[str]:
+    """Run ``python -c code args...`` from the repository root (without a fake-sysfs override
+    in its environment) and wait for its first line to be ``ready``; fail the test otherwise."""
+    env = {k: v for k, v in os.environ.items() if k != "GREENCKPT_SYSROOT"}
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert child.stdout is not None
+    line = child.stdout.readline()
+    if line.strip() != "ready":
+        child.kill()
+        _, err = child.communicate(timeout=10)
+        pytest.fail(f"child did not get ready: {line!r} {err}")
+    return child
