@@ -11,7 +11,9 @@ DAMAGE (applied by rank 0 to checkpoint 3 after the run): ``none``; ``erase:K[,L
 local directories removed entirely, as when nodes are replaced); ``corrupt:R`` (a byte of rank
 R's file flipped); ``corrupt-copy:R`` (rank R's file and its partner copy flipped);
 ``corrupt-parity:R`` (a byte of rank R's parity file flipped); ``corrupt-global:R`` (a byte
-of rank R's file in the level-4 checkpoint 2 flipped); several joined by ``+``.
+of rank R's file in the level-4 checkpoint 2 flipped); several joined by ``+``. ``block-redundancy``
+is no damage but a 4th checkpoint whose partner copy / parity file cannot be created on node 1:
+it must fail on every rank, leave nothing behind, and checkpoint 3 must still restore.
 SECOND, if given, is a second damage applied after the first recovery, followed by another
 recovery: it shows that the rebuild also restored the redundancy.
 """
@@ -26,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from greenckpt.ckpt.api import Checkpointer, RecoveryError, RecoveryInfo
+from greenckpt.ckpt.api import Checkpointer, CheckpointError, RecoveryError, RecoveryInfo
 from greenckpt.ckpt.inject import flip_bits_in_file
 
 MIXED = os.environ.get("MIXED") == "1"
@@ -134,12 +136,30 @@ def main() -> int:
         u[:] = data(ck.rank, it)
         ck.state["it"] = it
         levels.append(ck.checkpoint(1, iteration=it).level)
+    out: dict[str, object] = {"levels": levels}
+    if first == "block-redundancy":  # the 4th checkpoint cannot store its redundant file
+        if ck.rank == 0:
+            # a directory where node 1 must write the copy/parity: creating the file fails
+            stage = ckpt_dir(root, 1, level).with_name(".ckpt-00000004.partial")
+            stage.mkdir()
+            (
+                stage / ("partner-rank-000000.data" if level == 2 else "parity-rank-000001.data")
+            ).mkdir()
+        ck.comm.barrier()
+        u[:] = data(ck.rank, 4)
+        ck.state["it"] = 4
+        try:
+            ck.checkpoint(level, iteration=4)
+            out["error"] = None
+        except CheckpointError as exc:
+            out["error"] = str(exc)
+        first = "none"
     ck.finalize()
     ck.comm.barrier()
     if ck.rank == 0:
         damage(root, first, rpn, level)
     ck.comm.barrier()
-    out: dict[str, object] = {"levels": levels, "first": recover(root, args)}
+    out["first"] = recover(root, args)
     if second is not None:
         ck.comm.barrier()
         if ck.rank == 0:

@@ -119,3 +119,19 @@ def test_level_1_checkpoints_never_push_out_a_redundant_level(level: str, tmp_pa
     assert (got["id"], got["level"], got["rebuilt"]) == (3, int(level), [2, 3]), got
     assert got["all_ok"] is True
     assert not any("level 2): rank" in s and "partner map" in s for s in got["skipped"])
+
+
+@pytest.mark.parametrize(("level", "rpn", "who"), [("2", "2", "rank 2"), ("3", "1", "rank 1")])
+def test_redundancy_that_cannot_be_stored_fails_the_checkpoint_everywhere(
+    level: str, rpn: str, who: str, tmp_path: Path
+) -> None:
+    """The partner (or parity holder) cannot store its file: one clear error on every rank
+    naming the rank where it failed, no staging left, and the previous checkpoint restores."""
+    out = run(tmp_path, level, rpn, "1", "none", "block-redundancy")
+    error = out["error"]
+    assert error is not None and error.startswith("checkpoint 4 (level ")
+    assert f"failed: {who}: " in error  # the rank that could not store it, not its peers
+    assert "IsADirectoryError" in error and "nothing was committed" in error
+    assert (out["first"]["id"], out["first"]["level"]) == (3, int(level))
+    assert out["first"]["all_ok"] is True
+    assert out["leftovers"] == []

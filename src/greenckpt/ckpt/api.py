@@ -64,6 +64,7 @@ from greenckpt.ckpt.protect import Protected
 from greenckpt.ckpt.redundancy import ErasureLevel, PartnerLevel
 from greenckpt.ckpt.store import CheckpointStore, StoreError
 from greenckpt.ckpt.topology import Topology, write_waves
+from greenckpt.ckpt.transfer import first_cause
 from greenckpt.io import Chunk, ConcatSink, ConcatSource, parse_codec, run_chunks
 from greenckpt.io.atomic import fsync_directory
 
@@ -547,15 +548,13 @@ class Checkpointer:
         manifest's ``redundancy`` object, or the first rank's error."""
         stage = store.staging_path(ckpt_id)
         if level == 2 and self._partner is not None:
-            error = self._partner.protect(stage, entries)
-            errors = self.comm.allgather(error)
-            bad = next(((r, e) for r, e in enumerate(errors) if e), None)
+            bad = first_cause(self.comm.allgather(self._partner.protect(stage, entries)))
             if bad is not None:
                 return {}, f"rank {bad[0]}: {bad[1]}"
             return self._partner.redundancy(), None
         if level == 3 and self._erasure is not None:
             outcomes = self.comm.allgather(self._erasure.protect(stage, entries))
-            bad = next(((r, e) for r, (_, e) in enumerate(outcomes) if e), None)
+            bad = first_cause([e for _, e in outcomes])
             if bad is not None:
                 return {}, f"rank {bad[0]}: {bad[1]}"
             return self._erasure.redundancy([info or {} for info, _ in outcomes]), None

@@ -35,7 +35,7 @@ from typing import Final
 from greenckpt.ckpt.comm import Comm
 from greenckpt.ckpt.erasure import Buffer, ErasureError, GroupLayout, Scheme
 from greenckpt.ckpt.topology import Topology
-from greenckpt.ckpt.transfer import SEGMENT, SegmentWriter, one_line, read_segment
+from greenckpt.ckpt.transfer import PEER, SEGMENT, SegmentWriter, one_line, read_segment
 from greenckpt.io.checksum import file_digest
 
 __all__ = [
@@ -141,37 +141,38 @@ def encode_parity(
     segment = group_segment(g)
     code = layout.code(scheme)
     targets = set(range(g) if roots is None else roots)
-    error: str | None = None
+    read_error: str | None = None  # this member cannot send its data (peers see it)
+    error: str | None = None  # this member cannot compute or store its parity
     fd = -1
     if data is not None:
         try:
             fd = os.open(data, os.O_RDONLY | os.O_CLOEXEC)
         except OSError as exc:
-            error = f"cannot read {data}: {one_line(exc)}"
+            read_error = f"cannot read {data}: {one_line(exc)}"
     writer: SegmentWriter | None = None
     if me in targets and parity is not None:
         try:
             writer = SegmentWriter(parity, checksum)
         except OSError as exc:
-            error = error or f"cannot create {parity}: {one_line(exc)}"
+            error = f"cannot create {parity}: {one_line(exc)}"
     try:
         for root in sorted(targets):
             for index, s in enumerate(layout.parity_stripes(root)):
                 stripe = layout.stripe(s)
                 for off in _segments(size, segment):
                     piece: bytes | None = None
-                    if me in stripe.data and fd >= 0 and error is None:
+                    if me in stripe.data and fd >= 0 and read_error is None:
                         at, n = _piece_segment(layout, lengths, me, s, size, off, segment)
                         try:
                             piece = read_segment(fd, at, n)
                         except OSError as exc:
-                            error = f"cannot read {data}: {one_line(exc)}"
+                            read_error = f"cannot read {data}: {one_line(exc)}"
                     pieces = comm.gather(piece, root)
                     if pieces is None or writer is None or error is not None:
                         continue
                     missing = [m for m in stripe.data if pieces[m] is None]
                     if missing:
-                        error = f"members {missing} sent no data for stripe {s}"
+                        error = PEER + f"members {missing} sent no data for stripe {s}"
                         continue
                     blocks: list[Buffer] = [pieces[m] or b"" for m in stripe.data]
                     try:  # local work only: an error must not stop this rank's gathers
@@ -183,6 +184,7 @@ def encode_parity(
     finally:
         if fd >= 0:
             os.close(fd)
+    error = read_error or error
     if writer is None:
         return 0, None, error
     if error is not None:

@@ -32,7 +32,7 @@ from greenckpt.ckpt.groups import encode_parity, erasure_groups, parity_name, re
 from greenckpt.ckpt.manifest import Manifest, RankEntry
 from greenckpt.ckpt.partner import copy_name, inverse, partner_holders
 from greenckpt.ckpt.topology import Topology
-from greenckpt.ckpt.transfer import shift_file
+from greenckpt.ckpt.transfer import first_cause, shift_file
 from greenckpt.io.checksum import file_digest
 
 __all__ = ["ErasureLevel", "PartnerLevel", "Rebuilt", "rebuild_name"]
@@ -49,9 +49,9 @@ def rebuild_name(directory: Path, name: str) -> Path:
 
 
 def _first(comm: Comm, error: str | None) -> str | None:
-    """The first rank's error, the same on every rank (collective)."""
-    errors = comm.allgather(error)
-    return next((f"rank {r}: {e}" for r, e in enumerate(errors) if e), None)
+    """The error to report (a cause before its echoes), the same on every rank (collective)."""
+    bad = first_cause(comm.allgather(error))
+    return None if bad is None else f"rank {bad[0]}: {bad[1]}"
 
 
 class PartnerLevel:

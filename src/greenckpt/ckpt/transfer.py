@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -24,7 +25,20 @@ from typing import Final
 from greenckpt.ckpt.comm import Comm
 from greenckpt.io.checksum import new_hasher
 
-__all__ = ["SEGMENT", "Received", "SegmentWriter", "one_line", "read_segment", "shift_file"]
+__all__ = [
+    "PEER",
+    "SEGMENT",
+    "Received",
+    "SegmentWriter",
+    "first_cause",
+    "one_line",
+    "read_segment",
+    "shift_file",
+]
+
+PEER: Final = "(because of a peer) "
+"""Marks an error that only reflects another rank's failure (nothing arrived from it), so the
+error reported to the user is the cause, not its echo on the peers."""
 
 SEGMENT: Final = 4 * 1024 * 1024
 """Bytes per exchanged segment: large enough for full-speed transfers, small enough that a
@@ -117,7 +131,8 @@ def shift_file(
     nothing; ``recv=None`` discards what arrives. All ranks run the same number of rounds (the
     largest file decides), so nobody waits on a peer that finished early.
     """
-    error: str | None = None
+    send_error: str | None = None  # this rank cannot read what it sends (its peer sees it)
+    recv_error: str | None = None  # this rank cannot store what it receives
     fd = -1
     size = -1
     if send is not None:
@@ -125,7 +140,7 @@ def shift_file(
             fd = os.open(send, os.O_RDONLY | os.O_CLOEXEC)
             size = os.fstat(fd).st_size
         except OSError as exc:
-            error = f"cannot read {send}: {one_line(exc)}"
+            send_error = f"cannot read {send}: {one_line(exc)}"
     sizes = comm.allgather(size)
     expected = sizes[source]
     rounds = -(-max(*sizes, 0) // segment)
@@ -134,27 +149,28 @@ def shift_file(
         try:
             writer = SegmentWriter(recv, checksum)
         except OSError as exc:
-            error = error or f"cannot create {recv}: {one_line(exc)}"
+            recv_error = f"cannot create {recv}: {one_line(exc)}"
     try:
         for i in range(rounds):
             chunk = b""
-            if fd >= 0 and error is None:
+            if fd >= 0 and send_error is None:  # a receive problem never stops the sending
                 try:
                     chunk = read_segment(fd, i * segment, min(segment, max(size - i * segment, 0)))
                 except OSError as exc:
-                    error = f"cannot read {send}: {one_line(exc)}"
+                    send_error = f"cannot read {send}: {one_line(exc)}"
             got = comm.sendrecv_bytes(chunk, dest, source)
-            if writer is not None and got and error is None:
+            if writer is not None and got and recv_error is None:
                 try:
                     writer.write_at(i * segment, got)
                 except OSError as exc:
-                    error = f"cannot write {recv}: {one_line(exc)}"
+                    recv_error = f"cannot write {recv}: {one_line(exc)}"
     finally:
         if fd >= 0:
             os.close(fd)
+    error = send_error or recv_error
     if writer is None:
         if recv is not None and error is None:
-            error = f"rank {source} had no file to send"
+            error = PEER + f"rank {source} had no file to send"
         return Received(0, None, error)
     if error is not None:
         writer.abandon()
@@ -167,6 +183,18 @@ def shift_file(
     if writer.size != expected:
         writer.path.unlink(missing_ok=True)
         return Received(
-            writer.size, None, f"received {writer.size} of {expected} bytes from rank {source}"
+            writer.size,
+            None,
+            PEER + f"received {writer.size} of {expected} bytes from rank {source}",
         )
     return Received(writer.size, digest, None)
+
+
+def first_cause(errors: Sequence[str | None]) -> tuple[int, str] | None:
+    """The rank and error to report among every rank's: the first that is not only a
+    consequence of another rank's failure (marked :data:`PEER`), else the first of those."""
+    found = [(r, e) for r, e in enumerate(errors) if e]
+    if not found:
+        return None
+    own = [(r, e) for r, e in found if PEER not in e]
+    return own[0] if own else found[0]
