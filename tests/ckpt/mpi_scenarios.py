@@ -63,6 +63,9 @@ def main() -> int:
     if rank == 0:
         if scenario == "lose-node":  # node 1's local storage is gone: L4 must serve
             shutil.rmtree(root / "local" / "node1")
+        elif scenario == "lose-node-and-global":  # only node 0 holds checkpoints any more
+            shutil.rmtree(root / "local" / "node1")
+            shutil.rmtree(root / "global" / "greenckpt")
         elif scenario == "corrupt-newest":  # flip a byte of rank 3's newest L1 file
             newest = sorted((root / "local" / "node1" / "greenckpt").glob("ckpt-*"))[-1]
             f = newest / "rank-000003.data"
@@ -87,11 +90,17 @@ def main() -> int:
         out["staging_left"] = sorted(str(p) for p in root.rglob("*.partial"))
         ck2.finalize()
     ck3, u3 = make(root)
+    verdict = "restored"
     try:
         info = ck3.recover()
+        verdict = "restored" if info is not None else "nothing to restore"
     except RecoveryError as exc:
         out["recovery_error"] = str(exc)
         info = None
+        verdict = "raised"
+    # every rank must reach the same verdict (a rank that returned while others raised
+    # would leave them waiting in the next collective)
+    out["verdicts"] = ck3.comm.allgather(verdict)
     if info is not None:
         out.update(id=info.id, level=info.level, iteration=info.iteration, skipped=info.skipped)
         it = ck3.state["it"]

@@ -470,3 +470,40 @@ def test_rework_after_a_restart_is_announced_until_the_lost_work_is_redone(
         ("begin", "rework", "None", "0"),
         ("end", "rework", "True"),
     ]
+
+
+def test_failing_housekeeping_is_a_warning_not_a_failed_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Removing an old checkpoint fails (a busy NFS file, a permission): the new checkpoint
+    is committed, the old one is kept, and a warning says so (under MPI, an exception on the
+    leader alone would leave the other ranks waiting)."""
+    ck, u, raw = make(tmp_path, keep=1)
+    fill(u, raw, 1)
+    ck.checkpoint(iteration=1)
+
+    def busy(self: object, ckpt_id: int) -> None:
+        raise OSError(16, "Device or resource busy")
+
+    monkeypatch.setattr("greenckpt.ckpt.store.CheckpointStore.remove", busy)
+    with pytest.warns(RuntimeWarning, match="could not remove old checkpoints: OSError: "):
+        info = ck.checkpoint(iteration=2)
+    assert info.id == 2
+    assert committed(tmp_path) == ["ckpt-00000001", "ckpt-00000002"]
+
+
+def test_an_async_flush_that_cannot_start_is_reported_at_the_next_call(tmp_path: Path) -> None:
+    ck, u, raw = _async(tmp_path)
+    blocker = tmp_path / "g" / "greenckpt"
+    blocker.parent.mkdir(exist_ok=True)
+    blocker.write_text("not a directory")  # the global job directory cannot be created
+    fill(u, raw, 1)
+    assert ck.checkpoint(4, iteration=1).flushing
+    with pytest.raises(
+        CheckpointError,
+        match=r"asynchronous flush of checkpoint 1 .* failed on "
+        r"rank 0: (FileExistsError|NotADirectoryError)",
+    ):
+        ck.need_checkpoint(2)
+    assert committed(tmp_path) == ["ckpt-00000001"]  # still on node-local storage
+    ck.finalize()

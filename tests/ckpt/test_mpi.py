@@ -79,3 +79,13 @@ def test_scenario(
         assert "failed on rank 2: OSError: [Errno 28] No space left on device" in out["error"]
         assert "previous checkpoints are intact" in out["error"]
         assert out["staging_left"] == []  # the failed checkpoint left nothing behind
+
+
+def test_checkpoints_on_some_nodes_only_are_the_same_error_everywhere(tmp_path: Path) -> None:
+    """Node 1's local storage and the global copies are lost: node 0 still lists its
+    level-1 checkpoints, node 1 lists none. Every rank must raise the same RecoveryError
+    (not node 1 starting afresh while node 0 raises), naming why."""
+    out = run("lose-node-and-global", tmp_path)
+    assert out["verdicts"] == ["raised"] * 4
+    assert out["recovery_error"].startswith("no checkpoint could be restored: checkpoint 5: ")
+    assert "not held by every node" in out["recovery_error"]

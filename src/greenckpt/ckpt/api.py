@@ -49,7 +49,7 @@ import shutil
 import time
 import traceback
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -57,9 +57,11 @@ from typing import Any
 from greenckpt.ckpt.comm import Comm, world
 from greenckpt.ckpt.config import Config, LevelConfig, load_config
 from greenckpt.ckpt.flush import Flush
+from greenckpt.ckpt.groups import parity_name
 from greenckpt.ckpt.hooks import NullHook, PhaseAdvice, PhaseHook, PhaseKind
 from greenckpt.ckpt.inject import maybe_fail
 from greenckpt.ckpt.manifest import Manifest, RankEntry, utc_now_iso
+from greenckpt.ckpt.partner import copy_name
 from greenckpt.ckpt.protect import Protected
 from greenckpt.ckpt.redundancy import ErasureLevel, PartnerLevel
 from greenckpt.ckpt.store import CheckpointStore, StoreError
@@ -131,6 +133,16 @@ def _warn_hook(kind: str, what: str, exc: BaseException) -> None:
         RuntimeWarning,
         stacklevel=3,
     )
+
+
+def _tidy(action: Callable[[], object], what: str) -> None:
+    """Housekeeping on one rank (removing old or failed checkpoints): its failure is a
+    warning. It must not raise on one rank after all agreed, which would leave the others
+    waiting in the next collective; the checkpoints it failed to remove are kept, not lost."""
+    try:
+        action()
+    except (OSError, ValueError) as exc:
+        warnings.warn(f"greenckpt: could not {what}: {_one_line(exc)}", RuntimeWarning, 3)
 
 
 def _hook_from_env(env: Mapping[str, str] | None) -> PhaseHook:
@@ -250,7 +262,9 @@ class Checkpointer:
             raise StoreError(bad[1] if bad[0] == self.rank else f"rank {bad[0]}: {bad[1]}")
         for number, store in stores.items():
             if self._is_leader(number):
-                store.discard_partial()  # leftovers of a run that crashed mid-checkpoint
+                _tidy(
+                    store.discard_partial, f"remove leftovers of a crashed run in {store.job_dir}"
+                )
         self.comm.barrier()
         return stores
 
@@ -433,7 +447,8 @@ class Checkpointer:
         commits = self.comm.allgather(commit_error)
         if any(commits):
             if self._is_leader(number) and commit_error is None:
-                store.remove(ckpt_id)  # committed here but not everywhere: not a checkpoint
+                # committed here but not everywhere: not a checkpoint
+                _tidy(lambda: store.remove(ckpt_id), f"remove checkpoint {ckpt_id}")
             self._abort(number, store, ckpt_id)
             r = next(i for i, c in enumerate(commits) if c)
             raise CheckpointError(
@@ -442,7 +457,10 @@ class Checkpointer:
             )
         if self._is_leader(number):
             flushing = [self._flush.ckpt_id] if self._flush is not None and number == 1 else []
-            store.cleanup(self.config.keep, protect=[ckpt_id, *flushing])
+            keep = self.config.keep
+            _tidy(
+                lambda: store.cleanup(keep, protect=[ckpt_id, *flushing]), "remove old checkpoints"
+            )
         mine = entries[self.rank]
         return CheckpointInfo(
             ckpt_id,
@@ -490,19 +508,24 @@ class Checkpointer:
         """Copy this rank's files of level-1 checkpoint ``info.id`` to the global store's
         staging directory in the background (see :mod:`greenckpt.ckpt.flush`)."""
         local, global_ = self._stores[1], self._stores[4]
-        manifest = local.read(info.id)
-        self._flush_manifest = replace(manifest, level=4, redundancy={})
-        source = local.committed_path(info.id) / manifest.ranks[self.rank].file
-        stage = global_.staging_path(info.id)
-        stage.mkdir(parents=True, exist_ok=True)
         self._begin("flush", 4, global_.job_dir)
+        try:
+            manifest = local.read(info.id)
+            source = local.committed_path(info.id) / manifest.ranks[self.rank].file
+            stage = global_.staging_path(info.id)
+            stage.mkdir(parents=True, exist_ok=True)
+        except (OSError, ValueError) as exc:
+            # kept as a failed flush: reported on every rank at the next call, like any other
+            self._flush = Flush.failed(info.id, info.iteration, _one_line(exc))
+            return
+        self._flush_manifest = replace(manifest, level=4, redundancy={})
         self._flush = Flush(info.id, [source], stage, self.rank, info.iteration)
 
     def _poll_flush(self, *, wait: bool) -> None:
         """Commit the level-4 copy once every rank's flush is over, or raise its failure
         (collective while a flush is under way; nothing otherwise)."""
         flush, manifest = self._flush, self._flush_manifest
-        if flush is None or manifest is None:
+        if flush is None:
             return
         if wait:
             flush.wait()
@@ -514,6 +537,7 @@ class Checkpointer:
         errors = [e for _, e in states]
         self._end("flush", not any(errors), flush.seconds or 0.0)
         if not any(errors) and self.rank == 0:
+            assert manifest is not None  # rank 0's flush started, or it would have an error
             try:
                 store.commit(flush.ckpt_id, manifest)
             except (StoreError, OSError, ValueError) as exc:
@@ -528,7 +552,9 @@ class Checkpointer:
                 "(the checkpoint is still on node-local storage)"
             )
         if self.rank == 0:
-            store.cleanup(self.config.keep, protect=[flush.ckpt_id])
+            keep, done = self.config.keep, flush.ckpt_id
+            _tidy(lambda: store.cleanup(keep, protect=[done]), "remove old checkpoints")
+        assert manifest is not None  # no rank failed, so every rank started its flush
         mine = manifest.ranks[self.rank]
         self.history.append(
             CheckpointInfo(
@@ -628,7 +654,9 @@ class Checkpointer:
             reverse=True,
         )
         usable = {c for c, _ in candidates}
-        orphans = sorted({i for ids in mine.values() for i in ids} - usable, reverse=True)
+        # from every rank's listing, so that every rank takes the same branch below
+        held_anywhere = {i for other in everyone for ids in other.values() for i in ids}
+        orphans = sorted(held_anywhere - usable, reverse=True)
         if not candidates and not orphans and missing_ok:
             return None  # a first run: nothing to restore, no restart phase
         base = self._stores[min(self._stores)].job_dir
@@ -840,15 +868,37 @@ class Checkpointer:
                 fsync_directory(target)
         except OSError as exc:
             problem = _one_line(exc)
-        self.comm.barrier()  # every rank's rebuilt files are in place before a commit
-        if not present and self._is_leader(level) and problem is None:
+        # every rank's rebuilt files must be in place before a node directory is committed
+        bad = next(((r, p) for r, p in enumerate(self.comm.allgather(problem)) if p), None)
+        if bad is None and not present and self._is_leader(level):
             try:
                 store.commit(ckpt_id, manifest, ranks=self._dir_ranks(level))
             except (OSError, ValueError) as exc:
                 problem = _one_line(exc)
-        problems = self.comm.allgather(problem)
-        bad = next(((r, p) for r, p in enumerate(problems) if p), None)
-        return None if bad is None else f"rank {bad[0]}: {bad[1]}"
+            if problem is None:
+                problem = self._redundancy_missing(level, store, ckpt_id, manifest)
+        if bad is None:
+            bad = next(((r, p) for r, p in enumerate(self.comm.allgather(problem)) if p), None)
+        if bad is not None:
+            self._abort_rebuild(level, store, ckpt_id, present, done)
+            return f"rank {bad[0]}: {bad[1]}"
+        return None
+
+    def _redundancy_missing(
+        self, level: int, store: CheckpointStore, ckpt_id: int, manifest: Manifest
+    ) -> str | None:
+        """After committing a rebuilt node directory: are its partner copies / parity files
+        there too? (The store checks only the rank files.)"""
+        directory = store.committed_path(ckpt_id)
+        for rank in self.topology.nodes[self.node]:
+            name = manifest.ranks[rank].file
+            if level == 2 and self._partner is not None:
+                name = copy_name(manifest.ranks[self._partner.owners[rank]].file)
+            elif level == 3:
+                name = parity_name(name)
+            if not (directory / name).is_file():
+                return f"the rebuilt {directory} lacks {name}"
+        return None
 
     def _abort_rebuild(
         self,
@@ -858,12 +908,16 @@ class Checkpointer:
         present: bool,
         done: list[tuple[Path, Path]],
     ) -> None:
-        """Remove what a failed rebuild wrote (collective)."""
+        """Remove what a failed rebuild wrote (collective). Files already renamed into a
+        committed directory stay: each was checked against its recorded digest. A node
+        directory committed by this rebuild is removed again: it may lack redundancy."""
         for tmp, _ in done:
             tmp.unlink(missing_ok=True)
         self.comm.barrier()
         if not present and self._is_leader(level):
             shutil.rmtree(store.staging_path(ckpt_id), ignore_errors=True)
+            if store.committed_path(ckpt_id).is_dir():
+                _tidy(lambda: store.remove(ckpt_id), f"remove checkpoint {ckpt_id}")
         self.comm.barrier()
 
     def _try_read(self, level: int, ckpt_id: int, manifest: Manifest) -> str | None:
@@ -896,7 +950,7 @@ class Checkpointer:
                 if digest != v.digest:
                     return f"variable {v.name} does not match its digest after reading"
             self.protected.load_state(state)
-        except (OSError, ValueError, RuntimeError) as exc:
+        except Exception as exc:  # any failure here must reach the collective verdict
             return _one_line(exc)
         return None
 

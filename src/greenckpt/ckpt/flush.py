@@ -67,13 +67,22 @@ class Flush:
         self.seconds: float | None = None
         self.bytes = 0
         self._start = time.monotonic()
-        self._thread = threading.Thread(
+        self._thread: threading.Thread | None = threading.Thread(
             target=self._run,
             args=(sources, stage, rank),
             name=f"greenckpt-flush-{ckpt_id}",
             daemon=True,
         )
         self._thread.start()
+
+    @classmethod
+    def failed(cls, ckpt_id: int, iteration: int | None, error: str) -> Flush:
+        """A flush that could not even start (its error is reported like a copy's)."""
+        flush = cls.__new__(cls)
+        flush.ckpt_id, flush.iteration, flush.error = ckpt_id, iteration, error
+        flush.seconds, flush.bytes, flush._start = 0.0, 0, time.monotonic()
+        flush._thread = None
+        return flush
 
     def _run(self, sources: list[Path], stage: Path, rank: int) -> None:
         try:
@@ -87,8 +96,9 @@ class Flush:
 
     def done(self) -> bool:
         """Whether the copy finished (successfully or not)."""
-        return not self._thread.is_alive()
+        return self._thread is None or not self._thread.is_alive()
 
     def wait(self) -> None:
         """Block until the copy finished."""
-        self._thread.join()
+        if self._thread is not None:
+            self._thread.join()

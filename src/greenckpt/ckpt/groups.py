@@ -190,7 +190,11 @@ def encode_parity(
     if error is not None:
         writer.abandon()
         return 0, None, error
-    digest = writer.close()
+    try:
+        digest = writer.close()
+    except OSError as exc:  # an fsync that fails (EIO, ENOSPC) is this member's error
+        writer.path.unlink(missing_ok=True)
+        return 0, None, f"cannot write {parity}: {one_line(exc)}"
     return writer.size, digest, None
 
 
@@ -289,9 +293,14 @@ def rebuild_data(
     if error is not None:
         writer.abandon()
         return None, error
-    writer.close()
-    # pieces arrive stripe by stripe, not in file order: hash the result once more
-    digest, nread = file_digest(writer.path, checksum)
+    try:
+        writer.close()
+        # pieces arrive stripe by stripe, not in file order: hash the result once more
+        digest, nread = file_digest(writer.path, checksum)
+    except OSError as exc:
+        writer.path.unlink(missing_ok=True)
+        return None, f"cannot write {out}: {one_line(exc)}"
     if nread != lengths[me]:
+        writer.path.unlink(missing_ok=True)
         return None, f"rebuilt {nread} of {lengths[me]} bytes"
     return digest, None
