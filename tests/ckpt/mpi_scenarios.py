@@ -63,6 +63,11 @@ def main() -> int:
     if rank == 0:
         if scenario == "lose-node":  # node 1's local storage is gone: L4 must serve
             shutil.rmtree(root / "local" / "node1")
+        elif scenario == "foreign-manifest":  # node 1's newest is another run's checkpoint 5
+            newest = sorted((root / "local" / "node1" / "greenckpt").glob("ckpt-*"))[-1]
+            doc = json.loads((newest / "manifest.json").read_text())
+            doc["created"] = "2001-01-01T00:00:00.000Z"
+            (newest / "manifest.json").write_text(json.dumps(doc))
         elif scenario == "lose-node-and-global":  # only node 0 holds checkpoints any more
             shutil.rmtree(root / "local" / "node1")
             shutil.rmtree(root / "global" / "greenckpt")

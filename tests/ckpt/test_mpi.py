@@ -89,3 +89,11 @@ def test_checkpoints_on_some_nodes_only_are_the_same_error_everywhere(tmp_path: 
     assert out["verdicts"] == ["raised"] * 4
     assert out["recovery_error"].startswith("no checkpoint could be restored: checkpoint 5: ")
     assert "not held by every node" in out["recovery_error"]
+
+
+def test_nodes_holding_different_runs_checkpoint_are_not_mixed(tmp_path: Path) -> None:
+    """Node 1's newest local checkpoint has the right id but comes from another run (its
+    manifest differs): restoring it would mix two runs, so the newest global one serves."""
+    out = run("foreign-manifest", tmp_path)
+    assert (out["id"], out["level"], out["all_ok"]) == (4, 4, True)
+    assert any("different manifests" in s for s in out["skipped"]), out["skipped"]

@@ -815,9 +815,15 @@ class Checkpointer:
                 problem = ""
             except (OSError, ValueError) as exc:
                 manifest, problem = None, _one_line(exc)
-            problems = self.comm.allgather(problem)
-            bad = next(((r, p) for r, p in enumerate(problems) if p), None)
-            return (manifest, "") if bad is None else (None, f"rank {bad[0]}: {bad[1]}")
+            seen = self.comm.allgather(
+                (problem, None if manifest is None else (manifest.created, manifest.iteration))
+            )
+            bad = next(((r, p) for r, (p, _) in enumerate(seen) if p), None)
+            if bad is not None:
+                return None, f"rank {bad[0]}: {bad[1]}"
+            if len({f for _, f in seen}) > 1:  # e.g. node-local leftovers of another run
+                return None, "the nodes hold different manifests for it (written by different runs)"
+            return manifest, ""
         reasons = []
         for root, other in enumerate(everyone):
             if ckpt_id not in other.get(level, ()):
