@@ -407,8 +407,10 @@ class Checkpointer:
                 maybe_fail("checkpoint-write", rank=self.rank, iteration=iteration)
             if len(waves) > 1:
                 self.comm.barrier()
-        outcomes = self.comm.allgather((entry, error))
-        failed = [(r, e) for r, (_, e) in enumerate(outcomes) if e is not None]
+        # rank 0's clock dates the checkpoint: every node's manifest must be the same
+        outcomes = self.comm.allgather((entry, error, utc_now_iso()))
+        created = outcomes[0][2]
+        failed = [(r, e) for r, (_, e, _) in enumerate(outcomes) if e is not None]
         if failed:
             self._abort(number, store, ckpt_id)
             r, e = failed[0]
@@ -416,7 +418,7 @@ class Checkpointer:
                 f"checkpoint {ckpt_id} (level {number}) failed on rank {r}: {e}; nothing was "
                 "committed and the previous checkpoints are intact"
             )
-        entries = tuple(e for e, _ in outcomes if e is not None)
+        entries = tuple(e for e, _, _ in outcomes if e is not None)
         redundancy, problem = self._protect(number, store, ckpt_id, entries)
         if problem is not None:
             self._abort(number, store, ckpt_id)
@@ -428,7 +430,7 @@ class Checkpointer:
             name=self.config.name,
             id=ckpt_id,
             level=number,
-            created=utc_now_iso(),
+            created=created,
             iteration=iteration,
             checksum=self.config.checksum,
             codec=self._codec_label(number),
