@@ -482,7 +482,7 @@ def test_failing_housekeeping_is_a_warning_not_a_failed_checkpoint(
     fill(u, raw, 1)
     ck.checkpoint(iteration=1)
 
-    def busy(self: object, ckpt_id: int) -> None:
+    def busy(self: object, ckpt_id: int, **kw: object) -> None:
         raise OSError(16, "Device or resource busy")
 
     monkeypatch.setattr("greenckpt.ckpt.store.CheckpointStore.remove", busy)

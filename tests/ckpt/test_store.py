@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -365,6 +366,29 @@ def test_remove(store: CheckpointStore) -> None:
     assert sorted(p.name for p in store.job_dir.iterdir()) == ["ckpt-00000002"]
     with pytest.raises(StoreError, match=r"checkpoint 1 of job 'heat' is not committed"):
         store.remove(1)
+
+
+def test_background_removal_stops_looking_committed_at_once(
+    store: CheckpointStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``wait=False``: the checkpoint is no longer committed when remove returns (renamed
+    before anything else), its files go in a background thread, and join waits for them."""
+    save(store, 1)
+    save(store, 2)
+    release = threading.Event()
+    real = store_module._remove_tree
+
+    def slow(path: Path) -> None:
+        release.wait(30)
+        real(path)
+
+    monkeypatch.setattr(store_module, "_remove_tree", slow)
+    store.cleanup(1, wait=False)
+    assert store.committed() == [2]
+    assert (store.job_dir / ".ckpt-00000001.deleting").is_dir()  # still being removed
+    release.set()
+    store.join()
+    assert sorted(p.name for p in store.job_dir.iterdir()) == ["ckpt-00000002"]
 
 
 def test_crash_during_remove_never_looks_committed(

@@ -460,9 +460,8 @@ class Checkpointer:
         if self._is_leader(number):
             flushing = [self._flush.ckpt_id] if self._flush is not None and number == 1 else []
             keep = self.config.keep
-            _tidy(
-                lambda: store.cleanup(keep, protect=[ckpt_id, *flushing]), "remove old checkpoints"
-            )
+            kept = [ckpt_id, *flushing]
+            _tidy(lambda: store.cleanup(keep, protect=kept, wait=False), "remove old checkpoints")
         mine = entries[self.rank]
         return CheckpointInfo(
             ckpt_id,
@@ -979,6 +978,8 @@ class Checkpointer:
             try:
                 self._poll_flush(wait=True)
             finally:
+                for store in self._stores.values():
+                    store.join()  # old checkpoints being removed in the background
                 self.comm.barrier()
                 self._finalized = True
 

@@ -38,6 +38,7 @@ import re
 import shutil
 import stat
 import tempfile
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,6 +126,13 @@ def _remove_tree(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
+def _remove_tree_quietly(path: Path) -> None:
+    """Background removal: a failure leaves a ``.deleting`` directory, which the next start
+    removes (:meth:`CheckpointStore.discard_partial`); nothing to report to anyone now."""
+    with contextlib.suppress(OSError):
+        _remove_tree(path)
+
+
 def _check_id(ckpt_id: int) -> int:
     if isinstance(ckpt_id, bool) or not isinstance(ckpt_id, int) or ckpt_id < 1:
         raise StoreError(f"checkpoint id must be an integer >= 1, got {ckpt_id!r}")
@@ -141,6 +149,7 @@ class CheckpointStore:
             )
         self.base: Final = Path(base)
         self.name: Final = name
+        self._removals: list[threading.Thread] = []
 
     def __repr__(self) -> str:
         return f"CheckpointStore({str(self.base)!r}, {self.name!r})"
@@ -362,12 +371,16 @@ class CheckpointStore:
                     )
         return VerifyResult(ckpt_id, True, None, manifest, checked, deep)
 
-    def remove(self, ckpt_id: int) -> None:
+    def remove(self, ckpt_id: int, *, wait: bool = True) -> None:
         """Remove committed checkpoint ``ckpt_id``.
 
         First renamed to ``.ckpt-N.deleting`` and the job directory fsynced, so it stops
         looking committed atomically; then the files are deleted. A crash in between leaves a
         ``.deleting`` directory for :meth:`discard_partial`, never a damaged "committed" one.
+
+        With ``wait=False`` the files are deleted by a background thread (:meth:`join` waits
+        for it): freeing a large file's blocks takes tens of milliseconds on ext4, which a
+        checkpoint need not wait for once the checkpoint no longer looks committed.
         """
         final = self.committed_path(ckpt_id)
         if not final.is_dir():
@@ -380,7 +393,20 @@ class CheckpointStore:
             _remove_tree(doomed)  # a leftover of an earlier, interrupted removal
         os.rename(final, doomed)
         fsync_directory(self.job_dir)
-        _remove_tree(doomed)
+        if wait:
+            _remove_tree(doomed)
+            return
+        worker = threading.Thread(
+            target=_remove_tree_quietly, args=(doomed,), name="greenckpt-remove", daemon=True
+        )
+        worker.start()
+        self._removals = [t for t in self._removals if t.is_alive()] + [worker]
+
+    def join(self) -> None:
+        """Wait for the background removals started by ``remove(..., wait=False)``."""
+        for worker in self._removals:
+            worker.join()
+        self._removals = []
 
     def discard_partial(self) -> list[Path]:
         """Remove staging and deletion leftovers of a crashed earlier run; return what was
@@ -402,7 +428,7 @@ class CheckpointStore:
             fsync_directory(self.job_dir)
         return removed
 
-    def cleanup(self, keep: int, protect: Iterable[int] = ()) -> list[int]:
+    def cleanup(self, keep: int, protect: Iterable[int] = (), *, wait: bool = True) -> list[int]:
         """Keep the newest ``keep`` committed checkpoints and every id in ``protect``; remove
         the others, oldest first, and return their ids.
 
@@ -419,6 +445,6 @@ class CheckpointStore:
         removed = []
         for ckpt_id in ids:
             if ckpt_id not in kept:
-                self.remove(ckpt_id)
+                self.remove(ckpt_id, wait=wait)
                 removed.append(ckpt_id)
         return removed
