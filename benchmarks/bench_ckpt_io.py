@@ -84,6 +84,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from _ckpt_worker import DROP_METHODS, drop_page_cache, random_array
+from greenckpt.ckpt.comm import find_mpiexec
 from greenckpt.io import DEFAULT_BLOCK_SIZE, remove_files, run_io
 from greenckpt.platform.root import PlatformError
 from greenckpt.platform.storage import identify_storage
@@ -118,7 +119,7 @@ class _Parser(argparse.ArgumentParser):
 
 def mpiexec() -> str | None:
     """The launcher next to this Python (a venv with the mpich wheel), else on PATH."""
-    return shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec")
+    return find_mpiexec()
 
 
 def clear(directory: Path) -> None:

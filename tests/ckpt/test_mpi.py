@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,13 +16,15 @@ from typing import Any
 
 import pytest
 
+from greenckpt.ckpt.comm import find_mpiexec
+
 SCRIPT = Path(__file__).with_name("mpi_scenarios.py")
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def mpiexec() -> str | None:
     """The launcher next to this Python (a venv with the mpich wheel), else on PATH."""
-    return shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec")
+    return find_mpiexec()
 
 
 pytestmark = pytest.mark.skipif(

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from greenckpt.ckpt.comm import find_mpiexec
 from greenckpt.ckpt.inject import ENV, erase_node_storage
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +32,7 @@ TIMEOUT_S = 120
 
 def mpiexec() -> str | None:
     """The launcher next to this Python (a venv with the mpich wheel), else on PATH."""
-    return shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec")
+    return find_mpiexec()
 
 
 needs_mpi = pytest.mark.skipif(

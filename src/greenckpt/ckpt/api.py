@@ -58,7 +58,7 @@ from greenckpt.ckpt.comm import Comm, world
 from greenckpt.ckpt.config import Config, LevelConfig, load_config
 from greenckpt.ckpt.flush import Flush
 from greenckpt.ckpt.groups import parity_name
-from greenckpt.ckpt.hooks import NullHook, PhaseAdvice, PhaseHook, PhaseKind
+from greenckpt.ckpt.hooks import HookKind, NullHook, PhaseAdvice, PhaseHook, PhaseKind
 from greenckpt.ckpt.inject import maybe_fail
 from greenckpt.ckpt.manifest import Manifest, RankEntry, utc_now_iso
 from greenckpt.ckpt.partner import copy_name
@@ -480,27 +480,29 @@ class Checkpointer:
         if isinstance(self.hook, NullHook):
             return PhaseAdvice()
         sizes = self.comm.allgather(self.protected.nbytes)
-        advice = PhaseAdvice()
-        if self.rank == self.topology.leader(self.node):
-            size = sum(sizes[r] for r in self.topology.nodes[self.node])
-            try:
-                advice = self.hook.begin(
-                    kind, level=level, path=str(path), size=size, node=self.node
-                )
-            except Exception as exc:  # a runtime must never make a checkpoint fail
-                _warn_hook(kind, "start", exc)
-        advice = self.comm.bcast(advice)
+        size = sum(sizes[r] for r in self.topology.nodes[self.node])
+        advice = self.comm.bcast(self._tell_begin(kind, level, str(path), size))
         if advice.io_processes is not None and advice.io_processes < 1:
             return PhaseAdvice(None, advice.note)
         return advice
 
-    def _end(self, kind: PhaseKind, ok: bool, seconds: float) -> None:
+    def _tell_begin(self, kind: HookKind, level: int | None, path: str, size: int) -> PhaseAdvice:
+        """The node leader tells the runtime a phase starts; its advice (none elsewhere)."""
+        if isinstance(self.hook, NullHook) or self.rank != self.topology.leader(self.node):
+            return PhaseAdvice()
+        try:
+            return self.hook.begin(kind, level=level, path=path, size=size, node=self.node)
+        except Exception as exc:  # a runtime must never make a checkpoint fail
+            _warn_hook(kind, "start", exc)
+            return PhaseAdvice()
+
+    def _end(self, kind: HookKind, ok: bool, seconds: float) -> None:
         """Tell the runtime that this node's part of a phase is over (node leaders)."""
         if isinstance(self.hook, NullHook) or self.rank != self.topology.leader(self.node):
             return
         try:
             self.hook.end(kind, node=self.node, ok=ok, seconds=seconds)
-        except Exception as exc:  # see _begin
+        except Exception as exc:  # see _tell_begin
             _warn_hook(kind, "end", exc)
 
     # ------------------------------------------------------------------ asynchronous flush
@@ -715,23 +717,13 @@ class Checkpointer:
             return
         self._rework_until = reached
         self._rework_start = time.monotonic()
-        if self.rank == self.topology.leader(self.node):
-            try:
-                self.hook.begin("rework", level=None, path="", size=0, node=self.node)
-            except Exception as exc:  # see _begin
-                _warn_hook("rework", "start", exc)
+        self._tell_begin("rework", None, "", 0)
 
     def _end_rework(self, ok: bool) -> None:
         if self._rework_until is None:
             return
         self._rework_until = None
-        if self.rank == self.topology.leader(self.node):
-            try:
-                self.hook.end(
-                    "rework", node=self.node, ok=ok, seconds=time.monotonic() - self._rework_start
-                )
-            except Exception as exc:  # see _begin
-                _warn_hook("rework", "end", exc)
+        self._end("rework", ok, time.monotonic() - self._rework_start)
 
     def _restore_newest(
         self,

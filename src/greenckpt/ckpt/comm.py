@@ -12,11 +12,12 @@ pickled collectives are fine. Bulk data (partner copies, parity) goes through
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import sys
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["Comm", "MPIComm", "SelfComm", "world"]
+__all__ = ["Comm", "MPIComm", "SelfComm", "find_mpiexec", "world"]
 
 T = TypeVar("T")
 
@@ -175,3 +176,10 @@ def world() -> Comm:
             return SelfComm()
         return comm
     return SelfComm()
+
+
+def find_mpiexec() -> str | None:
+    """The MPI launcher that matches this Python: the one next to the interpreter (the MPICH
+    wheel installs it into the virtual environment), else the first on ``PATH``."""
+    here = shutil.which("mpiexec", path=os.path.dirname(sys.executable))
+    return here or shutil.which("mpiexec")

@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from greenckpt.ckpt.comm import find_mpiexec
 from greenckpt.ckpt.inject import ENV as INJECT_ENV
 from greenckpt.ckpt.inject import erase_node_storage
 from greenckpt.cli import profile_cmd
@@ -90,7 +91,7 @@ def register(sub: Any) -> None:
 
 
 def _mpiexec() -> str:
-    found = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec")
+    found = find_mpiexec()
     if found is None:
         raise ValueError(
             "the demo runs the heat example under MPI but no mpiexec was found: "
