@@ -4,6 +4,7 @@ Not run by hand: ``bench_ckpt_io.py`` and ``bench_ckpt_memory.py`` start it and 
 line it prints last, ``RESULT {json}`` (rank 0 only). Modes::
 
     _ckpt_worker.py io        DIR NAME BYTES_PER_RANK SEED SETTLE_S DROP(fadvise|global)
+    _ckpt_worker.py raw       DIR NAME BYTES_PER_RANK SEED SETTLE_S DROP(fadvise|global)
     _ckpt_worker.py mem-write DIR NAME BYTES CODEC SEED TRACEMALLOC(0|1)
     _ckpt_worker.py mem-read  DIR NAME BYTES CODEC SEED TRACEMALLOC(0|1)
 
@@ -21,6 +22,12 @@ timed read every rank compares its array with the data it wrote (outside the tim
 Why write and read in one job, the read right after the drop: reads on a VM can depend on how
 long after the write they come (see ``bench_ckpt_io.py``); the raw engine and fio read right
 after their own write, so the library does too, and the benchmark reports every tool's gap.
+
+``raw``: the same job without the library — every rank writes the same array to its own file
+with the I/O engine the library writes through (``run_chunks``: 1 MiB blocks straight from the
+array, fsync of the file and of its directory) and reads it back into the zeroed array; no
+digests, manifest, agreement or commit. Timed the same way, so the library/raw ratio is what
+protecting the data costs, with the same processes, memory and launcher on both sides.
 
 ``mem-*``: one process, one array of BYTES (a smooth field rounded to 1e-3: compressible, so a
 codec does real work). It reads ``VmRSS``/``VmHWM`` (``/proc/self/status``) and ``ru_maxrss``
@@ -40,6 +47,7 @@ import os
 import resource
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -153,51 +161,95 @@ def checkpointer(directory: str, name: str, codec: str) -> Any:
 # --------------------------------------------------------------------------- io modes
 
 
+def _timed(comm: Any, action: Callable[[], Any]) -> tuple[float, float, Any]:
+    """Every rank ready, then ``action()``: its start and end on CLOCK_MONOTONIC, its value."""
+    comm.barrier()
+    start = time.monotonic()
+    value = action()
+    return start, time.monotonic(), value
+
+
 def io(
-    directory: str, name: str, nbytes: int, seed: int, settle: float, drop: str
+    mode: str, directory: str, name: str, nbytes: int, seed: int, settle: float, drop: str
 ) -> dict[str, Any] | None:
+    """``io``: the library checkpoints and recovers; ``raw``: the same ranks move the same
+    arrays with the engine alone (see the module docstring)."""
     comm = _rank_comm()
     arr = random_array(nbytes, seed + comm.rank)
-    ck = checkpointer(directory, name, "none")
-    ck.protect("data", arr)
+    if mode == "io":
+        ck = checkpointer(directory, name, "none")
+        ck.protect("data", arr)
+        write: Callable[[], Any] = lambda: ck.checkpoint(1)  # noqa: E731
+    else:
+        import greenckpt.io  # noqa: F401, PLC0415 - imported outside the timer, as the library is
+
+        path = raw_path(comm, directory, name)
+        write = lambda: raw_write(path, arr)  # noqa: E731
     method = _drop_on_rank0(comm, directory, drop)
-    comm.barrier()
-    w0 = time.monotonic()
-    info = ck.checkpoint(1)
-    w1 = time.monotonic()
-    ck.finalize()
-    written = comm.allgather((w0, w1, info.seconds, info.logical_bytes, info.stored_bytes))
+    w0, w1, info = _timed(comm, write)
+    own_write = info.seconds if mode == "io" else w1 - w0
+    if mode == "io":
+        ck.finalize()
+    written = comm.allgather((w0, w1, own_write))
     write_end = max(r[1] for r in written)
 
     arr.fill(0.0)  # the destination: the same resident pages, emptied
-    ck2 = checkpointer(directory, name, "none")
-    ck2.protect("data", arr)
+    if mode == "io":
+        ck2 = checkpointer(directory, name, "none")
+        ck2.protect("data", arr)
+        read: Callable[[], Any] = lambda: ck2.recover(missing_ok=False)  # noqa: E731
+    else:
+        read = lambda: raw_read(path, arr)  # noqa: E731
     time.sleep(max(0.0, write_end + settle - time.monotonic()))
     _drop_on_rank0(comm, directory, drop)
-    comm.barrier()
-    r0 = time.monotonic()
-    rinfo = ck2.recover(missing_ok=False)
-    r1 = time.monotonic()
-    ok = rinfo is not None and matches_random(arr, seed + comm.rank)
-    ck2.finalize()
-    seconds = rinfo.seconds if rinfo is not None else float("nan")
-    read = comm.allgather((r0, r1, seconds, ok, nbytes))
+    r0, r1, rinfo = _timed(comm, read)
+    if mode == "io":
+        ok = rinfo is not None and matches_random(arr, seed + comm.rank)
+        own_read = rinfo.seconds if rinfo is not None else float("nan")
+        ck2.finalize()
+    else:
+        ok, own_read = matches_random(arr, seed + comm.rank), r1 - r0
+    read = comm.allgather((r0, r1, own_read, ok))
     if comm.rank != 0:
         return None
     read_start = min(r[0] for r in read)
     return {
         "write_wall_s": write_end - min(r[0] for r in written),
         "write_own_s": max(r[2] for r in written),
-        "logical_bytes": sum(r[3] for r in written),
-        "stored_bytes": sum(r[4] for r in written),
+        "logical_bytes": nbytes * comm.size,
         "read_wall_s": max(r[1] for r in read) - read_start,
         "read_own_s": max(r[2] for r in read),
-        "read_bytes": sum(r[4] for r in read),
+        "read_bytes": nbytes * comm.size,
         "verified": all(r[3] for r in read),
         "gap_s": read_start - write_end,
         "ranks": len(read),
         "cache_drop": method,
     }
+
+
+def raw_path(comm: Any, directory: str, name: str) -> str:
+    """This rank's file for the raw mode, its directory made by rank 0."""
+    job = os.path.join(directory, name)
+    if comm.rank == 0:
+        os.makedirs(job, exist_ok=True)
+    comm.barrier()
+    return os.path.join(job, f"rank-{comm.rank:06d}.data")
+
+
+def raw_write(path: str, arr: npt.NDArray[np.float64]) -> None:
+    """The engine writing ``arr`` to a new file, fsynced with its directory: what a rank
+    would do without a checkpoint library (no digests, manifest, agreement or commit)."""
+    from greenckpt.io import Chunk, ConcatSource, run_chunks  # noqa: PLC0415
+
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644))
+    run_chunks("write", [[Chunk(path, 0, arr.nbytes, ConcatSource([arr]))]])
+
+
+def raw_read(path: str, arr: npt.NDArray[np.float64]) -> None:
+    """The engine reading the file back into ``arr`` (buffered, as the library reads)."""
+    from greenckpt.io import Chunk, ConcatSink, run_chunks  # noqa: PLC0415
+
+    run_chunks("read", [[Chunk(path, 0, arr.nbytes, sink=ConcatSink([arr]))]])
 
 
 # --------------------------------------------------------------------------- memory modes
@@ -301,8 +353,8 @@ def memory(
 def main(argv: list[str]) -> int:
     mode, rest = argv[0], argv[1:]
     result: dict[str, Any] | None
-    if mode == "io":
-        result = io(rest[0], rest[1], int(rest[2]), int(rest[3]), float(rest[4]), rest[5])
+    if mode in ("io", "raw"):
+        result = io(mode, rest[0], rest[1], int(rest[2]), int(rest[3]), float(rest[4]), rest[5])
     elif mode in ("mem-write", "mem-read"):
         directory, name, size, codec, seed, trace = rest
         result = memory(mode, directory, name, int(size), codec, int(seed), trace == "1")

@@ -21,11 +21,14 @@ blocks, the block size the library's writes and reads use) are moved three ways:
   commit (write); the manifest, the agreement, the read and both digest checks (read).
   ``lib(own)`` is the same bytes over the slowest rank's own ``CheckpointInfo.seconds`` /
   ``RecoveryInfo.seconds`` (no barrier skew).
-* **raw** — ``run_io`` with W processes, file per process, same block size, each worker
-  fsyncing its file and the directory (write), then reading the files back with the engine's
-  buffered read (``read_method="cached"``): the way the library reads. Workers are forked from
-  a forkserver, so that they start within milliseconds of the drop, like the library's ranks
-  (which are already running) and fio.
+* **raw** — ``mpiexec -n W python _ckpt_worker.py raw``: the same ranks, holding the same
+  arrays, write them with the I/O engine the library itself writes through (``run_chunks``:
+  1 MiB blocks straight from the array, fsync of the file and its directory) and read them back
+  into the zeroed arrays, timed the same way: what a rank does without a checkpoint library.
+  So library/raw is the cost of protecting the data (digests, manifest, agreement, commit,
+  verification), with processes, memory, launcher and clock identical on both sides. (The
+  engine as the profiler runs it — its own processes, a small reused buffer — is compared
+  with fio in ``bench_io_fio.py``.)
 * **fio** — ``--numjobs=W --bs=1M --ioengine=psync --end_fsync=1 --fallocate=none`` writes,
   buffered reads (``--direct=0``, fio's default ``--invalidate=1``), where fio is installed.
 
@@ -34,29 +37,34 @@ of the tool's own files (the library's job drops them itself once every rank is 
 before its clock starts): ``fsync`` + ``posix_fadvise(DONTNEED)`` on each file, so every read,
 the library's included, comes from the storage, and no write pays for the previous tool's
 writeback. ``--cache-drop global`` uses ``echo 1 > /proc/sys/vm/drop_caches`` instead (root);
-not the default because it also evicts the Python installation, so that the engine's workers,
-spawned between the drop and the read, start seconds later than a library rank already
-running (see the gaps below). The method is printed. Process start-up (``mpiexec``, spawning
-the engine's workers, fio's own) is outside every timer.
+not the default because it also evicts the Python installation, which fio, started after the
+drop, then re-reads before its clock starts. The method is printed. Process start-up
+(``mpiexec``, fio's own) is outside every timer.
 
-Reads right after a write are erratic on the VM this was written on (a 2-CPU Firecracker
-guest whose disk and memory the host manages): the same 256 MiB read at about 2.2 GB/s or at
-about 0.6 GB/s, for every tool, fio included, with the time spent inside ``preadv``. The slow
-mode came more often when the reading process had just filled hundreds of MiB of memory (the
-engine alone: 646 and 1070 MB/s with such an array, 2250–2440 without) and when the read came
-seconds after the write (5–30 s: mostly slow). Two things keep the comparison fair under it:
+Free page reporting. On a VM guest with virtio-balloon free page reporting, memory the guest
+frees (a dropped page cache) is handed back to the host, and the next I/O that needs it faults
+it back in (:mod:`greenckpt.platform.pagereport` has the measurements): on the 2-CPU
+Firecracker guest this was written on, which reports freed memory at once, the same 256 MiB
+read ran at about 2.2 GB/s or about 0.6 GB/s for every tool, fio included, depending on
+whether reporting ran in between. So by default (``--page-reporting auto``) the script holds
+reporting off for the run where the kernel lets it (``min_free_ms`` raised to 60 s, root
+only; restored at the end) and prints what it did; ``keep`` leaves it alone, ``hold`` fails
+when it cannot hold. Two more things keep the comparison fair, with or without the hold:
 
-* every tool runs while S bytes of application memory are resident — the library's ranks hold
-  their protected arrays (random data before the write, zeroed before the read), and for raw
-  and fio this script holds one array of S bytes filled and zeroed at the same points (fio,
-  being another process, does not hold it: the one asymmetry left);
+* every tool runs while S bytes of application memory are resident — the library's and raw's
+  ranks hold their arrays (random data before the write, zeroed before the read), and for fio
+  this script holds one array of S bytes filled and zeroed at the same points (fio, being
+  another process, reads into its own small buffer: it never touches S bytes of destination
+  memory, the one asymmetry left);
 * every tool reads as soon after its own write as it can (``--settle S`` makes each wait S
   seconds first), and the median gap from the end of the write to the start of the read is
   printed per tool.
 
-The tools run interleaved: in every repeat, for every W, each tool writes then reads, in an
-order that rotates between repeats; each cell is the median over the repeats with its min–max
-span.
+The first round of every tool (``--warmup``, default 1) is not counted: the first I/O after
+the script starts allocates memory the guest had handed back before reporting was held, and
+ran at a third of the speed of the rest. The tools run interleaved: in every repeat, for
+every W, each tool writes then reads, in an order that rotates between repeats; each cell is
+the median over the repeats with its min–max span.
 
 Ratios are library/raw and library/fio of the medians; the verdict is PASS when both reach
 0.9 (library/raw only without fio). ``best`` is the ratio of the fastest runs, printed because
@@ -83,9 +91,10 @@ from typing import Any, NoReturn
 
 import numpy as np
 
+import _pagereport
 from _ckpt_worker import DROP_METHODS, drop_page_cache, random_array
 from greenckpt.ckpt.comm import find_mpiexec
-from greenckpt.io import DEFAULT_BLOCK_SIZE, remove_files, run_io
+from greenckpt.io import DEFAULT_BLOCK_SIZE
 from greenckpt.platform.root import PlatformError
 from greenckpt.platform.storage import identify_storage
 from greenckpt.profile.fio import FioError, fio_available, run_fio
@@ -98,7 +107,6 @@ SRC = BENCH_DIR.parent / "src"
 MiB = 1024 * 1024
 SPACE_MARGIN = 256 * MiB
 JOB_TIMEOUT_S = 900.0
-ENGINE_NAME = "bench-raw"
 TOOLS = ("library", "raw", "fio")
 OPS = ("write", "read")
 
@@ -267,42 +275,35 @@ def library_run(
     )
 
 
-def raw_run(work: Path, writers: int, total: int, block: int, settle: float, drop: str) -> Run:
-    """The engine writing and then reading ``total`` bytes with ``writers`` processes."""
+def raw_run(
+    launcher: str | None,
+    work: Path,
+    writers: int,
+    per_rank: int,
+    tag: str,
+    settle: float,
+    drop: str,
+) -> Run:
+    """The same ranks writing and reading the same arrays with the engine alone."""
     base = work / "raw"
     base.mkdir(exist_ok=True)
-    state = random_array(total, writers)  # the application's memory, as a library rank holds
+    seed = 1000 * writers
     try:
-        drop_page_cache(base, drop)
-        w = run_io(
-            "write",
-            base,
-            total_bytes=total,
-            workers=writers,
-            block_size=block,
-            layout="file_per_process",
-            fsync=True,
-            name=ENGINE_NAME,
-            start_method="forkserver",
-            keep=True,
-        )
-        state.fill(0.0)  # as the library empties its arrays before recovering into them
-        _wait_until(w.end_monotonic_s + settle)
-        method = drop_page_cache(base, drop)
-        r = run_io(
-            "read",
-            base,
-            total_bytes=total,
-            workers=writers,
-            block_size=block,
-            layout="file_per_process",
-            read_method="cached",
-            name=ENGINE_NAME,
-            start_method="forkserver",
+        out = run_worker(
+            launcher,
+            writers,
+            ["raw", str(base), tag, str(per_rank), str(seed), repr(settle), drop],
         )
     finally:
-        remove_files(str(p) for p in base.iterdir())
-    return Run(w.throughput, r.throughput, r.start_monotonic_s - w.end_monotonic_s, method)
+        clear(base)
+    if not out.get("verified"):
+        raise BenchError(f"raw read with {writers} ranks restored wrong data")
+    return Run(
+        write_bps=out["logical_bytes"] / out["write_wall_s"],
+        read_bps=out["read_bytes"] / out["read_wall_s"],
+        gap_s=out["gap_s"],
+        cache_drop=str(out["cache_drop"]),
+    )
 
 
 def fio_run(work: Path, writers: int, total: int, block: int, settle: float, drop: str) -> Run:
@@ -310,7 +311,7 @@ def fio_run(work: Path, writers: int, total: int, block: int, settle: float, dro
     fio's own start-up, which its clock does not)."""
     base = work / "fio"
     base.mkdir(exist_ok=True)
-    state = random_array(total, writers)  # the application's memory, as for raw_run
+    state = random_array(total, writers)  # the application's memory, as a rank holds
     try:
         drop_page_cache(base, drop)
         w = run_fio("write", base, total, writers, block, "none", direct=False, timeout_s=600)
@@ -337,6 +338,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--writers", default="1,2,4", help="comma-separated writer counts")
     parser.add_argument("--repeats", type=int, default=7, help="interleaved runs per case")
     parser.add_argument(
+        "--warmup",
+        type=int,
+        default=1,
+        help="interleaved rounds of every tool run first and not counted (default 1)",
+    )
+    parser.add_argument(
         "--dir",
         default=None,
         help="directory on the storage to test (default $TMPDIR, else /var/tmp); a temporary "
@@ -355,6 +362,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="before each operation, drop the cached pages of the tool's files (fadvise, "
         "default) or the whole page cache (global: needs root)",
     )
+    _pagereport.add_argument(parser)
     parser.add_argument("--no-fio", action="store_true", help="skip fio even if installed")
     parser.add_argument("--json", default=None, metavar="PATH", help="also write results here")
     args = parser.parse_args(argv)
@@ -371,6 +379,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.counts = counts
     if args.repeats < 1:
         parser.error(f"--repeats must be >= 1, not {args.repeats}")
+    if args.warmup < 0:
+        parser.error(f"--warmup must be >= 0, not {args.warmup}")
     if not 0.0 <= args.settle <= 600.0:
         parser.error(f"--settle must be between 0 and 600 seconds, not {args.settle}")
     block = DEFAULT_BLOCK_SIZE
@@ -412,6 +422,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    try:
+        with _pagereport.page_reporting(args.page_reporting) as memory_note:
+            return measure(args, memory_note)
+    except PlatformError as exc:
+        print(f"bench_ckpt_io.py: error: {exc} (or --page-reporting keep)", file=sys.stderr)
+        return 2
+
+
+def measure(args: argparse.Namespace, memory_note: str) -> int:
+    """Run the interleaved repeats and print the table (reporting held as the caller chose)."""
     block = DEFAULT_BLOCK_SIZE
     tools = [t for t in TOOLS if t != "fio" or args.use_fio]
     per_rank = {n: args.size_bytes // n // block * block for n in args.counts}
@@ -428,14 +448,16 @@ def main(argv: list[str] | None = None) -> int:
         f"Python {info['python']}, NumPy {info['numpy']}"
     )
     print(f"storage: {args.directory} -> {storage(args.directory)}")
+    print(f"memory: {memory_note}")
     print(
         f"launcher: {args.launcher or 'none (1 writer, plain python)'}; fio: "
         f"{fio_version() if args.use_fio else 'not used'}"
     )
     print(
         f"S = {format_size(args.size_bytes)} over W writers (S/W rounded down to whole "
-        f"{format_size(block)} blocks), block {format_size(block)}, {args.repeats} interleaved "
-        f"repeats, rotating tool order: {', '.join(tools)}"
+        f"{format_size(block)} blocks), block {format_size(block)}, {args.warmup} uncounted "
+        f"warm-up round(s), then {args.repeats} interleaved repeats, rotating tool order: "
+        f"{', '.join(tools)}"
     )
     load_start = os.getloadavg()
     print(f"load average at start (1/5/15 min): {_load(load_start)}")
@@ -444,7 +466,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="bench-ckpt-io-", dir=args.directory) as tmp:
             work = Path(tmp)
-            for rep in range(args.repeats):
+            for rep in range(-args.warmup, args.repeats):
                 for wi, n in enumerate(args.counts):
                     k = (rep + wi) % len(tools)
                     for tool in tools[k:] + tools[:k]:
@@ -460,17 +482,29 @@ def main(argv: list[str] | None = None) -> int:
                             )
                             assert run.write_own_bps is not None
                             assert run.read_own_bps is not None
-                            own.setdefault(("write", n), []).append(run.write_own_bps)
-                            own.setdefault(("read", n), []).append(run.read_own_bps)
+                            if rep >= 0:
+                                own.setdefault(("write", n), []).append(run.write_own_bps)
+                                own.setdefault(("read", n), []).append(run.read_own_bps)
                         elif tool == "raw":
-                            run = raw_run(work, n, totals[n], block, args.settle, args.cache_drop)
+                            run = raw_run(
+                                args.launcher,
+                                work,
+                                n,
+                                per_rank[n],
+                                f"job-{rep}-{n}",
+                                args.settle,
+                                args.cache_drop,
+                            )
                         else:
                             run = fio_run(work, n, totals[n], block, args.settle, args.cache_drop)
+                        if rep < 0:
+                            continue  # a warm-up run: not counted
                         methods.add(run.cache_drop)
                         samples.setdefault((tool, "write", n), []).append(run.write_bps)
                         samples.setdefault((tool, "read", n), []).append(run.read_bps)
                         gaps.setdefault((tool, n), []).append(run.gap_s)
-                print(f"  repeat {rep + 1}/{args.repeats} done", file=sys.stderr, flush=True)
+                done = "warm-up" if rep < 0 else f"repeat {rep + 1}/{args.repeats}"
+                print(f"  {done} done", file=sys.stderr, flush=True)
     except (BenchError, FioError, OSError, ValueError, RuntimeError) as exc:
         print(f"bench_ckpt_io.py: {exc}", file=sys.stderr)
         return 1
@@ -563,8 +597,10 @@ def main(argv: list[str] | None = None) -> int:
             "size_bytes": args.size_bytes,
             "block_size_bytes": block,
             "repeats": args.repeats,
+            "warmup": args.warmup,
             "settle_s": args.settle,
             "cache_drop": sorted(methods),
+            "page_reporting": memory_note,
             "load_average_start": list(load_start),
             "load_average_end": list(load_end),
             "target": TARGET,

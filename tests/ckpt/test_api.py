@@ -349,29 +349,69 @@ def test_async_flush_needs_local_storage(tmp_path: Path) -> None:
         Checkpointer(global_dir=str(tmp_path), l4={"every": "5it", "async": True})
 
 
-def test_memory_bit_flip_during_a_checkpoint_is_detected_at_recovery(
+def _flip_after_the_data_are_written(monkeypatch: pytest.MonkeyPatch, u: np.ndarray) -> None:
+    """From now on, a bit of ``u`` flips after the writer read it and before the digest thread
+    does: memory changing while a checkpoint is in progress. (The digest thread waits for the
+    write to end, then flips the bit, then hashes: deterministic, whatever the scheduling.)"""
+    real_write, real_digests = api.run_chunks, Protected.variables
+    written = threading.Event()
+
+    def writing(op: str, *args: Any, **kw: Any) -> Any:
+        out = real_write(op, *args, **kw)  # type: ignore[arg-type]
+        if op == "write":
+            written.set()
+        return out
+
+    def digesting(self: Protected, *args: Any, **kw: Any) -> Any:
+        assert written.wait(30), "the data were never written"
+        flip_bits_in_buffer(u, positions=[12345])
+        return real_digests(self, *args, **kw)
+
+    monkeypatch.setattr(api, "run_chunks", writing)
+    monkeypatch.setattr(Protected, "variables", digesting)
+
+
+def test_memory_changing_during_a_checkpoint_fails_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A bit of protected memory flips while checkpoint 2 is written (after the variables'
-    digests were taken): the stored file is self-consistent, but the restored variable does
-    not match its digest, so recovery falls back to checkpoint 1 and says why."""
+    """Without a codec the file's digest must equal the digest of the variables' bytes taken
+    after the write: a bit that flipped in between fails checkpoint 2 at once, nothing of it
+    is committed, and recovery restores checkpoint 1."""
     ck, u, raw = make(tmp_path)
-    real = Protected.variables
+    fill(u, raw, 1)
+    ck.state["it"] = 1
+    ck.checkpoint(iteration=1)
+    fill(u, raw, 2)
+    _flip_after_the_data_are_written(monkeypatch, u)
+    with pytest.raises(CheckpointError, match="protected data changed while the checkpoint"):
+        ck.checkpoint(iteration=2)
+    monkeypatch.undo()
+    ck.finalize()
+    assert committed(tmp_path) == ["ckpt-00000001"]
+    ck2, u2, raw2 = make(tmp_path)
+    rec = ck2.recover()
+    assert rec is not None and (rec.id, rec.iteration) == (1, 1)
+    expected_u, expected_raw = np.zeros_like(u), bytearray(len(raw))
+    fill(expected_u, expected_raw, 1)
+    assert np.array_equal(u2, expected_u) and raw2 == expected_raw
+
+
+def test_memory_changing_during_a_compressed_checkpoint_is_caught_at_recovery(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a codec the stored bytes are frames, so the same flip is caught when the variable
+    is decompressed at recovery: it does not match its digest, and recovery falls back to
+    checkpoint 1 and says why."""
+    ck, u, raw = make(tmp_path, l1={"codec": "zstd:1"})
     for it in (1, 2):
         fill(u, raw, it)
         ck.state["it"] = it
         if it == 2:
-
-            def flipping(self: Protected, *args: Any, **kw: Any) -> Any:
-                out = real(self, *args, **kw)
-                flip_bits_in_buffer(u, positions=[12345])
-                return out
-
-            monkeypatch.setattr(Protected, "variables", flipping)
+            _flip_after_the_data_are_written(monkeypatch, u)
         ck.checkpoint(iteration=it)
-    ck.finalize()
     monkeypatch.undo()
-    ck2, u2, raw2 = make(tmp_path)
+    ck.finalize()
+    ck2, u2, raw2 = make(tmp_path, l1={"codec": "zstd:1"})
     rec = ck2.recover()
     assert rec is not None and (rec.id, rec.iteration) == (1, 1)
     assert any("variable u does not match its digest" in s for s in rec.skipped), rec.skipped

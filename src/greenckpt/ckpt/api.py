@@ -50,6 +50,7 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -594,21 +595,40 @@ class Checkpointer:
         return None if spec is None else spec.label
 
     def _write(self, level: int, store: CheckpointStore, ckpt_id: int) -> RankEntry:
-        """This rank's file into the staging directory; its manifest entry."""
+        """This rank's file into the staging directory; its manifest entry.
+
+        The data stream from the protected buffers to the file (its digest computed as they
+        pass) while a thread takes the variables' digests from memory (xxhash and the writes
+        both release the GIL, so the hashing uses the time the writer waits on the kernel).
+        Every byte is so read twice, at two moments; without a codec the file holds exactly
+        those bytes, so the file's digest and the variables' stream digest must agree. If
+        they do not, memory changed while the checkpoint was written, and the checkpoint fails
+        here rather than being committed with data that no variable's digest matches (with a
+        codec the change is caught at recovery, where each variable is checked as it is
+        decompressed).
+        """
         stage = store.staging(ckpt_id)
         name = f"rank-{self.rank:06d}.data"
         path = stage / name
         slots = self.protected.slots(for_write=True)
-        variables = self.protected.variables(slots, self.config.checksum)
-        total = sum(v.nbytes for v in variables)
+        total = sum(len(s.view) for s in slots)
+        codec = parse_codec(self._level(level).codec)
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644))
-        (report,) = run_chunks(
-            "write",
-            [[Chunk(str(path), 0, total, ConcatSource([s.view for s in slots]))]],
-            codec=parse_codec(self._level(level).codec),
-            digest=self.config.checksum,
-        )
+        with ThreadPoolExecutor(1, thread_name_prefix="greenckpt-digest") as pool:
+            hashing = pool.submit(self.protected.variables, slots, self.config.checksum)
+            (report,) = run_chunks(
+                "write",
+                [[Chunk(str(path), 0, total, ConcatSource([s.view for s in slots]))]],
+                codec=codec,
+                digest=self.config.checksum,
+            )
+            variables, stream = hashing.result()
         assert report.digests is not None
+        if codec is None and stream != report.digests[0]:
+            raise CheckpointError(
+                "the protected data changed while the checkpoint was being written (memory "
+                "no longer matches the bytes stored); is another thread modifying them?"
+            )
         return RankEntry(
             rank=self.rank,
             node=self.node,
@@ -934,8 +954,11 @@ class Checkpointer:
             if size != entry.stored_bytes:
                 return f"{path} holds {size} B, the manifest says {entry.stored_bytes} B"
             views, state = self.protected.read_slots(entry.variables)
-            # each variable is hashed as its bytes land (no second pass over memory)
-            sink = ConcatSink(views, checksum=manifest.checksum)
+            # Without a codec the file's digest covers every variable's bytes (the write
+            # checked they matched memory); with one, each variable is also hashed as its
+            # bytes land, which catches memory that changed during that checkpoint.
+            per_variable = manifest.codec is not None
+            sink = ConcatSink(views, checksum=manifest.checksum if per_variable else None)
             (report,) = run_chunks(
                 "read",
                 [[Chunk(str(path), 0, entry.logical_bytes, sink=sink)]],
@@ -945,9 +968,10 @@ class Checkpointer:
             assert report.digests is not None
             if report.digests[0] != entry.digest:
                 return f"{path} is corrupt: its {manifest.checksum} digest does not match"
-            for v, digest in zip(entry.variables, sink.digests(), strict=True):
-                if digest != v.digest:
-                    return f"variable {v.name} does not match its digest after reading"
+            if per_variable:
+                for v, digest in zip(entry.variables, sink.digests(), strict=True):
+                    if digest != v.digest:
+                        return f"variable {v.name} does not match its digest after reading"
             self.protected.load_state(state)
         except Exception as exc:  # any failure here must reach the collective verdict
             return _one_line(exc)

@@ -11,7 +11,9 @@ chunks of any files (its own file, or its slice of a shared file).
 Timing: everything that is not the I/O itself — opening files, allocating the aligned buffer,
 generating the data pool, dropping the page cache before a read — happens *before* the start
 barrier. The clock (``CLOCK_MONOTONIC``, the same in every process of the node) starts when
-the barrier releases and stops after the last ``fsync``.
+the barrier releases and stops after the last ``fsync``. Writes start the writeback of what
+they wrote every ``flush_after`` bytes (:mod:`greenckpt.io.writeback`), so the copy into the
+page cache and the transfer to storage overlap instead of following each other.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from greenckpt.io.atomic import fsync_directory
 from greenckpt.io.codec import FRAME_HEADER, BlockCodec, CodecError, CodecSpec
 from greenckpt.io.sinks import DataSink
 from greenckpt.io.sources import DataSource
+from greenckpt.io.writeback import DEFAULT_FLUSH_AFTER, Writeback
 
 if TYPE_CHECKING:
     from greenckpt.io.checksum import Hasher
@@ -102,6 +105,9 @@ class WorkerTask:
     digest: str | None = None
     """Checksum name (:mod:`greenckpt.io.checksum`) of the *stored* bytes of each chunk,
     computed as they pass: what a checkpoint manifest records and a restart checks."""
+    flush_after: int = DEFAULT_FLUSH_AFTER
+    """Writes: start writeback of every ``flush_after`` bytes as soon as they are written
+    (:mod:`greenckpt.io.writeback`); 0 leaves it all to the kernel and the final fsync."""
 
 
 @dataclass(frozen=True)
@@ -187,6 +193,7 @@ def _write_chunk(
         raise ValueError(f"write chunk of {chunk.path} at {chunk.offset} has no source")
     crc = 0
     pos = 0
+    writeback = Writeback(fd, task.flush_after)
     while pos < chunk.length:
         _check_fault(task, moved + pos)
         want = min(task.block_size, chunk.length - pos)
@@ -194,6 +201,7 @@ def _write_chunk(
         done = 0
         while done < want:
             done += os.pwrite(fd, view[done:], chunk.offset + pos + done)
+        writeback.wrote(chunk.offset + pos, want)
         if task.checksum:
             crc = zlib.crc32(view, crc)
         if hasher is not None:
@@ -218,6 +226,7 @@ def _write_frames(
     crc = 0
     pos = 0
     stored = 0
+    writeback = Writeback(fd, task.flush_after)
     while pos < chunk.length:
         _check_fault(task, moved + pos)
         want = min(task.block_size, chunk.length - pos)
@@ -230,6 +239,7 @@ def _write_frames(
             rest = memoryview(header + bytes(payload))
             while done < total:
                 done += os.pwrite(fd, rest[done:], at + done)
+        writeback.wrote(at, total)
         if task.checksum:
             crc = zlib.crc32(view, crc)
         if hasher is not None:
