@@ -27,7 +27,11 @@ then read) and each cell is the median over repeats; ``ratio`` is engine/fio of 
 bimodal (a flush on the host sometimes adds ~0.3 s to either tool), which can move a median
 of few runs; the min–max spans show when that happened. Every run starts after ``os.sync()``,
 so neither tool pays for the other's writeback or file deletion (without it, write medians on
-this VM swung from 0.46 to 1.68). Needs fio (``apt-get install -y fio``);
+this VM swung from 0.46 to 1.68). On a VM guest that hands freed memory back to its host,
+reporting is held off for the run where possible (``--page-reporting``, see
+``bench_ckpt_io.py``). The engine starts writeback every 8 MiB while it writes
+(:mod:`greenckpt.io.writeback`); fio's command does not (``--end_fsync=1`` only), so
+engine writes may exceed fio's. Needs fio (``apt-get install -y fio``);
 without it the script says so and exits 0.
 """
 
@@ -41,7 +45,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+import _pagereport
 from greenckpt.io import remove_files, run_io
+from greenckpt.platform.root import PlatformError
 from greenckpt.profile.fio import run_fio
 
 MiB = 1024 * 1024
@@ -83,12 +89,24 @@ def main(argv: list[str] | None = None) -> int:
         help="fio --fallocate (default none: blocks allocated while writing, as the engine "
         "and a checkpoint do; fio's own default 'native' preallocates outside its timer)",
     )
+    _pagereport.add_argument(parser)
     args = parser.parse_args(argv)
     if shutil.which("fio") is None:
         print("fio is not installed: apt-get update && apt-get install -y fio (or dnf/brew)")
         return 0
     size, block = parse_size(args.size), parse_size(args.block_size)
     counts = [int(n) for n in args.workers.split(",")]
+    try:
+        with _pagereport.page_reporting(args.page_reporting) as memory_note:
+            print(f"memory: {memory_note}", flush=True)
+            return measure(args, size, block, counts)
+    except PlatformError as exc:
+        print(f"bench_io_fio.py: error: {exc} (or --page-reporting keep)", file=sys.stderr)
+        return 2
+
+
+def measure(args: argparse.Namespace, size: int, block: int, counts: list[int]) -> int:
+    """The interleaved runs and the table."""
     cases = [(op, n) for n in counts for op in ("write", "read")]
     samples: dict[tuple[str, str, int], list[float]] = {}
     methods: dict[int, str] = {}

@@ -40,6 +40,21 @@ def test_probe_fake_intel_node_reads_and_changes_nothing(tmp_path: Path) -> None
     assert "userspace" in caps["cpufreq"].details["policies"][0]["governors"]
     assert caps["cpuidle"].available
     assert not caps["meter:rapl"].available and caps["meter:rapl"].summary
+    assert not caps["page-reporting"].available  # a bare-metal node: nothing goes back
+    assert diff(before, snapshot(tree)) == []
+
+
+def test_probe_reports_a_guest_handing_memory_back(tmp_path: Path) -> None:
+    tree = build_tree("intel-acpi-cpufreq", tmp_path / "tree")
+    params = tree / "sys/module/page_reporting/parameters"
+    params.mkdir(parents=True)
+    (params / "page_reporting_order").write_text("9\n")
+    (params / "min_free_ms").write_text("0\n")
+    before = snapshot(tree)
+    caps = {c.name: c for c in probe([], SysRoot(tree)).capabilities}
+    pr = caps["page-reporting"]
+    assert pr.available and pr.details["min_free_ms"] == 0
+    assert "as soon as it is freed" in pr.summary and "--page-reporting" in pr.summary
     assert diff(before, snapshot(tree)) == []
 
 

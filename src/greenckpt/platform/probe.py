@@ -17,6 +17,7 @@ from typing import Any
 from greenckpt.platform.cpufreq import CpufreqController
 from greenckpt.platform.cpuidle import CpuidleController
 from greenckpt.platform.meters import select_meters
+from greenckpt.platform.pagereport import read_page_reporting
 from greenckpt.platform.root import PlatformError, SysRoot
 from greenckpt.platform.storage import identify_storage
 
@@ -157,6 +158,23 @@ def _storage(root: SysRoot, paths: Sequence[str]) -> list[Capability]:
     return out
 
 
+def _page_reporting(root: SysRoot) -> Capability:
+    """Whether freed memory goes back to a VM host: I/O figures then depend on it."""
+    info = read_page_reporting(root)
+    summary = info.describe()
+    if info.present:
+        summary += (
+            "; page-cache I/O re-faults such memory from the host, so I/O throughput varies "
+            "with when it was reported (benchmarks hold it off with --page-reporting)"
+        )
+    details = {
+        "order": info.order,
+        "min_free_ms": info.min_free_ms,
+        "reported_kib": info.reported_kib,
+    }
+    return Capability("page-reporting", info.present, summary, details)
+
+
 def _guarded(name: str, probe_one: Callable[[], list[Capability]]) -> list[Capability]:
     """Run one probe; a malformed file under the root becomes an unavailable capability with
     its reason instead of aborting the whole report."""
@@ -181,6 +199,7 @@ def probe(
         *_guarded("cpufreq", lambda: [_cpufreq(chosen)]),
         *_guarded("cpuidle", lambda: [_cpuidle(chosen)]),
         *_guarded("storage", lambda: _storage(chosen, paths)),
+        *_guarded("page-reporting", lambda: [_page_reporting(chosen)]),
     ]
     return ProbeReport(
         host=socket.gethostname(),
