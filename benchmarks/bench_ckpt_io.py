@@ -241,7 +241,8 @@ def _wait_until(deadline: float) -> None:
     time.sleep(max(0.0, deadline - time.monotonic()))
 
 
-def library_run(
+def job_run(
+    mode: str,
     launcher: str | None,
     work: Path,
     writers: int,
@@ -250,59 +251,30 @@ def library_run(
     settle: float,
     drop: str,
 ) -> Run:
-    """Checkpoint then recover (a fresh Checkpointer) in one job of ``writers`` ranks."""
-    base = work / "library"
+    """One job of ``writers`` ranks writing then reading: ``io`` checkpoints and recovers (a
+    fresh Checkpointer) through the library, ``raw`` moves the same arrays with the engine."""
+    tool = "library" if mode == "io" else "raw"
+    base = work / tool
     base.mkdir(exist_ok=True)
     seed = 1000 * writers
     try:
         out = run_worker(
             launcher,
             writers,
-            ["io", str(base), tag, str(per_rank), str(seed), repr(settle), drop],
+            [mode, str(base), tag, str(per_rank), str(seed), repr(settle), drop],
         )
     finally:
         clear(base)
     if not out.get("verified"):
-        raise BenchError(f"library read with {writers} ranks restored wrong data")
+        raise BenchError(f"{tool} read with {writers} ranks restored wrong data")
     logical, read_bytes = out["logical_bytes"], out["read_bytes"]
     return Run(
         write_bps=logical / out["write_wall_s"],
         read_bps=read_bytes / out["read_wall_s"],
         gap_s=out["gap_s"],
         cache_drop=str(out["cache_drop"]),
-        write_own_bps=logical / out["write_own_s"],
-        read_own_bps=read_bytes / out["read_own_s"],
-    )
-
-
-def raw_run(
-    launcher: str | None,
-    work: Path,
-    writers: int,
-    per_rank: int,
-    tag: str,
-    settle: float,
-    drop: str,
-) -> Run:
-    """The same ranks writing and reading the same arrays with the engine alone."""
-    base = work / "raw"
-    base.mkdir(exist_ok=True)
-    seed = 1000 * writers
-    try:
-        out = run_worker(
-            launcher,
-            writers,
-            ["raw", str(base), tag, str(per_rank), str(seed), repr(settle), drop],
-        )
-    finally:
-        clear(base)
-    if not out.get("verified"):
-        raise BenchError(f"raw read with {writers} ranks restored wrong data")
-    return Run(
-        write_bps=out["logical_bytes"] / out["write_wall_s"],
-        read_bps=out["read_bytes"] / out["read_wall_s"],
-        gap_s=out["gap_s"],
-        cache_drop=str(out["cache_drop"]),
+        write_own_bps=logical / out["write_own_s"] if mode == "io" else None,
+        read_own_bps=read_bytes / out["read_own_s"] if mode == "io" else None,
     )
 
 
@@ -470,8 +442,9 @@ def measure(args: argparse.Namespace, memory_note: str) -> int:
                 for wi, n in enumerate(args.counts):
                     k = (rep + wi) % len(tools)
                     for tool in tools[k:] + tools[:k]:
-                        if tool == "library":
-                            run = library_run(
+                        if tool in ("library", "raw"):
+                            run = job_run(
+                                "io" if tool == "library" else "raw",
                                 args.launcher,
                                 work,
                                 n,
@@ -480,21 +453,11 @@ def measure(args: argparse.Namespace, memory_note: str) -> int:
                                 args.settle,
                                 args.cache_drop,
                             )
-                            assert run.write_own_bps is not None
-                            assert run.read_own_bps is not None
-                            if rep >= 0:
+                            if tool == "library" and rep >= 0:
+                                assert run.write_own_bps is not None
+                                assert run.read_own_bps is not None
                                 own.setdefault(("write", n), []).append(run.write_own_bps)
                                 own.setdefault(("read", n), []).append(run.read_own_bps)
-                        elif tool == "raw":
-                            run = raw_run(
-                                args.launcher,
-                                work,
-                                n,
-                                per_rank[n],
-                                f"job-{rep}-{n}",
-                                args.settle,
-                                args.cache_drop,
-                            )
                         else:
                             run = fio_run(work, n, totals[n], block, args.settle, args.cache_drop)
                         if rep < 0:
