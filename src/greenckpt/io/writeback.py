@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 from collections.abc import Callable
 
 __all__ = ["DEFAULT_FLUSH_AFTER", "SYNC_FILE_RANGE_WRITE", "Writeback"]
@@ -30,24 +31,20 @@ SYNC_FILE_RANGE_WRITE = 2
 DEFAULT_FLUSH_AFTER = 8 * 1024 * 1024
 
 _Call = Callable[[int, int, int, int], int]
-_loaded: list[_Call | None] = []
 
 
+@functools.cache
 def _sync_file_range() -> _Call | None:
-    """libc's ``sync_file_range``, or None where there is none (loaded once)."""
-    if not _loaded:
-        fn: _Call | None = None
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-            raw = libc.sync_file_range
-        except (OSError, AttributeError):
-            pass
-        else:
-            raw.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-            raw.restype = ctypes.c_int
-            fn = raw
-        _loaded.append(fn)
-    return _loaded[0]
+    """libc's ``sync_file_range``, or None where there is none (looked up once)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        fn = libc.sync_file_range
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    result: _Call = fn
+    return result
 
 
 class Writeback:
