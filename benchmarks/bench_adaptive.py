@@ -2,9 +2,9 @@
 
 Run: ``python benchmarks/bench_adaptive.py [PROFILE.json ...] [--margin 0.1]``.
 Not a test: it prints, per profile and decision scenario, whether the adaptive mode reached the
-same optimal settings (write setting + processes, read setting + processes) as the full grid,
-and the share of the full grid's measurement time it used. Target: same decision with at most
-30 % of the time.
+same optimal settings (write setting + processes, read setting + processes, codec) as the full
+grid, and the share of the full grid's measurement time it used. Target: same decision with at
+most 30 % of the time.
 
 Each profile is replayed (:class:`greenckpt.profile.replay.ReplayMeasurer`): every run of a
 cell returns the recorded medians and costs the recorded ``size / throughput``; the full grid
@@ -14,9 +14,10 @@ runs, the same accounting for both.
 
 Default profiles: ``examples/profiles/synthetic-pcie-flash.json`` and
 ``synthetic-nfs-1gbe.json`` (SYNTHETIC, 5 frequencies + ondemand × 8 process counts, shaped
-after saito2013 and mills2013), and ``recorded-vm-virtio-estimated.json`` (measured on the
-development VM: throughput measured, power ESTIMATED; one CPU setting, since the VM has no
-cpufreq, so only the process axis is searched).
+after saito2013 and mills2013), and two grids recorded on the development VM (throughput
+measured, power ESTIMATED; one CPU setting, since the VM has no cpufreq):
+``recorded-vm-virtio-estimated.json`` (1–16 processes) and
+``recorded-vm-virtio-codecs-estimated.json`` (1–8 processes × no codec, lz4, zstd:1).
 """
 
 from __future__ import annotations
@@ -37,18 +38,25 @@ DEFAULT_PROFILES = (
     EXAMPLES / "synthetic-pcie-flash.json",
     EXAMPLES / "synthetic-nfs-1gbe.json",
     EXAMPLES / "recorded-vm-virtio-estimated.json",
+    EXAMPLES / "recorded-vm-virtio-codecs-estimated.json",
 )
 MTBFS_H = (1.0, 14.0, 24.0)
 SIZE_FACTORS = (8, 32, 128)  # checkpoint size per node, in units of the profiled size S
+# Application power in units of the largest power of any I/O point: a busy CPU node, and nodes
+# whose compute draws much more than their I/O phases (accelerators), where time weighs more.
+APP_FACTORS = (1.2, 3.0, 30.0)
 
 
-def decision(profile: Profile, scn: Scenario) -> tuple[str, int, str, int]:
+def decision(profile: Profile, scn: Scenario) -> tuple[str, int, str, int, str]:
+    """What the optimizer would apply: CPU setting and processes for writes and for reads,
+    and the codec (one for both: a restart reads what the checkpoint wrote)."""
     best = plan(profile, scn).best
     return (
         best.write.setting_key,
         best.write.processes,
         best.read.setting_key,
         best.read.processes,
+        best.write.codec or "none",
     )
 
 
@@ -56,7 +64,7 @@ def run_one(path: Path, margin: float) -> tuple[int, int, float]:
     recorded = load_profile(path)
     spec = spec_of(recorded)
     size = spec.sizes[-1]
-    app = max(p.power for p in recorded.points) * 1.2  # a busy node, above any I/O point
+    top = max(p.power for p in recorded.points)
     ctx = SweepContext(machine=dict(recorded.machine), synthetic=recorded.synthetic)
     matches = total = 0
     worst = 0.0
@@ -68,8 +76,12 @@ def run_one(path: Path, margin: float) -> tuple[int, int, float]:
             f"\n{path.name} ({label}): {len(spec.cells())} cells, full grid "
             f"{full_m.seconds:.0f} s of I/O"
         )
-        print(f"{'MTBF':>6} {'ckpt':>9} {'time share':>11} {'cells':>6} {'same':>5}  decision")
-        for mtbf_h, k in itertools.product(MTBFS_H, SIZE_FACTORS):
+        print(
+            f"{'MTBF':>6} {'ckpt':>9} {'app':>7} {'time share':>11} {'cells':>6} {'same':>5}  "
+            "decision"
+        )
+        for mtbf_h, k, f in itertools.product(MTBFS_H, SIZE_FACTORS, APP_FACTORS):
+            app = f * top
             d = DecisionScenario(ckpt_size=k * size, rate=1 / (mtbf_h * 3600), app_power=app)
             m = ReplayMeasurer(recorded)
             chooser = AdaptiveChooser(spec, [d], margin=margin)
@@ -78,13 +90,14 @@ def run_one(path: Path, margin: float) -> tuple[int, int, float]:
             want = decision(full, scn)
             same = decision(got, scn) == want
             share = m.seconds / full_m.seconds
-            cells = len({(p.setting_key, p.processes) for p in got.points})
+            cells = len({(p.setting_key, p.processes, p.codec) for p in got.points})
             matches += same
             total += 1
             worst = max(worst, share)
             print(
-                f"{mtbf_h:>5.0f}h {k * size / 2**30:>6.0f}GiB {share:>10.1%} {cells:>6} "
-                f"{'yes' if same else 'NO':>5}  w {want[0]}/{want[1]}p r {want[2]}/{want[3]}p"
+                f"{mtbf_h:>5.0f}h {k * size / 2**30:>6.0f}GiB {app:>6.0f}W {share:>10.1%} "
+                f"{cells:>6} {'yes' if same else 'NO':>5}  w {want[0]}/{want[1]}p "
+                f"r {want[2]}/{want[3]}p codec {want[4]}"
             )
     return matches, total, worst
 

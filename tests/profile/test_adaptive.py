@@ -1,6 +1,7 @@
-"""The adaptive mode on replayed recordings (SYNTHETIC example profiles): it must reach the full
-grid's decision while measuring a fraction of it. Time here is the replay's accounting of
-recorded I/O seconds (deterministic), not a wall-clock measurement."""
+"""The adaptive mode on replayed recordings (the SYNTHETIC example grids and the two grids
+recorded on the development VM): it must reach the full grid's decision while measuring a
+fraction of it. Time here is the replay's accounting of recorded I/O seconds (deterministic),
+not a wall-clock measurement."""
 
 from __future__ import annotations
 
@@ -21,20 +22,31 @@ EXAMPLES = ROOT / "examples" / "profiles"
 
 def _decision(profile, scn):  # type: ignore[no-untyped-def]
     b = plan(profile, scn).best
-    return (b.write.setting_key, b.write.processes, b.read.setting_key, b.read.processes)
+    w, r = b.write, b.read
+    return (w.setting_key, w.processes, r.setting_key, r.processes, w.codec)
 
 
-@pytest.mark.parametrize("name", ["synthetic-pcie-flash.json", "synthetic-nfs-1gbe.json"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "synthetic-pcie-flash.json",
+        "synthetic-nfs-1gbe.json",
+        "recorded-vm-virtio-estimated.json",
+        "recorded-vm-virtio-codecs-estimated.json",
+    ],
+)
 @pytest.mark.parametrize("mtbf_h", [1.0, 24.0])
 def test_adaptive_reaches_the_full_grids_decision_cheaply(
     tmp_path: Path, name: str, mtbf_h: float
 ) -> None:
     recorded = load_profile(EXAMPLES / name)
     spec = spec_of(recorded)
-    ctx = SweepContext(machine=dict(recorded.machine), synthetic=True)
+    ctx = SweepContext(machine=dict(recorded.machine), synthetic=recorded.synthetic)
     full_m = ReplayMeasurer(recorded)
     full = run_sweep(spec, full_m, tmp_path / "full.json", context=ctx)
-    d = DecisionScenario(ckpt_size=64 * 2**30, rate=1 / (mtbf_h * 3600), app_power=500.0)
+    # a node whose computing draws 3x the most any I/O point drew (as in bench_adaptive.py)
+    app = 3.0 * max(p.power for p in recorded.points)
+    d = DecisionScenario(ckpt_size=64 * 2**30, rate=1 / (mtbf_h * 3600), app_power=app)
     m = ReplayMeasurer(recorded)
     got = run_sweep(spec, m, tmp_path / "a.json", context=ctx, chooser=AdaptiveChooser(spec, [d]))
     assert _decision(got, d.scenario(got)) == _decision(full, d.scenario(full))
@@ -57,6 +69,27 @@ def test_initial_design_spans_the_grid() -> None:
     assert {c.processes for c in first if c.setting == low} == {1, 12, 48}
     assert {c.processes for c in first if c.setting.kind == "governor"} == {1, 48}
     assert len(first) == 8 + 3 + 2
+
+
+@pytest.mark.parametrize(
+    ("name", "looked_at"),
+    [
+        ("recorded-vm-virtio-estimated.json", {1, 6, 16}),
+        ("recorded-vm-virtio-codecs-estimated.json", {1, 4, 8}),
+    ],
+)
+def test_without_frequencies_the_one_row_is_sampled_not_swept(
+    name: str, looked_at: set[int]
+) -> None:
+    """No cpufreq: one "as found" row per codec; its ends and middle are looked at first (a
+    look at every count would alone cost a quarter of the full grid)."""
+    recorded = load_profile(EXAMPLES / name)
+    cells = spec_of(recorded).cells()
+    first = initial_cells(cells)
+    codecs = {c.codec for c in cells}
+    assert len(first) == len(looked_at) * len(codecs)
+    for codec in codecs:
+        assert {c.processes for c in first if c.codec == codec} == looked_at
 
 
 def test_an_adaptive_sweep_resumes_with_its_quick_cells(tmp_path: Path) -> None:

@@ -9,8 +9,12 @@ optimum. The adaptive mode is a branch-and-bound over the grid:
    process axis is where storage devices have their peaks and knees: saito2013 Figures 1–2),
    the lowest, middle and highest process counts at the lowest fixed frequency (the frequency
    axis is smooth: CPU work scales with the clock), and the lowest and highest process counts
-   of every other CPU setting (each governor, or "as found"). Every other cell lies between
-   measured ones.
+   of every other CPU setting (each governor, or "as found"). A grid with no fixed
+   frequency (a node without cpufreq: one "as found" row, or governors only) has no row to
+   spare: its first row gets the lowest, middle and highest process counts like the lowest
+   frequency, since a first look at every count would alone cost 1/(warm-up + repetitions)
+   of the full grid (25 % with the defaults) before anything is decided. Every other cell
+   lies between measured ones.
 2. **Optimistic surrogate.** Every unmeasured cell gets predicted points: throughput and power
    interpolated from the measured cells of its group (linearly in frequency and log₂ processes
    for fixed frequencies; along the process axis for a governor row), then made *optimistic*
@@ -67,6 +71,12 @@ def _group(cell: Cell) -> tuple[object, ...]:
     return (cell.cstates, cell.size, cell.codec)
 
 
+def process_design(counts: Sequence[int]) -> set[int]:
+    """The process counts first looked at on a row: both ends and the middle."""
+    ordered = sorted(set(counts))
+    return {ordered[0], ordered[-1], ordered[len(ordered) // 2]}
+
+
 def initial_cells(cells: Sequence[Cell]) -> list[Cell]:
     """The initial design (step 1 of the module docstring), in grid order."""
     chosen: set[str] = set()
@@ -76,7 +86,7 @@ def initial_cells(cells: Sequence[Cell]) -> list[Cell]:
     for members in groups.values():
         counts = sorted({c.processes for c in members})
         edges = {counts[0], counts[-1]}
-        sparse = edges | {counts[len(counts) // 2]}
+        sparse = process_design(counts)
         freqs = sorted({c.setting.hz for c in members if c.setting.hz is not None})
         rows = sorted({c.setting for c in members if c.setting.kind != "frequency"})
         full_row = freqs[-1] if freqs else None
@@ -84,7 +94,9 @@ def initial_cells(cells: Sequence[Cell]) -> list[Cell]:
             if c.setting.kind == "frequency":
                 if c.setting.hz == full_row or (c.setting.hz == freqs[0] and c.processes in sparse):
                     chosen.add(c.key)
-            elif (not freqs and c.setting == rows[0]) or c.processes in edges:
+            elif (not freqs and c.setting == rows[0] and c.processes in sparse) or (
+                c.processes in edges
+            ):
                 chosen.add(c.key)
     return [c for c in cells if c.key in chosen]
 

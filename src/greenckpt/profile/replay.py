@@ -32,8 +32,9 @@ def spec_of(
     repetitions: int = 3,
     warmup: int = 1,
 ) -> SweepSpec:
-    """The sweep whose grid is exactly the recorded profile's cells, with ``greenckpt
-    profile``'s default repetitions and warm-up (every run replays the recorded median)."""
+    """The sweep whose grid is exactly the recorded profile's cells (CPU settings, process
+    counts, sizes, codecs, C-states), with ``greenckpt profile``'s default repetitions and
+    warm-up (every run replays the recorded median)."""
     keys = sorted({p.setting_key for p in recorded.points}, key=_setting_order)
     return SweepSpec(
         path=path,
@@ -41,6 +42,7 @@ def spec_of(
         processes=recorded.process_counts,
         ops=tuple(op for op in ("write", "read") if recorded.for_op(op)),
         sizes=recorded.sizes or (default_size,),
+        codecs=tuple(sorted({p.codec for p in recorded.points}, key=lambda c: c or "")),
         cstates=tuple(sorted({p.cstates for p in recorded.points}, key=repr)),
         block_size=1,
         repetitions=repetitions,
