@@ -766,16 +766,26 @@ def _level_specific_hint(key: str) -> str:
 
 
 def _read_level_table(level: int, table: Mapping[str, object], shown: str) -> _Merged:
+    context = f"{shown}: [checkpoint.l{level}]"
+    _check_one_interval(table, context)
+    return _merge_level_items(level, table, context, lambda key: f"{context} {key}")
+
+
+def _merge_level_items(
+    level: int, items: Mapping[Any, object], context: str, where_of: Callable[[Any], str]
+) -> _Merged:
+    """One level's settings (a TOML table or a keyword dict), each checked and converted;
+    ``context`` starts an unknown key's message, ``where_of(key)`` names where each value
+    came from."""
     keys = _level_keys(level)
     merged: _Merged = {}
-    _check_one_interval(table, f"{shown}: [checkpoint.l{level}]")
-    for key, value in table.items():
+    for key, value in items.items():
         if key not in keys:
             raise ConfigError(
-                f"{shown}: [checkpoint.l{level}] unknown key {key!r}{_suggest(key, list(keys))}: "
-                f"valid keys: {', '.join(keys)}{_level_specific_hint(key)}"
+                f"{context} unknown key {key!r}{_suggest(str(key), list(keys))}: valid keys: "
+                f"{', '.join(keys)}{_level_specific_hint(str(key))}"
             )
-        where = f"{shown}: [checkpoint.l{level}] {key}"
+        where = where_of(key)
         merged[_merged_key(level, key)] = (
             keys[key](value, _Reading(where, f"l{level} {key}")),
             where,
@@ -833,10 +843,10 @@ def _read_keywords(kwargs: Mapping[str, object], env: Mapping[str, str]) -> _Mer
 
 def _read_level_keyword(level: int, value: object) -> _Merged:
     name = f"l{level}"
-    merged: _Merged = {}
     if isinstance(value, LevelConfig):
         # A whole level: every one of its settings comes from this keyword.
         where = f"keyword {name}"
+        merged: _Merged = {}
         if value.level != level:
             raise ConfigError(f"{where}: LevelConfig.level is {value.level}; it must be {level}")
         interval: _Interval | None = None
@@ -856,20 +866,10 @@ def _read_level_keyword(level: int, value: object) -> _Merged:
             f"keyword {name}: must be a dict of level settings such as "
             f'{{"every": "5min", "codec": "lz4"}} or a LevelConfig, not {_show(value)}'
         )
-    keys = _level_keys(level)
     _check_one_interval(value, f"keyword {name}")
-    for key, item in value.items():
-        if key not in keys:
-            raise ConfigError(
-                f"keyword {name}: unknown key {key!r}{_suggest(str(key), list(keys))}: valid "
-                f"keys: {', '.join(keys)}{_level_specific_hint(str(key))}"
-            )
-        where = f"keyword {name}[{key!r}]"
-        merged[_merged_key(level, key)] = (
-            keys[key](item, _Reading(where, f"l{level} {key}")),
-            where,
-        )
-    return merged
+    return _merge_level_items(
+        level, value, f"keyword {name}:", lambda key: f"keyword {name}[{key!r}]"
+    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -97,6 +97,15 @@ def erasure_groups(
     return tuple(tuple(sorted(g)) for g in groups)
 
 
+def _create_writer(path: Path, checksum: str) -> tuple[SegmentWriter | None, str | None]:
+    """A writer for ``path``, or why it cannot be created (reported to the group, not raised:
+    every member must still take part in the exchange)."""
+    try:
+        return SegmentWriter(path, checksum), None
+    except OSError as exc:
+        return None, f"cannot create {path}: {one_line(exc)}"
+
+
 def _segments(length: int, segment: int) -> range:
     return range(0, length, segment)
 
@@ -149,12 +158,9 @@ def encode_parity(
             fd = os.open(data, os.O_RDONLY | os.O_CLOEXEC)
         except OSError as exc:
             read_error = f"cannot read {data}: {one_line(exc)}"
-    writer: SegmentWriter | None = None
-    if me in targets and parity is not None:
-        try:
-            writer = SegmentWriter(parity, checksum)
-        except OSError as exc:
-            error = f"cannot create {parity}: {one_line(exc)}"
+    writer, error = (
+        _create_writer(parity, checksum) if me in targets and parity is not None else (None, None)
+    )
     try:
         for root in sorted(targets):
             for index, s in enumerate(layout.parity_stripes(root)):
@@ -236,12 +242,11 @@ def rebuild_data(
                     fds[key] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
                 except OSError as exc:
                     error = f"cannot read {path}: {one_line(exc)}"
-    writer: SegmentWriter | None = None
     if me in lost and out is not None:
-        try:
-            writer = SegmentWriter(out, checksum)
-        except OSError as exc:
-            error = f"cannot create {out}: {one_line(exc)}"
+        writer, failed = _create_writer(out, checksum)
+        error = failed or error
+    else:
+        writer = None
     try:
         for root in sorted(lost):
             for s in layout.stripes():
