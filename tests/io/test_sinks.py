@@ -8,6 +8,7 @@ exactly the bytes in the file.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -23,8 +24,10 @@ from greenckpt.io import (
     ConcatSource,
     IOJobError,
     run_chunks,
+    worker,
 )
 from greenckpt.io.checksum import digest_bytes, file_digest
+from greenckpt.io.worker import SINK_READ_BYTES
 
 BS = 64 * 1024
 
@@ -131,3 +134,41 @@ def test_crc32_digest_matches_the_file(tmp_path: Path) -> None:
         "write", [[Chunk(str(path), 0, len(data), ConcatSource([data]))]], digest="crc32"
     )
     assert wr.digests == (digest_bytes("crc32", data),)
+
+
+def test_reads_into_a_sink_use_cache_sized_requests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With 1 MiB blocks, a buffered read into the caller's buffers asks for at most
+    SINK_READ_BYTES at a time (the piece is still in cache when the digest reads it) and
+    still restores every byte, pieces straddling buffers included; a read with no sink keeps
+    block-sized requests."""
+    block = 1024 * 1024
+    rng = np.random.default_rng(7)
+    src = [rng.random(300_001), rng.integers(0, 255, 1_500_007, dtype=np.uint8)]
+    total = sum(a.nbytes for a in src)
+    path = tmp_path / "rank-000000.data"
+    path.touch()
+    run_chunks("write", [[Chunk(str(path), 0, total, ConcatSource(src))]], block_size=block)
+    asked: list[int] = []
+    real = os.preadv
+
+    def counting(fd: int, buffers: list[memoryview], offset: int) -> int:
+        asked.append(sum(len(b) for b in buffers))
+        return real(fd, buffers, offset)
+
+    monkeypatch.setattr(worker.os, "preadv", counting)
+    dst = [np.empty_like(a) for a in src]
+    (rd,) = run_chunks(
+        "read",
+        [[Chunk(str(path), 0, total, sink=ConcatSink(dst))]],
+        block_size=block,
+        digest="xxh3_64",
+    )
+    assert max(asked) == SINK_READ_BYTES and sum(asked) == total
+    assert rd.digests == (file_digest(path, "xxh3_64")[0],)
+    for a, b in zip(src, dst, strict=True):
+        np.testing.assert_array_equal(a, b)
+    asked.clear()
+    run_chunks("read", [[Chunk(str(path), 0, total)]], block_size=block)
+    assert max(asked) == block and sum(asked) == total
