@@ -318,6 +318,21 @@ def test_async_flush_is_committed_only_after_the_copy_is_durable(
     assert np.array_equal(u2, expected_u) and raw2 == expected_raw
 
 
+def test_recovery_reads_the_local_copy_of_a_flushed_checkpoint(tmp_path: Path) -> None:
+    """A level-1 checkpoint flushed to level 4 keeps its id: both copies are complete, and
+    the node-local one is read (the fastest); the global one serves once it is gone."""
+    ck, u, raw = _async(tmp_path)
+    fill(u, raw, 1)
+    assert ck.checkpoint(4, iteration=1).flushing
+    ck.finalize()
+    assert (_global_ids(tmp_path), committed(tmp_path)) == (["ckpt-00000001"], ["ckpt-00000001"])
+    rec = _async(tmp_path)[0].recover()
+    assert rec is not None and (rec.id, rec.level) == (1, 1)
+    shutil.rmtree(tmp_path / "greenckpt")
+    rec = _async(tmp_path)[0].recover()
+    assert rec is not None and (rec.id, rec.level) == (1, 4)
+
+
 def test_async_flush_failure_is_raised_at_the_next_call(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -22,8 +22,8 @@ rename staging → committed — the commit point. Any failure before it removes
 and raises :class:`CheckpointError` on every rank; the previous checkpoints are untouched, and
 old ones are removed only after a newer one committed (keep-last-k, never the newest).
 
-Recovery considers every committed checkpoint of every level, newest id first; a node-local
-one only if every node holds it. Each rank checks the manifest, that its protected data still
+Recovery considers every committed checkpoint of every level, newest id first (of the copies
+of one checkpoint, the lowest level first); a node-local one only if every node holds it. Each rank checks the manifest, that its protected data still
 have the recorded names, dtypes and shapes, reads its file straight into the protected
 buffers and checks the digests of the stored bytes and of every variable. The first checkpoint
 that every rank read correctly wins; otherwise the next older one is tried, and the reasons
@@ -667,6 +667,8 @@ class Checkpointer:
             # levels 2 and 3 rebuild what a node lost; levels 1 and 4 need every copy
             return any(holders) if number in (2, 3) else all(holders)
 
+        # newest first; of one checkpoint's copies (an L1 checkpoint flushed to L4 keeps its
+        # id), the lowest level first: node-local storage is the fastest to read back
         candidates = sorted(
             {
                 (ckpt_id, number)
@@ -675,7 +677,7 @@ class Checkpointer:
                 for ckpt_id in ids
                 if held(ckpt_id, number)
             },
-            reverse=True,
+            key=lambda c: (-c[0], c[1]),
         )
         usable = {c for c, _ in candidates}
         # from every rank's listing, so that every rank takes the same branch below
