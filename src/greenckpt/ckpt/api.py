@@ -23,9 +23,10 @@ and raises :class:`CheckpointError` on every rank; the previous checkpoints are 
 old ones are removed only after a newer one committed (keep-last-k, never the newest).
 
 Recovery considers every committed checkpoint of every level, newest id first (of the copies
-of one checkpoint, the lowest level first); a node-local one only if every node holds it. Each rank checks the manifest, that its protected data still
-have the recorded names, dtypes and shapes, reads its file straight into the protected
-buffers and checks the digests of the stored bytes and of every variable. The first checkpoint
+of one checkpoint, the lowest level first); a node-local one only if every node holds it.
+Each rank checks the manifest, that its protected data still have the recorded names, dtypes
+and shapes, reads its file straight into the protected buffers and checks the digests of the
+stored bytes and of every variable. The first checkpoint
 that every rank read correctly wins; otherwise the next older one is tried, and the reasons
 are kept (:attr:`RecoveryInfo.skipped`).
 

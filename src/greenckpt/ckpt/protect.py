@@ -108,19 +108,22 @@ class Protected:
 
         The stream digest is what the data file's digest must be when it is stored without a
         codec: a checkpoint compares the two, so memory that changed while it was written is
-        caught then (each block is hashed twice while it is in cache, so the second digest
-        costs little next to reading the memory once).
+        caught then (each block of a later variable is hashed twice while it is in cache, so
+        the second digest costs little next to reading the memory once).
         """
         out = []
         offset = 0
         stream = new_hasher(checksum)
-        for s in slots:
+        for i, s in enumerate(slots):
             n = len(s.view)
-            var = new_hasher(checksum)
+            # The first variable starts the stream, so the stream's digest at its end is its
+            # own: its bytes (often nearly all of them, one large array) are hashed once.
+            var = stream if i == 0 else new_hasher(checksum)
             for pos in range(0, n, DIGEST_BLOCK):
                 block = s.view[pos : pos + DIGEST_BLOCK]
                 var.update(block)
-                stream.update(block)
+                if var is not stream:
+                    stream.update(block)
             out.append(Variable(s.name, s.kind, s.dtype, s.shape, offset, n, var.hexdigest()))
             offset += n
         return tuple(out), stream.hexdigest()
