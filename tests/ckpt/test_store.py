@@ -106,6 +106,42 @@ def test_commit_makes_it_committed_and_staging_disappears(store: CheckpointStore
     assert store.read(1) == manifest
 
 
+def test_commit_makes_the_manifest_and_every_entry_durable_before_and_after_the_rename(
+    store: CheckpointStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a commit fsyncs, in order: the manifest and the staging directory (its entries)
+    before the rename, the job directory after it, and the base directory holding the job
+    directory only the first time (it may have just been created)."""
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def spy(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    manifests = [stage(store, 1), stage(store, 2)]
+    monkeypatch.setattr(os, "fsync", spy)
+    real_rename = os.rename
+
+    def rename(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        synced.append(f"rename {Path(src).name}")
+        real_rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", rename)
+    store.commit(1, manifests[0])
+    first, synced[:] = list(synced), []
+    store.commit(2, manifests[1])
+    for ckpt_id, seen in ((1, first), (2, synced)):
+        staging = store.staging_path(ckpt_id)
+        expected = [
+            str(staging / MANIFEST_NAME),
+            str(staging),
+            f"rename {staging.name}",
+            str(store.job_dir),
+        ]
+        assert seen == expected + ([str(store.base)] if ckpt_id == 1 else [])
+
+
 def test_staging_is_idempotent(store: CheckpointStore) -> None:
     first = store.staging(3)
     (first / "rank-00000.dat").write_bytes(b"x")

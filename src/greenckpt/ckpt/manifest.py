@@ -46,7 +46,7 @@ from typing import Any, Final, Literal, cast
 import numpy as np
 
 from greenckpt import __version__
-from greenckpt.io.atomic import write_atomic
+from greenckpt.io.atomic import write_atomic, write_durable
 from greenckpt.io.checksum import CHECKSUMS, digest_hex_length
 
 __all__ = [
@@ -504,17 +504,25 @@ def manifest_to_json(manifest: Manifest) -> dict[str, Any]:
     }
 
 
-def write_manifest(path: str | os.PathLike[str], manifest: Manifest) -> None:
-    """Validate ``manifest`` and write it to ``path`` atomically.
+def write_manifest(
+    path: str | os.PathLike[str], manifest: Manifest, *, atomic: bool = True
+) -> None:
+    """Validate ``manifest`` and write it to ``path``, fsynced.
 
-    The text goes to a temporary file in the same directory, is fsynced, renamed over ``path``
-    and the directory is fsynced: a crash leaves either no manifest or the complete one, never
-    a torn file. Validation comes first (the same as reading), so a manifest that would not
-    read back is refused before anything touches the disk.
+    ``atomic``: the text goes to a temporary file in the same directory, is fsynced, renamed
+    over ``path`` and the directory is fsynced: a crash leaves either no manifest or the
+    complete one, never a torn file. Without it the file is written in place and fsynced, for
+    a directory that is itself renamed into place afterwards (a staging directory), where a
+    torn file is never seen. Validation comes first (the same as reading), so a manifest that
+    would not read back is refused before anything touches the disk.
     """
     doc = manifest_to_json(manifest)
     manifest_from_json(doc)
-    write_atomic(path, json.dumps(doc, indent=1, allow_nan=False) + "\n")
+    text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
+    if atomic:
+        write_atomic(path, text)
+    else:
+        write_durable(path, text)
 
 
 def read_manifest(path: str | os.PathLike[str]) -> Manifest:

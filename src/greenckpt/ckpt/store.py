@@ -100,22 +100,11 @@ def _parse_id(pattern: re.Pattern[str], entry: str) -> int | None:
     return ckpt_id
 
 
-def _fsync_tree(root: Path) -> None:
-    """fsync every regular file and directory under ``root`` (directories bottom-up).
-
-    Ranks fsync their own files already; doing it again here costs a system call per file when
-    the data are clean, and protects against a writer that forgot.
-    """
-    for dirpath, _dirnames, filenames in os.walk(root, topdown=False):
-        for fname in filenames:
-            fpath = os.path.join(dirpath, fname)
-            if not stat.S_ISREG(os.lstat(fpath).st_mode):
-                continue
-            fd = os.open(fpath, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+def _fsync_directories(root: Path) -> None:
+    """fsync ``root`` and every directory under it (bottom-up), so every entry in them is
+    durable. The files themselves are fsynced by whoever wrote them: the I/O engine, the
+    redundancy writers and the flush copy all do before they report success."""
+    for dirpath, _dirnames, _filenames in os.walk(root, topdown=False):
         fsync_directory(Path(dirpath))
 
 
@@ -150,6 +139,7 @@ class CheckpointStore:
         self.base: Final = Path(base)
         self.name: Final = name
         self._removals: list[threading.Thread] = []
+        self._job_dir_durable = False  # its entry in base fsynced by this object
 
     def __repr__(self) -> str:
         return f"CheckpointStore({str(self.base)!r}, {self.name!r})"
@@ -231,10 +221,11 @@ class CheckpointStore:
 
         Writes ``manifest.json`` into staging, checks the rank files this store holds are there
         with their sizes (``ranks``: all ranks of the manifest by default; on node-local storage
-        pass the node's ranks, since each node's store holds only its own files), fsyncs every
-        file and the staging directory, renames staging to the committed name and fsyncs the
-        job directory. The rename is the commit point: a crash before it leaves only a
-        ``.partial`` directory that never looks committed.
+        pass the node's ranks, since each node's store holds only its own files), fsyncs the
+        manifest and the staging directory (the rank files were fsynced by their writers),
+        renames staging to the committed name and fsyncs the job directory (and, the first
+        time, the base directory holding it). The rename is the commit point: a crash before it
+        leaves only a ``.partial`` directory that never looks committed.
         """
         staging = self.staging_path(ckpt_id)
         final = self.committed_path(ckpt_id)
@@ -273,11 +264,14 @@ class CheckpointStore:
                     f"rank {rank}'s file {staging / entry.file} has {size} bytes, the manifest "
                     f"says {entry.stored_bytes}; finish writing it before commit()"
                 )
-        write_manifest(staging / MANIFEST_NAME, manifest)
-        _fsync_tree(staging)
+        # staging is never read, so the manifest needs no temporary name of its own
+        write_manifest(staging / MANIFEST_NAME, manifest, atomic=False)
+        _fsync_directories(staging)
         os.rename(staging, final)  # the commit point
         fsync_directory(self.job_dir)
-        fsync_directory(self.base)
+        if not self._job_dir_durable:  # the job directory may have been created just now
+            fsync_directory(self.base)
+            self._job_dir_durable = True
         return final
 
     def _scan(self, pattern: re.Pattern[str]) -> list[int]:

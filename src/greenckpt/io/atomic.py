@@ -12,7 +12,7 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["fsync_directory", "write_atomic"]
+__all__ = ["fsync_directory", "write_atomic", "write_durable"]
 
 
 def fsync_directory(path: str | os.PathLike[str]) -> None:
@@ -40,3 +40,18 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> None:
             os.unlink(tmp)
         raise
     fsync_directory(directory)
+
+
+def write_durable(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` to ``path`` (created or truncated) and fsync it; the directory entry is
+    the caller's to make durable.
+
+    For a file in a directory nobody reads until it is renamed into place (a checkpoint's
+    staging directory): a torn file there is never seen, so the temporary name, rename and
+    extra directory fsync of :func:`write_atomic` would buy nothing.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
