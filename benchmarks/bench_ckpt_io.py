@@ -66,10 +66,15 @@ ran at a third of the speed of the rest. The tools run interleaved: in every rep
 every W, each tool writes then reads, in an order that rotates between repeats; each cell is
 the median over the repeats with its min–max span.
 
-Ratios are library/raw and library/fio of the medians; the verdict is PASS when both reach
-0.9 (library/raw only without fio). ``best`` is the ratio of the fastest runs, printed because
-bimodal runs can move a median of few runs. Other work on the machine moves these figures too:
-run it on a quiet machine, and distrust a verdict whose spans overlap the threshold.
+Ratios are paired: each repeat's library figure over the raw (fio) figure of the same repeat,
+which ran just before or after it; the ratio printed is the median of those per-repeat ratios,
+and the verdict is PASS when both reach 0.9 (library/raw only without fio). Why paired: on a
+VM guest the host's own I/O and caches drift over minutes and move every tool alike; a ratio of
+two medians taken over the whole run keeps that drift as noise (run-to-run swings of ±0.04
+were seen here at W=4), a per-repeat ratio divides it out. Next to each ratio a 90 % bootstrap
+interval of its median (fixed seed) says how far another run's median may land; a PASS whose
+interval reaches below 0.9 says so. The ratios of the medians are printed below the table for
+comparison. Other work on the machine moves these figures too: run it on a quiet machine.
 """
 
 from __future__ import annotations
@@ -101,6 +106,9 @@ from greenckpt.profile.fio import FioError, fio_available, run_fio
 from greenckpt.units import UnitError, format_size, parse_size
 
 TARGET = 0.9
+INTERVAL = 0.9
+"""Coverage of the printed bootstrap interval of each median ratio."""
+BOOTSTRAP = 4000
 BENCH_DIR = Path(__file__).resolve().parent
 WORKER = BENCH_DIR / "_ckpt_worker.py"
 SRC = BENCH_DIR.parent / "src"
@@ -218,6 +226,24 @@ def _load(values: tuple[float, float, float]) -> str:
 
 def _span(values: Sequence[float]) -> str:
     return f"{min(values) / 1e6:.0f}-{max(values) / 1e6:.0f}"
+
+
+def paired_ratios(library: Sequence[float], other: Sequence[float]) -> list[float]:
+    """library/other of each repeat: the two ran back to back, so a drift of the machine
+    (the host's own I/O, its page cache) that moves both divides out."""
+    return [lib / x for lib, x in zip(library, other, strict=True)]
+
+
+def median_interval(values: Sequence[float], level: float = INTERVAL) -> tuple[float, float]:
+    """A bootstrap percentile interval of the median of ``values`` (fixed seed, so the same
+    runs always print the same interval): how far another run's median may plausibly land."""
+    rng = np.random.default_rng(0)
+    data = np.asarray(values, dtype=float)
+    picks = rng.integers(0, len(data), size=(BOOTSTRAP, len(data)))
+    medians = np.median(data[picks], axis=1)
+    tail = (1.0 - level) / 2.0
+    low, high = np.quantile(medians, [tail, 1.0 - tail])
+    return float(low), float(high)
 
 
 # --------------------------------------------------------------------------- one run per tool
@@ -490,9 +516,9 @@ def measure(args: argparse.Namespace, memory_note: str) -> int:
     )
     if args.use_fio:
         head += f"{'fio':>7}{'(min-max)':>12}"
-    head += f"{'lib/raw':>9}{'best':>6}"
+    head += f"{'lib/raw':>9}{'(90% CI)':>12}"
     if args.use_fio:
-        head += f"{'lib/fio':>9}{'best':>6}"
+        head += f"{'lib/fio':>9}{'(90% CI)':>12}"
     head += "  verdict"
     gap_note = "write->read gap s (median): " + "; ".join(
         f"W={n}: " + ", ".join(f"{t} {statistics.median(gaps[(t, n)]):.2f}" for t in tools)
@@ -518,34 +544,55 @@ def measure(args: argparse.Namespace, memory_note: str) -> int:
                 "library_own_median_Bps": om,
                 "raw_runs_Bps": raw,
                 "raw_median_Bps": rm,
-                "library_over_raw": lm / rm,
+                "library_over_raw_of_medians": lm / rm,
             }
             if op == "read":
                 case["gap_s"] = {t: gaps[(t, n)] for t in tools}
-            ok = lm / rm >= TARGET
-            failed = [] if ok else ["raw"]
+            others = {"raw": raw}
             if args.use_fio:
                 fio = samples[("fio", op, n)]
                 fm = statistics.median(fio)
                 line += f"{fm / 1e6:>7.0f}{_span(fio):>12}"
-                case.update(fio_runs_Bps=fio, fio_median_Bps=fm, library_over_fio=lm / fm)
-                if lm / fm < TARGET:
-                    failed.append("fio")
-            line += f"{lm / rm:>9.2f}{max(lib) / max(raw):>6.2f}"
-            case["best_library_over_raw"] = max(lib) / max(raw)
-            if args.use_fio:
-                best_fio = max(lib) / max(samples[("fio", op, n)])
-                case["best_library_over_fio"] = best_fio
-                line += f"{case['library_over_fio']:>9.2f}{best_fio:>6.2f}"
-            verdict = "PASS" if not failed else f"FAIL (< {TARGET} x {'+'.join(failed)})"
+                case.update(
+                    fio_runs_Bps=fio, fio_median_Bps=fm, library_over_fio_of_medians=lm / fm
+                )
+                others["fio"] = fio
+            failed, unsure = [], []
+            for name, runs in others.items():
+                ratios = paired_ratios(lib, runs)
+                ratio = statistics.median(ratios)
+                low, high = median_interval(ratios)
+                case[f"library_over_{name}_runs"] = ratios
+                case[f"library_over_{name}"] = ratio
+                case[f"library_over_{name}_interval"] = [low, high]
+                line += f"{ratio:>9.2f}{f'{low:.2f}-{high:.2f}':>12}"
+                if ratio < TARGET:
+                    failed.append(name)
+                elif low < TARGET:
+                    unsure.append(name)
+            if failed:
+                verdict = f"FAIL (< {TARGET} x {'+'.join(failed)})"
+            elif unsure:
+                verdict = f"PASS (interval reaches below {TARGET} x {'+'.join(unsure)})"
+            else:
+                verdict = "PASS"
             case["pass"] = not failed
+            case["interval_clear"] = not failed and not unsure
             all_pass = all_pass and not failed
             print(line + "  " + verdict)
             cases.append(case)
     print(
         "lib(own): the same bytes over the slowest rank's own CheckpointInfo / RecoveryInfo "
-        "seconds (no barrier skew); best: ratio of the fastest runs (the verdict uses the "
-        "medians)"
+        "seconds (no barrier skew); lib/x: median over the repeats of each repeat's "
+        "library/x (the verdict); (90% CI): bootstrap interval of that median"
+    )
+    print(
+        "ratios of the medians (for comparison): "
+        + "; ".join(
+            f"{c['op']}{c['writers']} raw {c['library_over_raw_of_medians']:.2f}"
+            + (f" fio {c['library_over_fio_of_medians']:.2f}" if args.use_fio else "")
+            for c in cases
+        )
     )
     print(gap_note + f" (--settle {args.settle:g})")
     print(f"overall: {'PASS' if all_pass else 'FAIL'}")
