@@ -20,7 +20,6 @@ go on as before: this is an optimisation, never a condition of a correct write.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 from collections.abc import Callable
 
@@ -35,9 +34,14 @@ _Call = Callable[[int, int, int, int], int]
 
 @functools.cache
 def _sync_file_range() -> _Call | None:
-    """libc's ``sync_file_range``, or None where there is none (looked up once)."""
+    """libc's ``sync_file_range``, or None where there is none (looked up once).
+
+    Looked up among the symbols this process already has (``dlopen(NULL)``: the interpreter
+    is linked against libc), not with ``ctypes.util.find_library``, which runs ``ldconfig`` in
+    a child process: milliseconds on the first checkpoint, and a fork inside an MPI rank.
+    """
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        libc = ctypes.CDLL(None, use_errno=True)
         fn = libc.sync_file_range
     except (OSError, AttributeError):
         return None
