@@ -1,6 +1,6 @@
 """Checkpoint write and restart read throughput vs raw parallel I/O and fio; target ≥ 0.9×.
 
-Run: ``python benchmarks/bench_ckpt_io.py [--size 512MiB] [--writers 1,2,4] [--repeats 7]
+Run: ``python benchmarks/bench_ckpt_io.py [--size 512MiB] [--writers 1,2,4] [--repeats 15]
 [--dir DIR] [--settle 0] [--no-fio] [--json PATH]``. Not a test: nothing here asserts a time;
 it prints ratios of medians and PASS/FAIL against 0.9.
 
@@ -334,7 +334,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--size", default="512MiB", help="total bytes S over all writers")
     parser.add_argument("--writers", default="1,2,4", help="comma-separated writer counts")
-    parser.add_argument("--repeats", type=int, default=7, help="interleaved runs per case")
+    parser.add_argument(
+        "--repeats", type=int, default=15, help="interleaved runs per case (default 15)"
+    )
     parser.add_argument(
         "--warmup",
         type=int,
