@@ -26,9 +26,8 @@ Recovery considers every committed checkpoint of every level, newest id first (o
 of one checkpoint, the lowest level first); a node-local one only if every node holds it.
 Each rank checks the manifest, that its protected data still have the recorded names, dtypes
 and shapes, reads its file straight into the protected buffers and checks the digests of the
-stored bytes and of every variable. The first checkpoint
-that every rank read correctly wins; otherwise the next older one is tried, and the reasons
-are kept (:attr:`RecoveryInfo.skipped`).
+stored bytes and of every variable. The first checkpoint that every rank read correctly wins;
+otherwise the next older one is tried, and the reasons are kept (:attr:`RecoveryInfo.skipped`).
 
 Levels 2 (partner copy) and 3 (erasure code) are level 1 plus redundant files on other nodes,
 made after the agreement and before the commit (:mod:`greenckpt.ckpt.redundancy`), so a

@@ -139,7 +139,6 @@ class CheckpointStore:
         self.base: Final = Path(base)
         self.name: Final = name
         self._removals: list[threading.Thread] = []
-        self._job_dir_durable = False  # its entry in base fsynced by this object
 
     def __repr__(self) -> str:
         return f"CheckpointStore({str(self.base)!r}, {self.name!r})"
@@ -223,8 +222,8 @@ class CheckpointStore:
         with their sizes (``ranks``: all ranks of the manifest by default; on node-local storage
         pass the node's ranks, since each node's store holds only its own files), fsyncs the
         manifest and the staging directory (the rank files were fsynced by their writers),
-        renames staging to the committed name and fsyncs the job directory (and, the first
-        time, the base directory holding it). The rename is the commit point: a crash before it
+        renames staging to the committed name and fsyncs the job directory and the base
+        directory holding it. The rename is the commit point: a crash before it
         leaves only a ``.partial`` directory that never looks committed.
         """
         staging = self.staging_path(ckpt_id)
@@ -269,9 +268,7 @@ class CheckpointStore:
         _fsync_directories(staging)
         os.rename(staging, final)  # the commit point
         fsync_directory(self.job_dir)
-        if not self._job_dir_durable:  # the job directory may have been created just now
-            fsync_directory(self.base)
-            self._job_dir_durable = True
+        fsync_directory(self.base)  # the job directory may be new (a first or rebuilt one)
         return final
 
     def _scan(self, pattern: re.Pattern[str]) -> list[int]:
