@@ -2,7 +2,8 @@
 
 Run: ``python benchmarks/bench_ckpt_io.py [--size 512MiB] [--writers 1,2,4] [--repeats 15]
 [--dir DIR] [--settle 0] [--no-fio] [--json PATH]``. Not a test: nothing here asserts a time;
-it prints ratios of medians and PASS/FAIL against 0.9.
+it prints the library's throughput over raw's and fio's (median of per-repeat ratios) and
+PASS/FAIL against 0.9.
 
 Why: a checkpoint library earns its place only if protecting the data (digests, manifest,
 agreement, commit, verification on restart) costs little next to moving the bytes. So the
@@ -67,7 +68,7 @@ every W, each tool writes then reads, in an order that rotates between repeats; 
 the median over the repeats with its min–max span.
 
 Ratios are paired: each repeat's library figure over the raw (fio) figure of the same repeat,
-which ran just before or after it; the ratio printed is the median of those per-repeat ratios,
+which ran within seconds of it; the ratio printed is the median of those per-repeat ratios,
 and the verdict is PASS when both reach 0.9 (library/raw only without fio). Why paired: on a
 VM guest the host's own I/O and caches drift over minutes and move every tool alike; a ratio of
 two medians taken over the whole run keeps that drift as noise (run-to-run swings of ±0.04
@@ -229,8 +230,8 @@ def _span(values: Sequence[float]) -> str:
 
 
 def paired_ratios(library: Sequence[float], other: Sequence[float]) -> list[float]:
-    """library/other of each repeat: the two ran back to back, so a drift of the machine
-    (the host's own I/O, its page cache) that moves both divides out."""
+    """library/other of each repeat: the two ran in the same round, seconds apart, so a
+    drift of the machine (the host's own I/O, its page cache) that moves both divides out."""
     return [lib / x for lib, x in zip(library, other, strict=True)]
 
 
