@@ -182,7 +182,7 @@ BAD_MESSAGES = {
     ),
     "level-zero": (
         b'{"v": 1, "event": "begin", "kind": "checkpoint", "level": 0}',
-        '"level" must be an integer >= 1',
+        '"level" must be an integer from 1 to 4',
     ),
     "size-bool": (
         b'{"v": 1, "event": "begin", "kind": "checkpoint", "size": true}',
@@ -191,6 +191,10 @@ BAD_MESSAGES = {
     "size-negative": (
         b'{"v": 1, "event": "begin", "kind": "checkpoint", "size": -1}',
         '"size" must be an integer >= 0',
+    ),
+    "level-99": (
+        b'{"v": 1, "event": "begin", "kind": "checkpoint", "level": 99}',
+        '"level" must be an integer from 1 to 4 or null, got 99',
     ),
     "path-number": (b'{"v": 1, "event": "begin", "kind": "restart", "path": 7}', '"path"'),
     "ok-string": (b'{"v": 1, "event": "end", "kind": "restart", "ok": "yes"}', '"ok"'),

@@ -204,6 +204,7 @@ class Checkpointer:
         self._progress_fd: int | None = None
         self._progress = 0
         self._rework_until: int | None = None
+        self._unannounced: dict[str, int] = {}  # phases whose begin the hook could not send
         self._rework_start = 0.0
         latest = max((max(s.committed(), default=0) for s in self._stores.values()), default=0)
         self._next_id = max(self.comm.allgather(latest)) + 1
@@ -495,11 +496,18 @@ class Checkpointer:
             return self.hook.begin(kind, level=level, path=path, size=size, node=self.node)
         except Exception as exc:  # a runtime must never make a checkpoint fail
             _warn_hook(kind, "start", exc)
+            self._unannounced[kind] = self._unannounced.get(kind, 0) + 1
             return PhaseAdvice()
 
     def _end(self, kind: HookKind, ok: bool, seconds: float) -> None:
         """Tell the runtime that this node's part of a phase is over (node leaders)."""
         if isinstance(self.hook, NullHook) or self.rank != self.topology.leader(self.node):
+            return
+        if self._unannounced.get(kind, 0) > 0:
+            # Its begin never reached the runtime: an end would close another notifier's
+            # phase of the same kind early, skewing its accounting. Say so instead.
+            self._unannounced[kind] -= 1
+            _warn_hook(kind, "end", RuntimeError("not sent, since its start never arrived"))
             return
         try:
             self.hook.end(kind, node=self.node, ok=ok, seconds=seconds)

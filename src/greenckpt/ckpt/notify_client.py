@@ -23,9 +23,10 @@ leader) may be connected at once.
 
 Framing: newline-delimited JSON. Every request is one JSON object on one line (UTF-8, at most
 :data:`MAX_LINE_BYTES` bytes including the newline); the server answers every line with
-exactly one reply line, in order. Numbers must be finite (no ``NaN``/``Infinity``). Fields not
-listed below are ignored, so later versions may add some; fields listed as optional take the
-default shown when absent.
+exactly one reply line, in order. A last line without its newline (the client closed the
+connection in the middle of it) is incomplete: it is not executed, and the server reports it.
+Numbers must be finite (no ``NaN``/``Infinity``). Fields not listed below are ignored, so
+later versions may add some; fields listed as optional take the default shown when absent.
 
 Requests and replies::
 
@@ -83,6 +84,7 @@ import math
 import os
 import socket
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
@@ -92,6 +94,7 @@ from greenckpt.ckpt.hooks import HookKind, PhaseAdvice, PhaseHook, PhaseKind
 
 __all__ = [
     "IO_KINDS",
+    "MAX_LEVEL",
     "MAX_LINE_BYTES",
     "PROTOCOL_VERSION",
     "SOCKET_ENV",
@@ -120,6 +123,8 @@ PROTOCOL_VERSION: Final = 1
 """The wire format's version (the ``v`` field of every message)."""
 MAX_LINE_BYTES: Final = 64 * 1024
 """Longest accepted message line, newline included."""
+MAX_LEVEL: Final = 4
+"""Highest checkpoint level a ``begin`` may name (L1 node-local ... L4 global file system)."""
 
 WireKind = Literal["checkpoint", "restart", "flush", "compute", "rework"]
 WIRE_KINDS: tuple[WireKind, ...] = get_args(WireKind)
@@ -127,6 +132,8 @@ IO_KINDS: tuple[PhaseKind, ...] = get_args(PhaseKind)
 """The kinds the runtime chooses settings for (the others it only accounts for)."""
 
 _EVENTS = ("begin", "end", "ping")
+_CONNECT_FIRST_PAUSE_S = 0.001
+_CONNECT_MAX_PAUSE_S = 0.05
 _MAX_INT = 2**63 - 1
 _MAX_TEXT = 300
 
@@ -221,12 +228,15 @@ def error_reply(text: object) -> dict[str, Any]:
 # ------------------------------------------------------------------------------ requests
 
 
-def _check_int(name: str, value: object, *, low: int, nullable: bool = False) -> None:
+def _check_int(
+    name: str, value: object, *, low: int, high: int = _MAX_INT, nullable: bool = False
+) -> None:
     if value is None and nullable:
         return
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= _MAX_INT:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         null = " or null" if nullable else ""
-        raise ProtocolError(f'"{name}" must be an integer >= {low}{null}, got {value!r:.40}')
+        span = f">= {low}" if high == _MAX_INT else f"from {low} to {high}"
+        raise ProtocolError(f'"{name}" must be an integer {span}{null}, got {value!r:.40}')
 
 
 def _check_kind(kind: object) -> None:
@@ -251,7 +261,7 @@ class BeginRequest:
 
     def __post_init__(self) -> None:
         _check_kind(self.kind)
-        _check_int("level", self.level, low=1, nullable=True)
+        _check_int("level", self.level, low=1, high=MAX_LEVEL, nullable=True)
         if not isinstance(self.path, str):
             raise ProtocolError(f'"path" must be a string, got {self.path!r:.40}')
         if "\0" in self.path:
@@ -474,35 +484,56 @@ class SocketHook:
         self._buffer = b""
 
     def _connect(self) -> socket.socket:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(self.socket_path)
-        except FileNotFoundError:
-            sock.close()
-            raise NotifyError(
-                f"no greenckpt runtime at {self.socket_path}: the socket does not exist "
-                f"(is greenckpt run active, and is {SOCKET_ENV} right?)"
-            ) from None
-        except ConnectionRefusedError:
-            sock.close()
-            raise NotifyError(
-                f"no greenckpt runtime at {self.socket_path}: connection refused "
-                "(a stale socket of a runtime that has ended?)"
-            ) from None
-        except TimeoutError:
-            sock.close()
-            raise NotifyError(
-                f"greenckpt runtime at {self.socket_path} did not accept a connection within "
-                f"{self.timeout:g} s"
-            ) from None
-        except OSError as exc:
-            sock.close()
-            raise NotifyError(
-                f"cannot reach the greenckpt runtime at {self.socket_path}: "
-                f"{one_line(exc.strerror or exc)}"
-            ) from None
-        return sock
+        """A connection to the runtime, waiting up to ``timeout`` for room in its backlog.
+
+        Why the retry: with a timeout set, the socket is non-blocking, and a Unix-socket
+        ``connect`` into a full backlog fails at once with EAGAIN instead of waiting (every
+        rank of a large node announcing the same checkpoint at once fills it); each retry
+        waits a little longer, up to the timeout.
+        """
+        deadline = time.monotonic() + self.timeout
+        pause = _CONNECT_FIRST_PAUSE_S
+        while True:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(self.timeout)
+            try:
+                sock.connect(self.socket_path)
+            except BlockingIOError:  # EAGAIN: the server's backlog is full right now
+                sock.close()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise NotifyError(
+                        f"greenckpt runtime at {self.socket_path} did not accept a connection "
+                        f"within {self.timeout:g} s (its backlog stayed full)"
+                    ) from None
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, _CONNECT_MAX_PAUSE_S)
+                continue
+            except FileNotFoundError:
+                sock.close()
+                raise NotifyError(
+                    f"no greenckpt runtime at {self.socket_path}: the socket does not exist "
+                    f"(is greenckpt run active, and is {SOCKET_ENV} right?)"
+                ) from None
+            except ConnectionRefusedError:
+                sock.close()
+                raise NotifyError(
+                    f"no greenckpt runtime at {self.socket_path}: connection refused "
+                    "(a stale socket of a runtime that has ended?)"
+                ) from None
+            except TimeoutError:
+                sock.close()
+                raise NotifyError(
+                    f"greenckpt runtime at {self.socket_path} did not accept a connection "
+                    f"within {self.timeout:g} s"
+                ) from None
+            except OSError as exc:
+                sock.close()
+                raise NotifyError(
+                    f"cannot reach the greenckpt runtime at {self.socket_path}: "
+                    f"{one_line(exc.strerror or exc)}"
+                ) from None
+            return sock
 
     def _exchange(self, data: bytes) -> bytes:
         """Send ``data`` and return the reply line; :class:`_RetryError` if the connection was

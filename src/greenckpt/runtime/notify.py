@@ -72,6 +72,16 @@ __all__ = ["SOCKET_NAME", "NotifyServer", "NotifyTarget", "settings_to_wire"]
 SOCKET_NAME = "runtime.sock"
 """File name of the socket in the temporary directory made when no path is given."""
 _LIVE_PROBE_SECONDS = 1.0
+_CONNECTIONS_PER_CPU = 8
+
+
+def _default_backlog() -> int:
+    """Room for every rank of a large node connecting at once: the system's maximum
+    (``SOMAXCONN``; the kernel caps ``listen`` at ``net.core.somaxconn`` anyway) and never
+    fewer than a few connections per logical CPU, since each rank may connect."""
+    return max(socket.SOMAXCONN, _CONNECTIONS_PER_CPU * (os.cpu_count() or 1))
+
+
 _JOIN_SECONDS = 5.0
 
 
@@ -125,9 +135,17 @@ class NotifyServer:
     """
 
     def __init__(
-        self, target: NotifyTarget, socket_path: str | os.PathLike[str] | None = None
+        self,
+        target: NotifyTarget,
+        socket_path: str | os.PathLike[str] | None = None,
+        *,
+        backlog: int | None = None,
     ) -> None:
+        if backlog is not None and (isinstance(backlog, bool) or backlog < 1):
+            raise ValueError(f"backlog must be a positive number of connections, got {backlog!r}")
         self.target = target
+        self.backlog = _default_backlog() if backlog is None else backlog
+        self._incidents: list[str] = []
         self._tempdir: str | None = None
         self._path = None if socket_path is None else os.path.abspath(os.fspath(socket_path))
         self._lock = threading.Lock()  # every call into target, and the open phases
@@ -154,6 +172,14 @@ class NotifyServer:
     def environ(self) -> dict[str, str]:
         """The environment variable that points clients at this server."""
         return {SOCKET_ENV: self.socket_path}
+
+    @property
+    def incidents(self) -> tuple[str, ...]:
+        """Notifications that were lost or cut short (a request the client closed in the
+        middle of, phases still open when the server closed): one line each. They are also
+        passed to the target's ``note`` when it has one (the runtime's report notes)."""
+        with self._lock:
+            return tuple(self._incidents)
 
     def open_phases(self) -> dict[WireKind, int]:
         """Phases begun through this socket and not ended yet: kind -> how many begins."""
@@ -271,10 +297,25 @@ class NotifyServer:
                 self._open.pop(request.kind, None)
         return {"v": PROTOCOL_VERSION, "ok": True}
 
+    def _report(self, incident: str) -> None:
+        """Keep ``incident`` and hand it to the target's ``note``, if it takes notes."""
+        with self._lock:
+            self._incidents.append(incident)
+            note = getattr(self.target, "note", None)
+            if callable(note):
+                with contextlib.suppress(Exception):
+                    note(f"notification socket: {incident}")
+
     def _end_open_phases(self) -> None:
         with self._lock:
             left = list(self._open.items())
             self._open.clear()
+        for kind, n in left:
+            self._report(
+                f"{n} {kind} phase(s) begun through the socket had no end when it closed: "
+                "ended there as failed"
+            )
+        with self._lock:
             for kind, n in left:
                 for _ in range(n):
                     try:
@@ -298,7 +339,7 @@ class NotifyServer:
             os.chmod(path, 0o600)  # before listen(): nobody can connect until then
             st = os.stat(path)
             self._identity = (st.st_dev, st.st_ino)
-            sock.listen(64)
+            sock.listen(self.backlog)
         except OSError as exc:
             sock.close()
             if self._identity is not None:
@@ -397,6 +438,12 @@ class NotifyServer:
                     )
                     conn.sendall(encode(reply))
                     break
+                if not line.endswith(b"\n"):  # the client closed in the middle of a line
+                    self._report(
+                        "a client closed its connection in the middle of a request "
+                        f"({one_line(line.decode('utf-8', 'replace'), 80)!r}): not executed"
+                    )
+                    break
                 conn.sendall(encode(self.handle(line)))
         except OSError:
             pass  # the client went away
@@ -407,7 +454,8 @@ class NotifyServer:
 
     @staticmethod
     def _lines(conn: socket.socket) -> Iterator[bytes | None]:
-        """The connection's request lines; ``None`` for one over the length limit."""
+        """The connection's request lines, newline included (a last one without it is
+        incomplete); ``None`` for one over the length limit."""
         with conn.makefile("rb") as reader:
             while True:
                 line = reader.readline(MAX_LINE_BYTES + 1)
