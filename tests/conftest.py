@@ -36,7 +36,7 @@ def small_profile_doc() -> dict[str, Any]:
         "format_version": 1,
         "synthetic": True,
         "note": "test fixture",
-        "machine": {"cores": 4},
+        "machine": {"cores": 4, "frequencies_hz": [1e9, 2e9]},
         "storage": {"key": "test"},
         "points": [
             pt("write", 1e9, 1, 200e6, 200.0),

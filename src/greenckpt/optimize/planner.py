@@ -23,7 +23,9 @@ Constraints:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -341,8 +343,120 @@ def app_processes(profile: Profile, requested: int | None = None) -> int:
     return max(profile.process_counts)
 
 
+FREQUENCY_TOLERANCE = 1e-3
+"""A profile point runs at a governor's frequency when within 0.1 % of it (sysfs speaks kHz and
+hand-written profiles round; P-states are 100 MHz or more apart, so no neighbour is this close)."""
+
+ACTIVE_PSTATE_DRIVERS = ("intel_pstate", "amd-pstate-epp")
+"""cpufreq drivers in active mode: their ``powersave`` is the driver's (or the hardware's) own
+frequency selection, not the CPU's minimum frequency."""
+
+
+def _hz_list(value: Any) -> list[float] | None:
+    """``value`` as a non-empty list of positive finite frequencies, or None if it is not one."""
+    if not isinstance(value, list) or not value:
+        return None
+    out = []
+    for v in value:
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            return None
+        if not (math.isfinite(v) and v > 0):
+            return None
+        out.append(float(v))
+    return out
+
+
+def _cpu_range(machine: Mapping[str, Any]) -> tuple[tuple[float, float] | None, str]:
+    """The CPU's ``(minimum, maximum)`` frequency from a profile's node facts, and where from
+    (or None and why not).
+
+    What the profiler records (``machine.cpufreq.policies[].range_hz``, the cpuinfo limits
+    ``greenckpt probe`` reads) comes first; ``machine.frequencies_hz`` (the frequencies the CPU
+    offers, as hand-made and synthetic profiles give them) next.
+    """
+    cpufreq = machine.get("cpufreq")
+    if isinstance(cpufreq, Mapping) and cpufreq.get("policies"):
+        policies = cpufreq["policies"]
+        if not isinstance(policies, list):
+            return None, "profile.machine.cpufreq.policies is not a list of cpufreq policies"
+        ranges = set()
+        for i, pol in enumerate(policies):
+            freqs = None
+            if isinstance(pol, Mapping):
+                freqs = _hz_list(pol.get("range_hz")) or _hz_list(pol.get("frequencies_hz"))
+            if freqs is None:
+                return None, (
+                    f"profile.machine.cpufreq.policies[{i}] records no frequency range "
+                    "(range_hz: [minimum, maximum] in Hz)"
+                )
+            ranges.add((min(freqs), max(freqs)))
+        lows, highs = {r[0] for r in ranges}, {r[1] for r in ranges}
+        return (
+            (
+                min(lows) if len(lows) == 1 else math.nan,
+                max(highs) if len(highs) == 1 else math.nan,
+            ),
+            "profile.machine.cpufreq",
+        )
+    if "frequencies_hz" in machine:
+        freqs = _hz_list(machine["frequencies_hz"])
+        if freqs is None:
+            return None, (
+                "profile.machine.frequencies_hz is not a list of frequencies in Hz, so the "
+                "CPU's frequency range is not known"
+            )
+        return (min(freqs), max(freqs)), "profile.machine.frequencies_hz"
+    return None, (
+        "the profile does not record the CPU's frequency range (machine.cpufreq from the "
+        "profiler, or machine.frequencies_hz), so the frequency the governor sets is not known"
+    )
+
+
+def governor_frequency(profile: Profile, name: str) -> tuple[float | None, str]:
+    """The frequency a stock governor runs the CPU at, from the profile's node facts, and how
+    it was found — or None and why it cannot be told.
+
+    *performance* runs the CPU at its maximum frequency, *powersave* at its minimum: the CPU's
+    (what its cpufreq driver offers), not the lowest or highest frequency the sweep happened to
+    measure. Under an active-mode pstate driver, powersave is the driver's own selection, and
+    *ondemand* (like every other governor) adapts to load: neither has one frequency.
+    """
+    if name not in ("performance", "powersave"):
+        return None, f"{name} adapts to load: it does not run the CPU at one frequency"
+    cpufreq = profile.machine.get("cpufreq")
+    if name == "powersave" and isinstance(cpufreq, Mapping):
+        driver = cpufreq.get("driver")
+        active = driver in ACTIVE_PSTATE_DRIVERS or (
+            isinstance(driver, str)
+            and driver.startswith("amd-pstate")
+            and cpufreq.get("mode") == "active"
+        )
+        if active:
+            return None, (
+                f"the node's cpufreq driver ({driver}, active mode) chooses the frequency "
+                "itself under powersave, so it is not the minimum frequency; profile the "
+                "powersave governor as a setting to compare against it"
+            )
+    rng, where = _cpu_range(profile.machine)
+    if rng is None:
+        return None, where
+    which = "maximum" if name == "performance" else "minimum"
+    hz = rng[1] if name == "performance" else rng[0]
+    if math.isnan(hz):
+        return None, (
+            f"the CPU's cpufreq policies differ in their {which} frequency ({where}), so "
+            f"{name} does not run the node at one frequency"
+        )
+    return hz, f"the CPU's {which} frequency {hz / 1e9:.2f} GHz (what {name} sets; from {where})"
+
+
 def baseline_point(profile: Profile, op: str, name: str, n: int) -> tuple[ProfilePoint | None, str]:
     """The point a stock governor would run ``op`` at with ``n`` I/O processes, and how found.
+
+    A point measured under the governor is used as it is. Otherwise *performance* and
+    *powersave* are read from the fixed-frequency point at the frequency they set
+    (:func:`governor_frequency`); where that point was not measured, the answer is None and
+    says so — a neighbouring frequency would be a different governor's figure.
 
     Public because the runtime's governor policies (greenckpt.runtime.policy) must pick exactly
     the points the planner's baselines are evaluated at, or runs and plans would not compare.
@@ -374,10 +488,17 @@ def baseline_point(profile: Profile, op: str, name: str, n: int) -> tuple[Profil
             f"no {op} points measured under the {name} governor or at fixed frequencies at "
             f"{n} I/O processes"
         )
-    pick = max if name == "performance" else min
-    p = pick(fixed, key=lambda q: q.frequency or 0.0)
-    which = "maximum" if name == "performance" else "minimum"
-    return p, f"{which} frequency {p.setting_label} (what {name} sets)"
+    hz, how = governor_frequency(profile, name)
+    if hz is None:
+        return None, how
+    at = [p for p in fixed if abs((p.frequency or 0.0) - hz) <= FREQUENCY_TOLERANCE * hz]
+    if not at:
+        measured = ", ".join(f"{f / 1e9:.2f}" for f in sorted({p.frequency or 0.0 for p in fixed}))
+        return None, (
+            f"not measured: {how}, but the profile has no uncompressed {op} point at "
+            f"{hz / 1e9:.2f} GHz with {n} I/O processes (measured there: {measured} GHz)"
+        )
+    return at[0], how
 
 
 def _baseline(profile: Profile, scn: Scenario, name: str, n: int) -> Baseline:
