@@ -345,7 +345,7 @@ class CpuDmaLatency(ClosesOnExit):
             return
         path = self.root / DMA_LATENCY_DEVICE
         try:
-            fd = os.open(path, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+            fd = self.root.open_for_write(DMA_LATENCY_DEVICE)  # never through a link out of a tree
         except FileNotFoundError as exc:
             raise PlatformError(
                 f"{path} not available: the kernel offers no PM QoS latency device"

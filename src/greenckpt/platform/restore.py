@@ -92,9 +92,11 @@ import fcntl
 import hashlib
 import json
 import os
+import pwd
 import re
 import signal
 import socket
+import stat
 import sys
 import threading
 import time
@@ -118,7 +120,15 @@ from greenckpt.platform.cpufreq import (
     write_attributes,
 )
 from greenckpt.platform.cpuidle import CpuDmaLatency, CpuidleController, CstatePlan, CstateResult
-from greenckpt.platform.root import ClosesOnExit, PlatformError, SysRoot
+from greenckpt.platform.root import (
+    ClosesOnExit,
+    PlatformError,
+    SysRoot,
+    process_alive,
+    process_start,
+    read_state_text,
+    remove_stale_temps,
+)
 
 __all__ = [
     "DEFAULT_SIGNALS",
@@ -127,6 +137,7 @@ __all__ = [
     "PendingState",
     "RestoreReport",
     "default_state_file",
+    "node_lock_file",
     "pending_state",
     "restore_from_state_file",
 ]
@@ -142,10 +153,11 @@ press Ctrl-C, a lost terminal sends SIGHUP."""
 
 _RESTORE_HINT = "`greenckpt restore` (or greenckpt.platform.restore.restore_from_state_file())"
 
-_POLICY_KEY = re.compile(r"policy\d+")
-_IDLE_KEY = re.compile(rf"{CPU_DIR}/cpu\d+/cpuidle/state\d+/disable")
-_WORD = re.compile(r"[A-Za-z0-9_\-]+")
-_DIGITS = re.compile(r"\d+")
+_POLICY_KEY = re.compile(r"policy\d{1,6}")
+_IDLE_KEY = re.compile(rf"{CPU_DIR}/cpu\d{{1,6}}/cpuidle/state\d{{1,4}}/disable")
+_WORD = re.compile(r"[A-Za-z0-9_\-]{1,64}")
+_DIGITS = re.compile(r"\d{1,19}")
+"""Bounded: a state file is untrusted text, and ``int()`` of thousands of digits raises."""
 _HOST_SAFE = re.compile(r"[^A-Za-z0-9_.\-]")
 _LIMIT_KEYS = ("scaling_governor", "scaling_min_freq", "scaling_max_freq")
 
@@ -154,6 +166,11 @@ _FORCE_HINT = "`greenckpt restore --force` (force=True from Python)"
 _LOCK_WAIT_S = 30.0
 """How long to wait for another process holding the state file's lock before giving up."""
 _LOCK_POLL_S = 0.02
+
+NODE_LOCK = Path("/run/greenckpt-node.lock")
+"""The node lock of the machine's own root (see :func:`node_lock_file`)."""
+_SESSION = "session"
+"""The purpose a session records in the node lock (restorers record theirs in words)."""
 
 _Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
@@ -233,13 +250,15 @@ def _state_lock(path: Path, purpose: str, *, shared: bool = False) -> Iterator[N
     """
     lock = _lock_path(path)
     fd = -1
+    # Non-blocking open: a FIFO planted at the lock's name must not hang every start.
+    flags = os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW
     if shared:
         with contextlib.suppress(OSError):  # no lock file: nobody ever held it
-            fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(lock, os.O_RDONLY | flags)
     else:
         _make_state_dir(path)
         try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | flags, 0o600)
         except OSError as exc:
             raise PlatformError(
                 f"cannot open the lock file {lock}: {exc.strerror or exc}; nothing was changed"
@@ -277,6 +296,234 @@ def _acquire(fd: int, shared: bool, lock: Path, path: Path) -> bool:
         time.sleep(_LOCK_POLL_S)
 
 
+# --------------------------------------------------------------------------------------------
+# The node lock: one session per node, whatever its state file
+# --------------------------------------------------------------------------------------------
+
+
+def node_lock_file(root: SysRoot | None = None) -> Path:
+    """Where every session and every restorer of ``root``'s settings takes the node lock.
+
+    The settings are node-wide, so the lock must be one file that every user and every session
+    finds, whatever its state file, ``XDG_RUNTIME_DIR`` or user: ``/run/greenckpt-node.lock``
+    on the machine's own root (``/run`` is node-local, root-owned and a tmpfs; a file directly
+    in it needs no directory that a state directory's 0700 mode could hide). Another root (a
+    fake tree) gets ``.<tree name>.greenckpt-node.lock`` beside the tree: shared by everyone
+    using that tree, never shared with the real node, and outside the tree so it is never
+    mistaken for one of its files.
+    """
+    chosen = root if root is not None else SysRoot.default()
+    if chosen.is_real:
+        return NODE_LOCK
+    top = chosen.path.resolve()
+    return top.parent / f".{top.name}.greenckpt-node.lock"
+
+
+@dataclass
+class _HeldLock:
+    fd: int
+    pid: int
+    count: int
+    keep_record: bool = False
+    """The record names another state file left unrestored: leave it for the next one."""
+
+
+_held_node_locks: dict[Path, _HeldLock] = {}
+"""Node locks this process holds, by lock file: a second session in the same process nests
+(``flock`` would refuse a second open of the file even within one process)."""
+_held_guard = threading.Lock()
+
+
+def _may_change_node(root: SysRoot) -> bool:
+    """Whether this process could write any cpufreq or cpuidle attribute of ``root``."""
+    cpu = root / CPU_DIR
+    patterns = (
+        "cpufreq/policy*/scaling_governor",
+        "cpufreq/policy*/scaling_max_freq",
+        "cpufreq/policy*/scaling_min_freq",
+        "cpu*/cpuidle/state*/disable",
+    )
+    return any(os.access(f, os.W_OK) for pattern in patterns for f in cpu.glob(pattern))
+
+
+def _open_node_lock(lock: Path, root: SysRoot) -> int | None:
+    """Open (creating it where allowed) the node lock; None when no lock is needed.
+
+    A process that may not create the lock file and finds none may still lock one that root
+    created (``flock`` needs only a read-only descriptor). One that finds none and cannot write
+    any setting needs no lock: it cannot change the node. One that can change the node but
+    cannot create the lock is refused, with what root must do once.
+    """
+    flags = os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+    try:
+        if os.geteuid() == 0:
+            lock.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | flags, 0o644)
+    except OSError as exc:
+        try:
+            fd = os.open(lock, os.O_RDONLY | flags)
+        except OSError:
+            if not _may_change_node(root):
+                return None
+            raise PlatformError(
+                f"cannot create the node lock {lock} ({exc.strerror or exc}): this user can "
+                "change the node's settings, so it must take the lock every greenckpt session "
+                f"takes; have root create it once (install -m 644 /dev/null {lock})"
+            ) from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+        os.close(fd)
+        raise PlatformError(
+            f"the node lock {lock} is not a plain file (a FIFO, device or hard link): remove "
+            "it; nothing was changed"
+        )
+    if info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) != 0o644:
+        with contextlib.suppress(OSError):  # every user must be able to open it to lock it
+            os.fchmod(fd, 0o644)
+    return fd
+
+
+def _holder_record(fd: int) -> dict[str, Any] | None:
+    """The record the lock's last holder wrote (None when empty or unreadable)."""
+    try:
+        doc = json.loads(os.pread(fd, 4096, 0).decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _describe_holder(doc: Mapping[str, Any] | None) -> tuple[str, bool]:
+    """One phrase naming the lock's holder, and whether that holder is a session.
+
+    The record is only a hint: a process that could not write it (a user locking root's
+    read-only lock file) leaves the previous holder's. A record whose pid and start time no
+    longer run names nobody.
+    """
+    if doc is None:
+        return "greenckpt process (it did not record itself)", False
+    pid, start = doc.get("pid"), doc.get("process_start")
+    if not isinstance(pid, int) or isinstance(pid, bool):
+        return "greenckpt process (it did not record itself)", False
+    if not process_alive(pid, start if isinstance(start, int) else None):
+        return (
+            "greenckpt process (it did not record itself; the last recorded, "
+            f"pid {pid}, has ended)",
+            False,
+        )
+    purpose = str(doc.get("purpose", ""))
+    what = "session" if purpose == _SESSION else f"process ({purpose})"
+    state = doc.get("state_file")
+    return (
+        f"greenckpt {what} pid {pid} of user {doc.get('user', '?')}, started "
+        f"{doc.get('since', '?')} (process start {start}, state file {state})",
+        purpose == _SESSION,
+    )
+
+
+def _record_holder(fd: int, purpose: str, state_file: Path) -> None:
+    try:
+        user = pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        user = str(os.geteuid())
+    doc = {
+        "pid": os.getpid(),
+        "process_start": process_start(os.getpid()),
+        "user": user,
+        "uid": os.geteuid(),
+        "since": datetime.now(UTC).isoformat(timespec="seconds"),
+        "purpose": purpose,
+        "state_file": str(state_file),
+    }
+    with contextlib.suppress(OSError):  # a read-only descriptor cannot record: a hint only
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(doc) + "\n").encode(), 0)
+
+
+def _acquire_node_lock(root: SysRoot, purpose: str, state_file: Path) -> Path | None:
+    """Take the node lock of ``root`` (nested when this process holds it already).
+
+    Returns the lock file to pass to :func:`_release_node_lock`, or None when no lock was taken
+    (none needed, or a file system without ``flock``). A session holding it refuses at once;
+    a restorer at work (it holds the lock for a moment) is waited for up to ``_LOCK_WAIT_S``.
+    Raises PlatformError naming the holder: pid, user, start, and its state file.
+    """
+    lock = node_lock_file(root)
+    with _held_guard:
+        held = _held_node_locks.get(lock)
+        if held is not None and held.pid == os.getpid():
+            held.count += 1
+            return lock
+        fd = _open_node_lock(lock, root)
+        if fd is None:
+            return None
+        deadline = time.monotonic() + _LOCK_WAIT_S
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    pass
+                except OSError as exc:
+                    if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL):
+                        os.close(fd)
+                        return None
+                    raise PlatformError(f"cannot lock {lock}: {exc.strerror or exc}") from exc
+                who, is_session = _describe_holder(_holder_record(fd))
+                if is_session or time.monotonic() >= deadline:
+                    raise PlatformError(
+                        f"another {who} controls this node's settings (node lock {lock}); "
+                        "wait for it to end, or stop it"
+                    )
+                time.sleep(_LOCK_POLL_S)
+            left = _left_unrestored(_holder_record(fd), state_file)
+            if left is not None and purpose == _SESSION:
+                raise PlatformError(
+                    f"this node's settings were left changed by a {left[1]} that ended without "
+                    f"restoring them (state file {left[0]}, node lock {lock}); restore them "
+                    f"first: greenckpt restore --state-file {left[0]}, as that user"
+                )
+        except BaseException:
+            os.close(fd)
+            raise
+        if left is None:
+            _record_holder(fd, purpose, state_file)
+        _held_node_locks[lock] = _HeldLock(fd, os.getpid(), 1, keep_record=left is not None)
+        return lock
+
+
+def _left_unrestored(doc: Mapping[str, Any] | None, state_file: Path) -> tuple[str, str] | None:
+    """(state file, who) when the lock's last holder, now gone, recorded a state file other
+    than ``state_file`` that still exists: a session (or a restorer) killed with the node
+    changed, whose record lives where this process would not look (another user's
+    ``XDG_RUNTIME_DIR``, another ``--state-file``). A clean end clears the lock's record."""
+    if doc is None or not isinstance(doc.get("state_file"), str):
+        return None
+    other = doc["state_file"]
+    if other == str(state_file) or not os.path.lexists(other):
+        return None
+    who = f"greenckpt process pid {doc.get('pid', '?')} of user {doc.get('user', '?')}"
+    return other, f"{who}, started {doc.get('since', '?')}"
+
+
+def _release_node_lock(lock: Path | None) -> None:
+    """Undo one :func:`_acquire_node_lock`; the last one clears the record and unlocks."""
+    if lock is None:
+        return
+    with _held_guard:
+        held = _held_node_locks.get(lock)
+        if held is None or held.pid != os.getpid():
+            return
+        held.count -= 1
+        if held.count > 0:
+            return
+        del _held_node_locks[lock]
+        if not held.keep_record:
+            with contextlib.suppress(OSError):
+                os.ftruncate(held.fd, 0)
+        os.close(held.fd)  # releases the lock
+
+
 def _write_state_file(path: Path, doc: Mapping[str, Any], *, exclusive: bool) -> None:
     """Atomically publish ``doc`` at ``path``: temp file + fsync + link/rename + dir fsync.
 
@@ -287,7 +534,14 @@ def _write_state_file(path: Path, doc: Mapping[str, Any], *, exclusive: bool) ->
     _make_state_dir(path)
     tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        # Exclusive and never through a link: the name is predictable. One left by an earlier
+        # process with this pid (killed mid-write) is this pid's to replace.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(tmp, flags, 0o600)
+        except FileExistsError:
+            tmp.unlink()
+            fd = os.open(tmp, flags, 0o600)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -345,6 +599,8 @@ def _check_doc(doc: object, path: Path) -> dict[str, Any]:
     for key, kinds in (("pid", int), ("host", str), ("root", str), ("created", str)):
         if not isinstance(doc.get(key), kinds):
             raise bad(f"{key!r} missing or of the wrong type")
+    if isinstance(doc["pid"], bool) or not 0 < doc["pid"] < 2**31:
+        raise bad("'pid' out of range")
     for key in ("boot_id", "process_start"):
         if doc.get(key) is not None and not isinstance(doc[key], str | int):
             raise bad(f"{key!r} of the wrong type")
@@ -376,12 +632,16 @@ def _check_doc(doc: object, path: Path) -> dict[str, Any]:
 
 
 def _load_state_file(path: Path) -> dict[str, Any] | None:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (FileNotFoundError, NotADirectoryError):
+    """The validated record at ``path``, None when there is none.
+
+    Every way a file can be wrong ends in one PlatformError (never a hang or another
+    exception, which would stop every command at its start): not a regular file (a FIFO would
+    block the read), too large, not UTF-8, not JSON, nested too deeply for the parser
+    (RecursionError), or not a record :func:`_check_doc` accepts.
+    """
+    text = read_state_text(path)
+    if text is None:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PlatformError(f"cannot read the state file {path}: {exc}") from exc
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -389,6 +649,11 @@ def _load_state_file(path: Path) -> dict[str, Any] | None:
             f"state file {path} is not valid JSON ({exc.msg} at line {exc.lineno}); inspect it "
             "and restore the settings by hand, then remove it"
         ) from exc
+    except RecursionError:
+        raise PlatformError(
+            f"state file {path} is not a valid greenckpt node state (JSON nested too deeply); "
+            "inspect it and restore the settings by hand, then remove it"
+        ) from None
     return _check_doc(doc, path)
 
 
@@ -397,34 +662,8 @@ def _load_state_file(path: Path) -> dict[str, Any] | None:
 # --------------------------------------------------------------------------------------------
 
 
-def _process_start(pid: int) -> int | None:
-    """Start time of ``pid`` in clock ticks since boot (with the boot id, a process identity)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
-        fields = stat.rsplit(")", 1)[1].split()
-        return int(fields[19])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def _process_alive(pid: int, start: int | None) -> bool:
-    """True when ``pid`` runs (not a zombie) and, where known, started at ``start``."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    except OSError:
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return True  # no /proc: trust kill(0)
-    fields = stat.rsplit(")", 1)[1].split()
-    if fields and fields[0] in ("Z", "X"):
-        return False
-    return start is None or _process_start(pid) == start
+_process_start = process_start
+_process_alive = process_alive
 
 
 def _boot_id(root: SysRoot) -> str | None:
@@ -529,10 +768,13 @@ def pending_state(
 ) -> PendingState | None:
     """The state file left for ``root`` (None when there is none): call at every start.
 
-    Raises PlatformError when the file exists but is unreadable or malformed.
+    Raises PlatformError when the file exists but is unreadable or malformed. Also removes the
+    temporary files that writers killed mid-write left next to it (every start calls this, and
+    nothing else would ever remove them).
     """
     chosen = root if root is not None else SysRoot.default()
     state_path = Path(path) if path is not None else default_state_file(chosen)
+    remove_stale_temps(state_path)
     doc = _load_state_file(state_path)
     if doc is None:
         return None
@@ -641,14 +883,21 @@ def restore_from_state_file(
 
     Safe to call from many processes at once: the record is read, restored and removed under
     the state file's lock (module docstring), so one restores and the others, once it is done,
-    find nothing to restore (an empty report naming the file).
+    find nothing to restore (an empty report naming the file). Restoring also takes the node
+    lock (:func:`node_lock_file`): while a live session of any user or state file controls the
+    node, writing these settings under it would undo its changes, so that is refused (no
+    ``force`` overrides it: the kernel holds the lock only for a process that runs).
     """
     chosen = root if root is not None else SysRoot.default()
     state_path = Path(path) if path is not None else default_state_file(chosen)
     if _load_state_file(state_path) is None:
         return RestoreReport()
-    with _state_lock(state_path, "restoring the node's settings"):
-        return _restore_locked(chosen, state_path, force)
+    lock = _acquire_node_lock(chosen, "restoring the node's settings", state_path)
+    try:
+        with _state_lock(state_path, "restoring the node's settings"):
+            return _restore_locked(chosen, state_path, force)
+    finally:
+        _release_node_lock(lock)
 
 
 def _restore_locked(chosen: SysRoot, state_path: Path, force: bool) -> RestoreReport:
@@ -731,17 +980,26 @@ class NodeSettings(ClosesOnExit):
         self._pending_signal: int | None = None
         self._dma: CpuDmaLatency | None = None
         self._created = ""
+        self._node_lock: Path | None = None
 
     # context manager ---------------------------------------------------------------------------
 
     def __enter__(self) -> Self:
         if self._entered:
             raise PlatformError("a NodeSettings session cannot be entered twice")
-        # Wait for a restorer at work (it holds the lock until the record is gone), then look.
-        with _state_lock(self.state_file, "starting a session", shared=True):
-            pending = pending_state(self.root, self.state_file)
-        if pending is not None:
-            raise PlatformError(pending.describe())
+        # One session per node, whatever its state file: another one's changes would be saved
+        # here as "originals" and put back after it restored (the node left changed).
+        lock = _acquire_node_lock(self.root, _SESSION, self.state_file)
+        try:
+            # Wait for a restorer at work (it holds the lock until the record is gone), look.
+            with _state_lock(self.state_file, "starting a session", shared=True):
+                pending = pending_state(self.root, self.state_file)
+            if pending is not None:
+                raise PlatformError(pending.describe())
+        except BaseException:
+            _release_node_lock(lock)
+            raise
+        self._node_lock = lock
         self._entered = True
         self._created = datetime.now(UTC).isoformat(timespec="seconds")
         self._install_handlers()
@@ -760,6 +1018,7 @@ class NodeSettings(ClosesOnExit):
         finally:
             self._closed_reason = self._closed_reason or "the session has ended"
             self._uninstall_handlers()
+            self._release_node_lock()
         self._deliver_pending_signal()
         if report.failures:
             retry = (
@@ -1013,6 +1272,11 @@ class NodeSettings(ClosesOnExit):
             self._previous[sig] = previous
             signal.signal(sig, self._on_signal)
 
+    def _release_node_lock(self) -> None:
+        """The session makes no more changes: let the next one have the node (idempotent)."""
+        lock, self._node_lock = self._node_lock, None
+        _release_node_lock(lock)
+
     def _uninstall_handlers(self) -> None:
         previous, self._previous = self._previous, {}
         for sig, handler in previous.items():
@@ -1040,6 +1304,7 @@ class NodeSettings(ClosesOnExit):
             print(f"greenckpt: restoring node settings failed: {exc}", file=sys.stderr)
         finally:
             self._uninstall_handlers()
+            self._release_node_lock()
         if callable(previous):
             previous(signum, frame)
         else:  # SIG_DFL (or a handler Python cannot see): die by the signal, status 128 + n

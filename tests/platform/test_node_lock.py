@@ -1,0 +1,149 @@
+"""One session per node, whatever its state file (issue 18, item 16).
+
+Two sessions whose state files differ (another user, another ``XDG_RUNTIME_DIR``, another
+``--state-file``) used to both change the node: the second saved the first's changes as its
+"originals" and put them back after the first had restored, leaving the node changed with no
+record. The node lock (:func:`greenckpt.platform.restore.node_lock_file`) refuses the second.
+All trees are SYNTHETIC (tests/platform/fake_cpu.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+import greenckpt.platform.restore as restore_mod
+from greenckpt.platform.restore import (
+    NodeSettings,
+    node_lock_file,
+    pending_state,
+    restore_from_state_file,
+)
+from greenckpt.platform.root import PlatformError, SysRoot
+from tests.platform.fake_cpu import FakeSysfsRoot, build_tree, diff, snapshot
+from tests.platform.test_restore import run_child
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    return build_tree("intel-acpi-cpufreq", tmp_path / "tree")
+
+
+def test_lock_location_is_node_wide_and_per_fake_tree(tmp_path: Path) -> None:
+    assert node_lock_file(SysRoot(Path("/"))) == Path("/run/greenckpt-node.lock")
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert node_lock_file(SysRoot(a)) == tmp_path / ".a.greenckpt-node.lock"  # beside the tree
+    assert node_lock_file(SysRoot(a)) != node_lock_file(SysRoot(b))
+
+
+def test_a_second_session_with_another_state_file_is_refused(tree: Path, tmp_path: Path) -> None:
+    child = run_child(tree, tmp_path / "user-a" / "node-state.json", 2.0e9)
+    try:
+        changed = snapshot(tree)
+        other = tmp_path / "user-b" / "node-state.json"
+        with pytest.raises(PlatformError) as err:
+            NodeSettings(FakeSysfsRoot(tree), state_file=other).__enter__()
+        msg = str(err.value)
+        assert f"pid {child.pid}" in msg and "of user " in msg and "started " in msg
+        assert "session" in msg and "\n" not in msg
+        assert snapshot(tree) == changed and not other.exists()  # nothing changed, no record
+    finally:
+        child.send_signal(signal.SIGTERM)
+        child.wait(timeout=10)
+        child.communicate()
+
+
+def test_a_restorer_does_not_undo_a_live_session_of_another_state_file(
+    tree: Path, tmp_path: Path
+) -> None:
+    # A record left by a dead session in user B's directory, while user A's session runs.
+    root = FakeSysfsRoot(tree)
+    left = tmp_path / "user-b" / "node-state.json"
+    with NodeSettings(root, state_file=left, signals=()) as node:
+        node.set_frequency(1.4e9)
+        record = left.read_text()
+    left.parent.mkdir(parents=True, exist_ok=True)
+    left.write_text(record)  # as if that session had been killed
+    child = run_child(tree, tmp_path / "user-a" / "node-state.json", 2.0e9)
+    try:
+        changed = snapshot(tree)
+        with pytest.raises(PlatformError, match=f"session pid {child.pid}"):
+            restore_from_state_file(root, left, force=True)  # not even with force
+        assert snapshot(tree) == changed and left.exists()
+    finally:
+        child.send_signal(signal.SIGTERM)
+        child.wait(timeout=10)
+        child.communicate()
+
+
+def test_sessions_in_one_process_nest_and_release_at_the_end(tree: Path, tmp_path: Path) -> None:
+    root = FakeSysfsRoot(tree)
+    before = snapshot(tree)
+    with NodeSettings(root, state_file=tmp_path / "a.json", signals=()) as a:
+        a.set_frequency(2.0e9)
+        with NodeSettings(root, state_file=tmp_path / "b.json", signals=()) as b:
+            b.disable_cstates(deeper_than_s=5e-6)
+        lock = node_lock_file(root)
+        assert json.loads(lock.read_text())["state_file"] == str(tmp_path / "a.json")
+    assert diff(before, snapshot(tree)) == []
+    assert lock.read_text() == ""  # a clean end clears the record...
+    child = run_child(tree, tmp_path / "c.json", 1.4e9)  # ...and another process may start
+    child.send_signal(signal.SIGTERM)
+    child.wait(timeout=10)
+    child.communicate()
+    assert diff(before, snapshot(tree)) == []
+
+
+def test_the_lock_of_a_killed_session_is_released_and_points_to_its_record(
+    tree: Path, tmp_path: Path
+) -> None:
+    before = snapshot(tree)
+    left = tmp_path / "user-a" / "node-state.json"
+    child = run_child(tree, left, 2.0e9)
+    child.send_signal(signal.SIGKILL)
+    assert child.wait(timeout=10) == -signal.SIGKILL
+    child.communicate()
+    root = FakeSysfsRoot(tree)
+    mine = tmp_path / "user-b" / "node-state.json"
+    # The kernel released the lock, but the killed session's record must be restored first,
+    # or this session would save the killed one's changes as the node's originals.
+    with pytest.raises(PlatformError, match=f"state file {left}") as err:
+        NodeSettings(root, state_file=mine).__enter__()
+    assert f"pid {child.pid}" in str(err.value) and "greenckpt restore" in str(err.value)
+    assert not mine.exists()
+    pending = pending_state(root, left)
+    assert pending is not None and not pending.alive
+    assert restore_from_state_file(root, left).ok
+    assert diff(before, snapshot(tree)) == []
+    with NodeSettings(root, state_file=mine, signals=()) as node:  # now it may start
+        node.set_frequency(1.4e9)
+    assert diff(before, snapshot(tree)) == []
+
+
+def test_a_user_who_cannot_change_the_node_needs_no_lock(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("")
+    monkeypatch.setattr(restore_mod, "node_lock_file", lambda root=None: blocked / "node.lock")
+    monkeypatch.setattr(restore_mod, "_may_change_node", lambda root: False)
+    root = FakeSysfsRoot(tree, deny_writes=True)
+    with (
+        NodeSettings(root, state_file=tmp_path / "s.json", signals=()) as node,
+        pytest.raises(PlatformError, match="permission denied"),
+    ):
+        node.set_frequency(2.0e9)
+    monkeypatch.setattr(restore_mod, "_may_change_node", lambda root: True)
+    with pytest.raises(PlatformError, match=r"cannot create the node lock .* have root create"):
+        NodeSettings(FakeSysfsRoot(tree), state_file=tmp_path / "s.json").__enter__()
+
+
+def test_a_fifo_at_the_lock_is_refused_not_waited_on(tree: Path, tmp_path: Path) -> None:
+    lock = node_lock_file(SysRoot(tree))
+    os.mkfifo(lock)
+    with pytest.raises(PlatformError, match="not a plain file"):
+        NodeSettings(FakeSysfsRoot(tree), state_file=tmp_path / "s.json").__enter__()
