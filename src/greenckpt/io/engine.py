@@ -369,10 +369,13 @@ def _run_processes(
     )
     barrier = ctx.Barrier(len(tasks) + (on_start is not None))
     results = ctx.Queue()
+    # A spawned worker's parent is this process; a forkserver's is the server, which ends
+    # when this process does (the worker then ends too, see worker_entry).
+    parent = os.getpid() if start_method == "spawn" else None
     procs = [
         ctx.Process(
             target=worker_entry,
-            args=(task, barrier, results),
+            args=(task, barrier, results, parent),
             name=f"greenckpt-io-{task.rank}",
             daemon=True,
         )

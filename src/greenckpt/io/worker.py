@@ -458,15 +458,53 @@ def _hasher_factory(name: str | None) -> Callable[[], Hasher] | None:
     return lambda: new_hasher(name)
 
 
-def worker_entry(task: WorkerTask, barrier: threading.Barrier, results: Any) -> None:
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _die_with_parent(task: WorkerTask, parent: int | None) -> None:
+    """Make this worker end, and remove what it was writing, when its parent dies.
+
+    Why: a parent killed by SIGKILL (or by a SIGTERM sent to it alone) runs no cleanup; its
+    workers would wait at the start barrier or on a full result pipe for minutes, holding
+    their files open and keeping the caller's stdout/stderr pipes alive, so a
+    ``$(greenckpt profile ...)`` would hang. Linux sends the worker SIGTERM when the parent
+    goes (``PR_SET_PDEATHSIG``); the handler removes a write job's files (a partial write is
+    worth nothing: its parent would have removed them too) and exits at once. Reads never
+    remove anything. Without ``prctl`` (not Linux) this does nothing.
+    """
+
+    def on_term(signum: int, frame: object) -> None:
+        if task.op == "write":
+            for path in dict.fromkeys(chunk.path for chunk in task.chunks):
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return
+    prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    if parent is not None and os.getppid() != parent:  # it died before prctl took effect
+        on_term(signal.SIGTERM, None)
+
+
+def worker_entry(
+    task: WorkerTask, barrier: threading.Barrier, results: Any, parent: int | None = None
+) -> None:
     """Entry point of a worker process: run, and put ``(kind, rank, payload)`` on ``results``.
 
     SIGINT is ignored so that Ctrl-C reaches only the parent, which then terminates the
-    workers and removes the files in one place. A failure before the start breaks the
+    workers and removes the files in one place. SIGTERM — from the parent stopping a failed
+    job, from a batch system signalling the whole process group, or from the kernel when the
+    parent process (pid ``parent``, when given) dies — ends the worker at once, removing a
+    write job's files (see :func:`_die_with_parent`). A failure before the start breaks the
     barrier so the others stop waiting; ``kind`` is ``"ok"``, ``"error"`` (one-line message)
     or ``"aborted"`` (stopped because another worker failed).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent(task, parent)
 
     def start() -> None:
         barrier.wait(BARRIER_TIMEOUT_S)

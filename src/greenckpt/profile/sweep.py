@@ -11,13 +11,22 @@ selection (:mod:`greenckpt.profile.adaptive`).
 Each cell runs ``warmup + repetitions`` times: write (files kept), then read them back; the
 warm-up runs are discarded and a point's throughput and power are the medians of the
 repetitions, with their range (max − min) as the spread.
+
+Stopped by a batch system (SIGTERM, or SIGHUP when the terminal goes): while the sweep runs
+in the main thread, those signals end it like an exception (``SystemExit`` with status
+128 + the signal), so the cell in progress removes its data files and stops its workers on the
+way out, the node settings are restored by their own session, and the profile file keeps every
+finished cell for a resume.
 """
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import statistics
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -28,6 +37,38 @@ from greenckpt.profile.measure import Measurer, RunResult, median_and_range
 from greenckpt.profile.meta import now_iso, tool_version
 from greenckpt.profile.progress import Eta, ProgressSink
 from greenckpt.profile.store import save_profile
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def _signals_end_the_sweep() -> Iterator[None]:
+    """SIGTERM/SIGHUP raise ``SystemExit(128 + signal)`` inside (main thread only).
+
+    Why: their default action ends the process at once, and a sweep killed that way leaves its
+    data files (2 GiB by default) on the target; raising instead runs every ``finally`` on the
+    way out. A signal the process was told to ignore stays ignored; handlers installed before
+    (the node session's, which restores the node and then calls the one it replaced) and after
+    keep working, and the previous ones are put back on leaving.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = {sig: signal.getsignal(sig) for sig in _STOP_SIGNALS}
+    for sig, handler in previous.items():
+        if handler is not signal.SIG_IGN:
+            signal.signal(sig, stop)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            if handler is not signal.SIG_IGN:
+                signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+
 
 Request = tuple[Cell, bool]
 """A cell to measure and whether *quickly* (one run, no warm-up) rather than in full."""
@@ -251,7 +292,30 @@ def run_sweep(
     final one (``status: "complete"``).
     """
     spec.validate()
-    ctx = context or SweepContext()
+    with _signals_end_the_sweep():
+        return _run_sweep(
+            spec,
+            measurer,
+            out,
+            ctx=context or SweepContext(),
+            resume=resume,
+            progress=progress,
+            chooser=chooser,
+            clock=clock,
+        )
+
+
+def _run_sweep(
+    spec: SweepSpec,
+    measurer: Measurer,
+    out: str | Path,
+    *,
+    ctx: SweepContext,
+    resume: Profile | None,
+    progress: ProgressSink | None,
+    chooser: CellChooser | None,
+    clock: Callable[[], float],
+) -> Profile:
     choose: CellChooser = chooser or FullGrid()
     state = _resume_state(resume, spec, ctx) if resume is not None else _State()
     state.created = state.created or now_iso()
