@@ -718,6 +718,8 @@ def _read_toml(given: object, given_by: str, env: Mapping[str, str]) -> _Merged:
         raise ConfigError(f"{shown}: not UTF-8 text (byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise _toml_error(shown, text, exc) from None
+    except RecursionError:  # tomllib recurses once per nested array or inline table
+        raise ConfigError(f"{shown}: arrays or tables nested too deeply to be settings") from None
 
     for key, value in doc.items():
         if key == "checkpoint":

@@ -88,6 +88,8 @@ def load_levels(path: str) -> tuple[list[Level], float, str]:
         raise ValueError(f"levels file {path!r} is not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: not valid TOML ({exc})") from None
+    except RecursionError:  # tomllib recurses once per nested array or inline table
+        raise ValueError(f"{path}: arrays or tables nested too deeply for a levels file") from None
     app_power = _quantity(doc, "app_power", path, units.parse_power)
     source = doc.get("power_source")
     if source not in POWER_SOURCES:
