@@ -93,6 +93,8 @@ def _v2(doc: dict[str, Any]) -> dict[str, Any]:
 def test_version_2_allows_an_uncontrolled_frequency_and_version_1_does_not(
     small_doc: dict[str, Any],
 ) -> None:
+    # One frequency's points only: without their frequencies the others would be duplicates.
+    small_doc["points"] = [p for p in small_doc["points"] if p["frequency_hz"] == 1e9]
     for p in small_doc["points"]:
         p["frequency_hz"] = None
     with pytest.raises(ProfileError, match="version 1 profile cannot say the frequency"):

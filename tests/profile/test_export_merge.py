@@ -287,8 +287,12 @@ def test_merge_refuses_duplicate_names_and_points() -> None:
         merge_profiles(profiles(three_nodes()), names=["x", "y"])
     docs = three_nodes()
     docs[0]["points"].append(copy.deepcopy(docs[0]["points"][0]))
+    with pytest.raises(ProfileError, match="measured twice"):  # the loader refuses it first
+        profiles(docs)
+    nodes = profiles(three_nodes())
+    nodes[0] = replace(nodes[0], points=(*nodes[0].points, nodes[0].points[0]))
     with pytest.raises(ProfileError, match=r"a has two points write 2\.10 GHz n=1"):
-        merge_profiles(profiles(docs))
+        merge_profiles(nodes)
 
 
 # --------------------------------------------------------------------------- compare

@@ -40,7 +40,7 @@ from greenckpt.model import (
     time_factor,
     time_optimal_interval,
 )
-from greenckpt.optimize.profile import Profile, ProfileError, ProfilePoint
+from greenckpt.optimize.profile import Profile, ProfileError, ProfilePoint, check_unique_cells
 
 MIN_RATE = 1e-15
 """Smallest failure rate (1/s) planned for: intervals scale as 1/√λ and overflow beyond it."""
@@ -246,8 +246,10 @@ class _Pairs:
 
 
 def _candidates(profile: Profile, scn: Scenario) -> _Pairs:
-    """Candidate pairs within the power cap; refuses scenarios no pair can make progress in."""
+    """Candidate pairs within the power cap; refuses scenarios no pair can make progress in,
+    and profiles that hold a cell twice (the copies would compete as alternatives)."""
     scn.validate()
+    check_unique_cells(profile.points)
     out = []
     for op, phase in (("write", "checkpoint"), ("read", "restart")):
         points = profile.for_op(op)  # type: ignore[arg-type]

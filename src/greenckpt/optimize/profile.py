@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -307,6 +309,51 @@ def _bool(obj: Mapping[str, Any], key: str, path: str, *, default: bool) -> bool
     return value
 
 
+CellKey = tuple[str, str, int, str | None, bool | None, int | None, int | None, str | None]
+"""``(op, setting_key, processes, codec, cstates, size, block_size, layout)``: one sweep cell of
+one operation (the same identity :func:`greenckpt.profile.merge.point_key` matches nodes by)."""
+
+
+def cell_key(p: ProfilePoint) -> CellKey:
+    """What identifies a point's cell: two points with the same key measure the same thing."""
+    return (p.op, p.setting_key, p.processes, p.codec, p.cstates, p.size, p.block_size, p.layout)
+
+
+def describe_cell(p: ProfilePoint) -> str:
+    """A cell in words, e.g. ``write 2.10 GHz, 4 I/O processes, codec zstd:3``."""
+    parts = [f"{p.op} {p.setting_label}", f"{p.processes} I/O process" + "es" * (p.processes > 1)]
+    if p.codec is not None:
+        parts.append(f"codec {p.codec}")
+    if p.cstates is not None:
+        parts.append(f"C-states {'on' if p.cstates else 'off'}")
+    for name, value in (("size", p.size), ("block size", p.block_size)):
+        if value is not None:
+            parts.append(f"{name} {value} B")
+    if p.layout is not None:
+        parts.append(p.layout)
+    return ", ".join(parts)
+
+
+def check_unique_cells(points: Sequence[ProfilePoint], where: str = "profile.points") -> None:
+    """Raise :class:`ProfileError` when two points measure the same cell.
+
+    Why: the planner treats every point as an alternative setting, so a second copy of a cell
+    (two files concatenated, a hand edit, a resumed sweep written twice) silently competes with
+    the first — a copy with 10x the throughput changes the plan. Which copy is right cannot be
+    told from the file, so it is refused; combining nodes' figures is
+    ``greenckpt profile merge``'s job, which says what it did.
+    """
+    first: dict[CellKey, int] = {}
+    for i, p in enumerate(points):
+        j = first.setdefault(cell_key(p), i)
+        if j != i:
+            raise ProfileError(
+                f"{where}[{j}] and {where}[{i}] are the same cell ({describe_cell(p)}) measured "
+                "twice: a profile holds one figure per cell; keep one of them (profiles of "
+                "several nodes are combined with greenckpt profile merge)"
+            )
+
+
 def profile_from_json(data: Any) -> Profile:
     """Build a :class:`Profile` from parsed JSON, validating every field."""
     if not isinstance(data, dict):
@@ -328,6 +375,7 @@ def profile_from_json(data: Any) -> Profile:
     points = tuple(
         _point_from_json(p, f"profile.points[{i}]", version) for i, p in enumerate(raw_points)
     )
+    check_unique_cells(points)
     synthetic = data.get("synthetic", False)
     if not isinstance(synthetic, bool):
         raise ProfileError(f"profile.synthetic: expected true or false, got {synthetic!r}")
@@ -382,11 +430,48 @@ def profile_from_json(data: Any) -> Profile:
     )
 
 
+def _read_regular_file(p: Path) -> bytes:
+    """The bytes of ``p``, refusing anything but a regular file (symlinks to one are fine).
+
+    Why: reading a FIFO blocks until a writer comes (forever, in a batch job), and a device
+    such as /dev/zero never ends. The file is opened non-blocking (opening a FIFO for reading
+    then returns at once) and checked with fstat on the open descriptor, so nothing can swap
+    the file between the check and the read.
+    """
+    fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+    except BaseException:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise ProfileError(
+                f"cannot read profile file {str(p)!r}: it is a directory, give a profile file"
+            )
+        kind = _FILE_KINDS.get(stat.S_IFMT(mode), "special file")
+        raise ProfileError(
+            f"cannot read profile file {str(p)!r}: not a regular file (it is a {kind}); give "
+            "a profile saved to disk"
+        )
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
+
+
+_FILE_KINDS = {
+    stat.S_IFIFO: "FIFO (named pipe)",
+    stat.S_IFSOCK: "socket",
+    stat.S_IFCHR: "character device",
+    stat.S_IFBLK: "block device",
+}
+
+
 def load_profile(path: str | Path) -> Profile:
     """Read and validate a profile file; errors name the file and the bad field."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = _read_regular_file(p).decode("utf-8")
     except FileNotFoundError:
         raise ProfileError(f"profile file {str(p)!r} does not exist") from None
     except OSError as exc:
