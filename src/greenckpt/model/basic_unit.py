@@ -20,7 +20,10 @@ Two per-state decompositions are offered and both have the same total,
     ``W_A == W_R``. docs/model.md derives both.
 
 Every function is pure and vectorised: arguments broadcast as NumPy arrays, and Python floats
-in give NumPy floats out. ``rate == 0`` is the failure-free limit and is handled exactly.
+in give NumPy floats out. ``rate == 0`` is the failure-free limit and is handled exactly. When
+``λ(T_A+T_C)`` or ``λT_R`` exceeds about 709, ``e^{…}`` overflows: the affected expectations are
+``inf`` (the run never finishes in any useful sense), never NaN; a state that takes no time, or
+draws no power, still contributes exactly 0 (see :func:`zero_wins_product`).
 """
 
 from __future__ import annotations
@@ -73,6 +76,20 @@ def expm1_over_rate(rate: ArrayLike, t: ArrayLike) -> FloatArray:
     return out
 
 
+def zero_wins_product(a: ArrayLike, b: ArrayLike) -> FloatArray:
+    """``a·b`` where a factor that is exactly 0 makes the product 0, even if the other is inf.
+
+    Why: the expectations here are products such as (expected failures) × (restart time) or
+    (time in a state) × (power). When the first factor overflows to inf and the second is a
+    true zero (a free restart, a state drawing no power), IEEE arithmetic gives NaN, but the
+    quantity is 0: nothing is spent however often a free thing happens.
+    """
+    x, y = np.broadcast_arrays(_f(a), _f(b))
+    with np.errstate(invalid="ignore", over="ignore"):
+        out = x * y
+    return _f(np.where((x == 0) | (y == 0), 0.0, out))
+
+
 def validate_unit_inputs(
     T_A: ArrayLike | None, T_C: ArrayLike, T_R: ArrayLike | None, rate: ArrayLike
 ) -> None:
@@ -97,6 +114,24 @@ def validate_unit_inputs(
             raise ValueError(f"{name} must be > 0 seconds, got {value!r}")
         if not np.all(arr >= 0):
             raise ValueError(f"{name} must be >= 0, got {value!r}")
+
+
+def validate_powers(W_A: ArrayLike, W_C: ArrayLike, W_R: ArrayLike) -> None:
+    """Raise ``ValueError`` naming the first power (watts) that is not finite and in range.
+
+    ``W_C`` and ``W_R`` may be 0 (a state that draws nothing); ``W_A`` must be > 0, because the
+    figure of merit is joules per second of useful computation: with free computing every
+    interval would be as good as any other and the energy optimum is undefined (0/0). A NaN or
+    negative power would otherwise flow through into a NaN, 0 or a plausible-looking number.
+    """
+    for name, value, strict in (("W_A", W_A, True), ("W_C", W_C, False), ("W_R", W_R, False)):
+        arr = _f(value)
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"{name} must be a finite number of watts, got {value!r}")
+        if strict and not np.all(arr > 0):
+            raise ValueError(f"{name} (power while computing) must be > 0 watts, got {value!r}")
+        if not np.all(arr >= 0):
+            raise ValueError(f"{name} must be >= 0 watts, got {value!r}")
 
 
 def sojourn_times(
@@ -134,11 +169,11 @@ def _a_and_r(
     lam: FloatArray, ta: FloatArray, tc: FloatArray, tr: FloatArray, form: ModelForm
 ) -> tuple[FloatArray, FloatArray]:
     if form == "exact":
-        A = np.exp(lam * tc) * expm1_over_rate(lam, ta)
-        R = np.expm1(lam * (ta + tc)) * expm1_over_rate(lam, tr)
+        A = zero_wins_product(np.exp(lam * tc), expm1_over_rate(lam, ta))
+        R = zero_wins_product(np.expm1(lam * (ta + tc)), expm1_over_rate(lam, tr))
     elif form == "saito2013":
-        A = np.exp(lam * (tc + tr)) * expm1_over_rate(lam, ta)
-        R = np.expm1(lam * tc) * expm1_over_rate(lam, tr)
+        A = zero_wins_product(np.exp(lam * (tc + tr)), expm1_over_rate(lam, ta))
+        R = zero_wins_product(np.expm1(lam * tc), expm1_over_rate(lam, tr))
     else:  # pragma: no cover - guarded by the Literal type
         raise ValueError(f"unknown model form {form!r}: use one of {MODEL_FORMS}")
     return _f(A), _f(R)
@@ -150,8 +185,8 @@ def expected_unit_time(
     """Expected wall time of one basic unit, ``e^{λT_R}(e^{λ(T_A+T_C)} − 1)/λ``."""
     validate_unit_inputs(T_A, T_C, T_R, rate)
     lam = _f(rate)
-    with np.errstate(over="ignore", invalid="ignore"):
-        return _f(np.exp(lam * _f(T_R)) * expm1_over_rate(lam, _f(T_A) + _f(T_C)))
+    with np.errstate(over="ignore"):
+        return zero_wins_product(np.exp(lam * _f(T_R)), expm1_over_rate(lam, _f(T_A) + _f(T_C)))
 
 
 def expected_failures(T_A: ArrayLike, T_C: ArrayLike, rate: ArrayLike) -> FloatArray:
@@ -159,4 +194,6 @@ def expected_failures(T_A: ArrayLike, T_C: ArrayLike, rate: ArrayLike) -> FloatA
 
     Failures that strike a restart are not counted: they lengthen the restart instead.
     """
-    return _f(np.expm1(_f(rate) * (_f(T_A) + _f(T_C))))
+    validate_unit_inputs(T_A, T_C, None, rate)
+    with np.errstate(over="ignore"):
+        return _f(np.expm1(_f(rate) * (_f(T_A) + _f(T_C))))

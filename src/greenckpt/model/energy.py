@@ -19,15 +19,28 @@ from greenckpt.model.basic_unit import (
     StateTimes,
     expected_unit_time,
     sojourn_times,
+    validate_powers,
+    zero_wins_product,
 )
 
 
 def unit_energy(times: StateTimes, W_A: ArrayLike, W_C: ArrayLike, W_R: ArrayLike) -> FloatArray:
-    """Expected energy ``J`` (joules) of one basic unit from its per-state times."""
-    out = times.A * np.asarray(W_A, dtype=np.float64)
-    out = out + times.C * np.asarray(W_C, dtype=np.float64)
-    out = out + times.R * np.asarray(W_R, dtype=np.float64)
+    """Expected energy ``J`` (joules) of one basic unit from its per-state times.
+
+    Raises ``ValueError`` for a NaN, infinite or negative power, or ``W_A <= 0``. A state with
+    an infinite expected time (overflow) and zero power contributes 0 J, not NaN.
+    """
+    validate_powers(W_A, W_C, W_R)
+    out = zero_wins_product(times.A, W_A)
+    out = out + zero_wins_product(times.C, W_C)
+    out = out + zero_wins_product(times.R, W_R)
     return np.asarray(out, dtype=np.float64)
+
+
+def _validate_work(work: ArrayLike) -> None:
+    arr = np.asarray(work, dtype=np.float64)
+    if not (np.all(np.isfinite(arr)) and np.all(arr >= 0)):
+        raise ValueError(f"work must be a finite number of seconds >= 0, got {work!r}")
 
 
 def epe(
@@ -41,7 +54,11 @@ def epe(
     *,
     form: ModelForm = "exact",
 ) -> FloatArray:
-    """Energy per second of useful work, ``J / T_A`` (watts of useful progress)."""
+    """Energy per second of useful work, ``J / T_A`` (watts of useful progress).
+
+    Raises ``ValueError`` for a bad time, rate or power (see :func:`unit_energy`).
+    """
+    validate_powers(W_A, W_C, W_R)
     times = sojourn_times(T_A, T_C, T_R, rate, form=form)
     return np.asarray(
         unit_energy(times, W_A, W_C, W_R) / np.asarray(T_A, dtype=np.float64), dtype=np.float64
@@ -69,9 +86,8 @@ def expected_runtime(
     ``work / T_A`` basic units (a fractional last unit is counted pro rata, which is exact in
     expectation only for whole units; the error is below one unit's time).
     """
-    return np.asarray(
-        np.asarray(work, dtype=np.float64) * time_factor(T_A, T_C, T_R, rate), dtype=np.float64
-    )
+    _validate_work(work)
+    return zero_wins_product(work, time_factor(T_A, T_C, T_R, rate))
 
 
 def expected_energy(
@@ -87,7 +103,5 @@ def expected_energy(
     form: ModelForm = "exact",
 ) -> FloatArray:
     """Expected energy (joules, one node) to finish ``work`` seconds of useful computation."""
-    return np.asarray(
-        np.asarray(work, dtype=np.float64) * epe(T_A, T_C, T_R, rate, W_A, W_C, W_R, form=form),
-        dtype=np.float64,
-    )
+    _validate_work(work)
+    return zero_wins_product(work, epe(T_A, T_C, T_R, rate, W_A, W_C, W_R, form=form))

@@ -26,7 +26,13 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import lambertw
 
-from greenckpt.model.basic_unit import FloatArray, ModelForm, validate_unit_inputs
+from greenckpt.model.basic_unit import (
+    FloatArray,
+    ModelForm,
+    validate_powers,
+    validate_unit_inputs,
+    zero_wins_product,
+)
 from greenckpt.model.basic_unit import as_float_array as _f
 
 IntervalRule = Literal["young", "daly", "time-optimal", "energy-optimal"]
@@ -34,11 +40,14 @@ INTERVAL_RULES: tuple[IntervalRule, ...] = ("young", "daly", "time-optimal", "en
 
 
 def young_interval(T_C: ArrayLike, rate: ArrayLike) -> FloatArray:
-    """Young's first-order optimum ``√(2·T_C/λ)`` (also Vaidya's, quoted by saito2013)."""
+    """Young's first-order optimum ``√(2·T_C/λ)`` (also Vaidya's, quoted by saito2013).
+
+    ``inf`` without failures (``λ = 0``), also when ``T_C = 0``, like the other rules.
+    """
     validate_unit_inputs(None, T_C, None, rate)
     lam = _f(rate)
-    with np.errstate(divide="ignore", over="ignore"):
-        return _f(np.sqrt(2.0 * _f(T_C) / lam))
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        return _f(np.where(lam > 0, np.sqrt(2.0 * _f(T_C) / lam), np.inf))
 
 
 def daly_interval(T_C: ArrayLike, rate: ArrayLike) -> FloatArray:
@@ -124,20 +133,29 @@ def energy_optimal_interval(
 
     and ``T_A* = x*(s)/λ``. For small ``λ`` this tends to ``√(2·T_C·W_C/(λ·W_A))``: Young's
     interval with the checkpoint cost weighted by its power relative to computing.
+
+    ``s`` is evaluated as ``(1 − e^{−c})·(W_C + ρ)/(W_A + ρ)`` (exact) and
+    ``(1 − e^{−c})·(W_C e^{−r} + W_R(1 − e^{−r}))/W_A`` (saito2013), which stay finite when
+    ``e^c`` or ``e^r`` overflow (``c`` or ``r`` above about 709); the quotient of the printed
+    forms is then inf/inf. Raises ``ValueError`` for a bad time, rate or power (``W_A > 0``,
+    ``W_C, W_R >= 0``, all finite).
     """
     validate_unit_inputs(None, T_C, T_R, rate)
+    validate_powers(W_A, W_C, W_R)
     lam = _f(rate)
     c = lam * _f(T_C)
     r = lam * _f(T_R)
-    rho = _f(W_R) * np.expm1(r)
-    num = np.expm1(c) * (_f(W_C) + rho)
-    if form == "exact":
-        den = np.exp(c) * (_f(W_A) + rho)
-    elif form == "saito2013":
-        den = _f(W_A) * np.exp(c + r)
-    else:  # pragma: no cover - guarded by the Literal type
-        raise ValueError(f"unknown model form {form!r}")
-    return _interval_from_s(num / den, lam)
+    W_A_, W_C_, W_R_ = _f(W_A), _f(W_C), _f(W_R)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if form == "exact":
+            rho = zero_wins_product(W_R_, np.expm1(r))
+            # rho = inf only when W_R > 0: both sums are then dominated by it.
+            power_ratio = np.where(np.isinf(rho), 1.0, (W_C_ + rho) / (W_A_ + rho))
+        elif form == "saito2013":
+            power_ratio = (W_C_ * np.exp(-r) - W_R_ * np.expm1(-r)) / W_A_
+        else:  # pragma: no cover - guarded by the Literal type
+            raise ValueError(f"unknown model form {form!r}")
+    return _interval_from_s(-np.expm1(-c) * power_ratio, lam)
 
 
 def interval(

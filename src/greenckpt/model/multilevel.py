@@ -21,8 +21,16 @@ The expectation is computed exactly by first passages: ``G_k``, the expected cos
 state, as a vector) to get from the start of event ``k`` to the start of event ``k+1``, depends
 only on ``G_0 … G_{k−1}`` and on ``V_{s,m}``, the expected cost of a level-``s`` restart that
 resumes at event ``m``, which in turn depends only on ``G`` before ``m`` and on more severe
-restarts. One forward pass gives the period's expectations in ``O(N·L)``. With one level this
-reduces to the ``"exact"`` basic-unit formulas. docs/model.md has the derivation.
+restarts. One forward pass gives the period's expectations in ``O(N·L²)`` (each of the ``N·L``
+restart costs sums over the more severe levels). With one level this reduces to the ``"exact"``
+basic-unit formulas. docs/model.md has the derivation.
+
+Overflow: when ``Λ·(t + C)`` or ``Λ·R`` exceeds about 709 the expectations are astronomically
+large; they come out as ``inf`` (a true zero stays 0), never NaN. The recursion is written in
+that spirit: each event's cost is ``a_k + (e^{ΛD_k} − 1)·(…)`` rather than a quotient by
+``e^{−ΛD_k}`` (0/0 once it underflows), products use :func:`zero_wins_product`, and a
+difference of prefix sums whose larger term is inf is inf (the period's total is then inf in
+that component anyway).
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from greenckpt.model.basic_unit import FloatArray
+from greenckpt.model.basic_unit import FloatArray, zero_wins_product
 
 IntArray = NDArray[np.int64]
 Objective = Literal["energy", "time"]
@@ -183,11 +191,42 @@ class MultilevelExpectation:
         return self.energy / self.work
 
 
+def _span(cum: FloatArray, k: int, m: int) -> FloatArray:
+    """``cum[k] − cum[m]`` (``m ≤ k``, prefix sums of non-negative costs), inf where ``cum[k]``
+    is inf: the true difference may be finite, but the period's total in that component is
+    inf whatever it is, and inf − inf would poison it with NaN."""
+    hi = cum[k]
+    with np.errstate(invalid="ignore"):
+        diff = hi - cum[m]
+    return np.where(np.isinf(hi), np.inf, diff)
+
+
+def _plain_span(cum: FloatArray, k: int, m: int) -> FloatArray:
+    diff: FloatArray = cum[k] - cum[m]
+    return diff
+
+
 def _period_costs(levels: Sequence[Level], work: FloatArray, level: IntArray) -> FloatArray:
     """Expected per-state seconds of one period for each row of ``work`` (shape ``(M, N)``).
 
     Returns shape ``(M, 1 + 2L)``: compute, checkpoint per level, restart per level.
+
+    The pass with plain arithmetic is the fast one (the optimizer runs it thousands of times);
+    the overflow-safe operations cost about twice as much, so they run only when the plain
+    result is not finite. That is the same answer whenever the plain one is finite: the safe
+    operations differ only on inf or NaN operands, and every intermediate value reaches the
+    period's total by sums and products with finite non-zero factors, so an inf or NaN anywhere
+    would have left the total non-finite.
     """
+    costs = _period_costs_pass(levels, work, level, safe=False)
+    if np.all(np.isfinite(costs)):
+        return costs
+    return _period_costs_pass(levels, work, level, safe=True)
+
+
+def _period_costs_pass(
+    levels: Sequence[Level], work: FloatArray, level: IntArray, *, safe: bool
+) -> FloatArray:
     L = len(levels)
     M, N = work.shape
     D = 1 + 2 * L
@@ -212,6 +251,11 @@ def _period_costs(levels: Sequence[Level], work: FloatArray, level: IntArray) ->
         last[: int(level[k]) + 1] = k
     cum = np.zeros((N + 1, M, D))
     V: dict[tuple[int, int], FloatArray] = {}
+    span = _span if safe else _plain_span
+    mul = zero_wins_product if safe else np.multiply
+    with np.errstate(over="ignore"):
+        exp_c = np.exp(Lam * C)  # per level
+        ckpt_cost = np.expm1(Lam * C) / Lam
 
     def restart_cost(s: int, m: int) -> FloatArray:
         key = (s, m)
@@ -221,34 +265,36 @@ def _period_costs(levels: Sequence[Level], work: FloatArray, level: IntArray) ->
         acc = np.zeros((M, D))
         acc[:, 1 + L + s] = p_fail / Lam
         for s2 in range(s + 1, L):
-            if w[s2] == 0.0:
+            if w[s2] * p_fail == 0.0:  # no escalation: the term is 0 (and 0·inf is not)
                 continue
             m2 = int(target[m, s2]) + 1
-            acc += p_fail * w[s2] * (restart_cost(s2, m2) + cum[m] - cum[m2])
+            acc += p_fail * w[s2] * (restart_cost(s2, m2) + span(cum, m, m2))
         # 1 - p_fail * P(level <= s), written so it keeps its digits when p_fail ~ 1.
         stay = math.exp(-Lam * R[s]) + p_fail * w_gt[s]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            V[key] = acc / stay
+        if stay == 0.0:  # the restart (practically) never succeeds: what it costs is inf
+            V[key] = np.where(acc > 0, np.inf, 0.0)
+        else:
+            with np.errstate(over="ignore"):
+                V[key] = acc / stay
         return V[key]
 
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):
         for k in range(N):
             lk = int(level[k])
             t = work[:, k]
-            surv_a = np.exp(-Lam * t)
-            p_c = -math.expm1(-Lam * C[lk])
-            acc = np.zeros((M, D))
-            acc[:, 0] = -np.expm1(-Lam * t) / Lam
-            acc[:, 1 + lk] = surv_a * p_c / Lam
-            p_fail = -np.expm1(-Lam * (t + C[lk]))
+            # One attempt's cost over its success probability e^{−ΛD}, D = t + C, multiplied
+            # out: compute e^{ΛC}(e^{Λt} − 1)/Λ, checkpoint (e^{ΛC} − 1)/Λ, and each failure
+            # (e^{ΛD} − 1 of them expected) costs its restart and the work rolled back.
+            g = np.zeros((M, D))
+            g[:, 0] = mul(exp_c[lk], np.expm1(Lam * t) / Lam)
+            g[:, 1 + lk] = ckpt_cost[lk]
             back = np.zeros((M, D))
             for s in range(L):
                 if w[s] == 0.0:
                     continue
                 m = int(target[k, s]) + 1
-                back += w[s] * (restart_cost(s, m) + cum[k] - cum[m])
-            surv = np.exp(-Lam * (t + C[lk]))
-            g = (acc + p_fail[:, None] * back) / surv[:, None]
+                back += w[s] * (restart_cost(s, m) + span(cum, k, m))
+            g += mul(np.expm1(Lam * (t + C[lk]))[:, None], back)
             cum[k + 1] = cum[k] + g
     return cum[N]
 
@@ -270,7 +316,7 @@ def _expectation(
         checkpoint=tuple(float(x) for x in costs[1 : 1 + L]),
         restart=tuple(float(x) for x in costs[1 + L :]),
         work=work,
-        energy=float(costs @ powers),
+        energy=float(zero_wins_product(costs, powers).sum()),
     )
 
 
@@ -296,6 +342,9 @@ def check_multilevel(levels: Sequence[Level], schedule: Schedule, app_power: flo
             )
     if not (math.isfinite(app_power) and app_power >= 0):
         raise ValueError(f"app_power must be finite and >= 0 watts, got {app_power}")
+    total_rate = math.fsum(lv.rate for lv in levels)
+    if not math.isfinite(total_rate):
+        raise ValueError(f"the levels' failure rates sum to {total_rate} per second: too large")
 
 
 def expected_multilevel(
@@ -343,7 +392,8 @@ def _objective_values(
     period_work = scales * schedule.period_work
     if objective == "time":
         return np.asarray(costs.sum(axis=1) / period_work, dtype=np.float64)
-    return np.asarray((costs @ _powers(levels, app_power)) / period_work, dtype=np.float64)
+    energy = zero_wins_product(costs, _powers(levels, app_power)[None, :]).sum(axis=1)
+    return np.asarray(energy / period_work, dtype=np.float64)
 
 
 def _best_base(
@@ -432,6 +482,14 @@ def optimize_multilevel(
                 if val < best_val * (1 - 1e-12):
                     best, best_val, improved = cand, val, True
     base = evaluate(best)[0]
+    if not math.isfinite(best_val):
+        shortest = min(max(lv.ckpt_time, lv.restart_time) for lv in used)
+        raise ValueError(
+            f"no schedule has a finite expected {objective}: failures come every "
+            f"{1.0 / float(rates.sum()):.3g} s on average, and even the cheapest level takes "
+            f"{shortest:.3g} s to checkpoint or restart, so a period would be retried about "
+            "e^(rate x that time) times, beyond floating point; check the failure rates and costs"
+        )
     schedule = nested_schedule(base, best)
     return MultilevelPlan(
         base_interval=base,
