@@ -44,6 +44,7 @@ nothing committed) and "restart-read" (before a rank reads a checkpoint).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
@@ -52,11 +53,13 @@ import warnings
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from greenckpt.ckpt.comm import Comm, world
-from greenckpt.ckpt.config import Config, LevelConfig, load_config
+from greenckpt.ckpt.config import ON_UNRECOVERABLE, Config, LevelConfig, load_config
+from greenckpt.ckpt.erasure import GroupLayout
 from greenckpt.ckpt.flush import Flush
 from greenckpt.ckpt.groups import parity_name
 from greenckpt.ckpt.hooks import HookKind, NullHook, PhaseAdvice, PhaseHook, PhaseKind
@@ -72,6 +75,7 @@ from greenckpt.io import Chunk, ConcatSink, ConcatSource, parse_codec, run_chunk
 from greenckpt.io.atomic import fsync_directory
 
 __all__ = [
+    "Backoff",
     "CheckpointError",
     "CheckpointInfo",
     "Checkpointer",
@@ -121,6 +125,74 @@ class RecoveryInfo:
     skipped: tuple[str, ...]
     rebuilt: tuple[int, ...] = ()
     """Ranks whose files were rebuilt from partner copies or parity (levels 2 and 3)."""
+
+
+_BACKOFF_MAX_FACTOR = 8
+"""A failing level waits at most this many of its intervals between two attempts."""
+
+_BACKOFF_MIN_S = 60.0
+"""The wait after a failure when there is no interval to count it in (a level that only takes
+explicit checkpoints, ``auto`` before a checkpoint time was measured, an interval in
+iterations without a known iteration): without a floor such a level would be tried again at
+once, which is the retry storm the back-off is there to stop."""
+
+_BLOCK = 4096
+"""Files are counted in whole blocks of this size when checking free space."""
+
+_DIRECTORY_ALLOWANCE = 64 * 1024
+_RANK_ALLOWANCE = 4096
+"""Room counted per checkpoint directory (its manifest, directory blocks), plus this much per
+rank whose files it holds, on top of the files themselves."""
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """A level whose checkpoints failed, held back by :meth:`Checkpointer.need_checkpoint`.
+
+    Why: a level that cannot be written (a full disk, a read-only directory) stays due, so
+    without this ``need_checkpoint`` asks for it at every following iteration, and every
+    attempt costs time and energy and fails the same way. After the n-th failure in a row the
+    level is offered again only when ``2**(n-1)`` of its intervals (at most
+    ``_BACKOFF_MAX_FACTOR`` = 8) have passed since that failure: in iterations for an interval
+    in iterations, else in seconds (60 s where the level has no interval to count in). Only
+    facts that every rank shares decide it: the failure (raised on every rank together), the
+    iteration and the interval (a timed level's decision is rank 0's for everyone anyway). A
+    successful checkpoint at the level, or a recovery, ends it.
+    """
+
+    level: int
+    failures: int
+    """Failed attempts in a row."""
+    reason: str
+    """The last failure's message."""
+    iteration: int | None
+    """The iteration of the last failed attempt (None: not known)."""
+    at: float
+    """``time.monotonic()`` of the last failed attempt, on this rank."""
+    delay_iterations: int | None
+    """Iterations to wait after ``iteration``; None when the wait is in seconds."""
+    delay_s: float | None
+    """Seconds to wait after ``at``; None when the wait is in iterations."""
+
+    def over(self, iteration: int | None, now: float) -> bool:
+        """Whether the level may be tried again at ``iteration`` and monotonic time ``now``."""
+        if self.delay_iterations is not None and self.iteration is not None:
+            return iteration is not None and iteration >= self.iteration + self.delay_iterations
+        return now >= self.at + (self.delay_s or 0.0)
+
+    def describe(self) -> str:
+        """``after 20 iterations (from iteration 10)`` or ``after 60 s``."""
+        if self.delay_iterations is not None and self.iteration is not None:
+            return f"after {self.delay_iterations} iterations (from iteration {self.iteration})"
+        return f"after {self.delay_s or 0.0:g} s"
+
+
+def _size(nbytes: int) -> str:
+    return f"{nbytes} B ({nbytes / 2**20:.1f} MiB)"
+
+
+def _blocks(nbytes: int) -> int:
+    return -(-nbytes // _BLOCK) * _BLOCK
 
 
 def _one_line(exc: BaseException) -> str:
@@ -213,6 +285,14 @@ class Checkpointer:
         self._last_iteration = dict.fromkeys(self._stores, 0)
         self._last_seconds: dict[int, float] = {}
         self.history: list[CheckpointInfo] = []
+        self._backoff: dict[int, Backoff] = {}
+        self._covering: dict[int, tuple[int, ...]] = {}
+        self._iteration_seen: int | None = None
+        self._verified: dict[int, list[int]] = {}
+        self._stored_ratio: dict[int, float] = {}
+        self.set_aside: tuple[Path, ...] = ()
+        """Where the last ``recover(on_unrecoverable="fresh")`` moved the checkpoints it could
+        not restore (every node's directories); empty when it moved none."""
 
     # ------------------------------------------------------------------ set-up
 
@@ -294,8 +374,18 @@ class Checkpointer:
         restarted run the same as that of a run without failures: with levels every 10 and 50
         iterations, checkpoints fall on 10, 20, …, 50 (the higher level), 60, … whether or not
         the run was restarted at 110.
+
+        A level whose checkpoint failed is held back (:class:`Backoff`, :attr:`backoff`): it is
+        offered again only after a delay counted from the failure and doubling with each
+        further failure, and rank 0 warns once. Meanwhile a checkpoint it would have taken
+        goes to the next level that can still be written — the next higher enabled level,
+        which survives everything the failed one survives, else the next lower one — and,
+        once committed, counts for the level it stood in for. With no such level, none is
+        offered until the delay is over.
         """
         self._check_open()
+        if iteration is not None:
+            self._iteration_seen = iteration
         self._poll_flush(wait=False)
         if iteration is not None:
             if self._rework_until is not None and iteration >= self._rework_until:
@@ -320,8 +410,120 @@ class Checkpointer:
                 interval = lc.every_s if lc.every_s is not None else self._auto_interval(number)
                 if now - self._last_time[number] >= interval:
                     due.append(number)
-        level = max(due) if due else None
-        return self.comm.bcast(level) if timed and self.comm.size > 1 else level
+        level, covering = self._route(due, iteration, now)
+        if timed and self.comm.size > 1:
+            level, covering = self.comm.bcast((level, covering))
+        self._covering = {level: covering} if level is not None and covering else {}
+        return level
+
+    @property
+    def backoff(self) -> dict[int, Backoff]:
+        """The levels held back after failed checkpoints, by level (a copy)."""
+        return dict(self._backoff)
+
+    def _may_try(self, number: int, iteration: int | None, now: float) -> bool:
+        held = self._backoff.get(number)
+        return held is None or held.over(iteration, now)
+
+    def _route(
+        self, due: list[int], iteration: int | None, now: float
+    ) -> tuple[int | None, tuple[int, ...]]:
+        """The level to offer for the ``due`` ones (the highest), and the held-back levels
+        above it that it stands in for (a lower level standing in does not serve them by
+        itself, so :meth:`checkpoint` must be told)."""
+        offered: set[int] = set()
+        held: set[int] = set()
+        for number in due:
+            if self._may_try(number, iteration, now):
+                offered.add(number)
+                continue
+            alternative = self._fallback(number, iteration, now)
+            if alternative is not None:
+                offered.add(alternative)
+                held.add(number)
+        if not offered:
+            return None, ()
+        level = max(offered)
+        return level, tuple(sorted(n for n in held if n > level))
+
+    def _fallback(self, number: int, iteration: int | None, now: float) -> int | None:
+        """Where a checkpoint of held-back level ``number`` goes: the next higher enabled
+        level not held back (it survives what ``number`` survives), else the next lower one,
+        else None."""
+        usable = [
+            n
+            for n in self.config.enabled_levels
+            if n != number and n in self._stores and self._may_try(n, iteration, now)
+        ]
+        higher = [n for n in usable if n > number]
+        if higher:
+            return min(higher)
+        lower = [n for n in usable if n < number]
+        return max(lower) if lower else None
+
+    def _retry_interval(
+        self, number: int, covering: tuple[int, ...]
+    ) -> tuple[int | None, float | None]:
+        """The interval a back-off of ``number`` counts in, (iterations, seconds): its own,
+        else that of the level it stood in for, else ``_BACKOFF_MIN_S`` seconds."""
+        for n in (number, *covering):
+            lc = self._level(n)
+            if lc.every_iterations is not None:
+                return lc.every_iterations, None
+            if lc.every_s is not None:
+                return None, lc.every_s
+            if lc.auto:
+                return None, max(self._auto_interval(n), _BACKOFF_MIN_S)
+        return None, _BACKOFF_MIN_S
+
+    def _note_failure(
+        self,
+        number: int,
+        exc: CheckpointError,
+        iteration: int | None,
+        covering: tuple[int, ...],
+        stacklevel: int = 4,
+    ) -> None:
+        """Hold level ``number`` back after a failed checkpoint (on every rank: the failure
+        was raised on all of them); rank 0 warns at the first failure in a row."""
+        previous = self._backoff.get(number)
+        failures = 1 if previous is None else previous.failures + 1
+        factor = min(2 ** (failures - 1), _BACKOFF_MAX_FACTOR)
+        at = iteration if iteration is not None else self._iteration_seen
+        every_it, every_s = self._retry_interval(number, covering)
+        if every_it is not None and at is None:
+            every_it, every_s = None, _BACKOFF_MIN_S
+        now = time.monotonic()
+        held = Backoff(
+            number,
+            failures,
+            str(exc),
+            at,
+            now,
+            None if every_it is None else every_it * factor,
+            None if every_it is not None else (every_s or _BACKOFF_MIN_S) * factor,
+        )
+        self._backoff[number] = held
+        if failures > 1 or self.rank != 0:
+            return
+        alternative = self._fallback(number, at, now)
+        if alternative is None:
+            meanwhile = "no other level can be written, so none is taken until then"
+        else:
+            which = "higher" if alternative > number else "lower"
+            meanwhile = (
+                f"meanwhile its due checkpoints go to level {alternative} "
+                f"({LEVEL_NAMES[alternative]}), the next {which} level that can be written"
+                + ("" if alternative > number else " (no higher one can)")
+            )
+        warnings.warn(
+            f"greenckpt: a level-{number} ({LEVEL_NAMES[number]}) checkpoint failed: {exc}. "
+            f"Backing off: level {number} is offered again {held.describe()}, the wait "
+            f"doubling with each further failure (up to {_BACKOFF_MAX_FACTOR} intervals); "
+            f"{meanwhile}. Said once until a level-{number} checkpoint succeeds",
+            RuntimeWarning,
+            stacklevel=stacklevel,
+        )
 
     def _auto_interval(self, level: int) -> float:
         """The time-optimal interval (saito2013 §6's model) for the measured checkpoint time
@@ -349,6 +551,12 @@ class Checkpointer:
         storage (level 1) and leaves the copy to the global file system to a background
         thread (``flushing=True`` in the result); one flush runs at a time, so a new one
         first waits for the previous.
+
+        Before writing anything, every directory the checkpoint writes to must have the room
+        for it (:meth:`_check_space`); otherwise it fails like any other, with a message
+        naming the level, what it needs and what is free. A failure holds the level back
+        (:class:`Backoff`). Once committed, the checkpoint retires older checkpoints of lower
+        levels that it makes redundant (:meth:`_retire_below`).
         """
         self._check_open()
         number = min(self._stores) if level is None else level
@@ -358,19 +566,165 @@ class Checkpointer:
                 f"{', '.join(map(str, self._stores))}"
             )
         flushing = number == 4 and self._async_flush
+        covering, self._covering = self._covering.get(number, ()), {}
         self._poll_flush(wait=flushing)
-        info = self._checkpoint_at(1 if flushing else number, iteration)
+        written = 1 if flushing else number
+        try:
+            self._check_space(written, flush=flushing)
+            info = self._checkpoint_at(written, iteration)
+        except CheckpointError as exc:
+            self._note_failure(number, exc, iteration, covering)
+            raise
+        self._stored_ratio[written] = info.stored_bytes / max(1, info.logical_bytes)
+        self._committed(written, info.id)
         if flushing:
             self._start_flush(info)
             info = replace(info, level=4, flushing=True)
         self._last_seconds[number] = info.seconds
         for lower in self._stores:  # a checkpoint at a level also serves every lower one
-            if lower <= number:
+            if lower <= number or lower in covering:  # and those it stood in for
                 self._last_time[lower] = time.monotonic()
                 if iteration is not None:
                     self._last_iteration[lower] = iteration
         self.history.append(info)
         return info
+
+    # ------------------------------------------------------------------ space and retirement
+
+    def _check_space(self, level: int, *, flush: bool) -> None:
+        """Refuse a checkpoint at ``level`` before anything is written when a directory it
+        writes to lacks the room (collective: :class:`CheckpointError` on every rank).
+
+        Why before: a write that runs out of space midway has cost the time and energy of
+        the bytes written before it failed, and fills the disk for everyone else. The need
+        of a directory is what this checkpoint adds there: the files of the ranks it holds
+        (in whole blocks), their redundancy (a partner's copy on level 2, parity on level
+        3) and a small allowance for the manifest. The previous checkpoints stay until the
+        new one commits, and are already counted out of the free space. With a codec the
+        stored size is estimated from this level's last compression ratio (the logical size
+        before the first checkpoint). ``flush``: an asynchronous level-4 checkpoint, written
+        to level 1 first and then copied to the global file system — both must have room.
+        """
+        for target in (level, 4) if flush else (level,):
+            problem = self._space_problem(target, level)
+            if problem is not None:
+                raise CheckpointError(problem)
+
+    def _directories(self, level: int) -> list[tuple[int, tuple[int, ...]]]:
+        """The directories of ``level`` as (the rank that measures it, the ranks it holds)."""
+        if level == 4:
+            return [(0, tuple(range(self.comm.size)))]
+        return [(self.topology.leader(n), ranks) for n, ranks in enumerate(self.topology.nodes)]
+
+    def _extra_bytes(self, level: int, sizes: list[int]) -> list[int]:
+        """Per rank, the redundant bytes its directory holds at ``level`` besides its file."""
+        if level == 2 and self._partner is not None:
+            return [sizes[self._partner.owners[r]] for r in range(len(sizes))]
+        extra = [0] * len(sizes)
+        if level == 3 and self._erasure is not None:
+            tolerance = self._erasure.layout.tolerance
+            for group in self._erasure.groups:
+                layout = GroupLayout(len(group), tolerance)
+                piece = layout.piece_size(max(sizes[r] for r in group))
+                for r in group:
+                    extra[r] = tolerance * piece
+        return extra
+
+    def _space_problem(self, level: int, codec_level: int) -> str | None:
+        """Why some directory of ``level`` cannot take this checkpoint, or None (collective).
+
+        ``codec_level``: the level whose codec and compression ratio the files have."""
+        store = self._stores[level]
+        estimate = self.protected.nbytes
+        if parse_codec(self._level(codec_level).codec) is not None:
+            estimate = int(estimate * self._stored_ratio.get(codec_level, 1.0))
+        measuring = self._is_leader(level)
+
+        def free() -> int | None:
+            try:
+                return store.free_bytes()
+            except OSError:
+                return None  # not knowable here: the write reports its own error
+
+        seen = self.comm.allgather((estimate, free() if measuring else None))
+        sizes = [e for e, _ in seen]
+        extra = self._extra_bytes(level, sizes)
+        needs = {
+            leader: sum(_blocks(sizes[r]) + _blocks(extra[r]) for r in ranks)
+            + _DIRECTORY_ALLOWANCE
+            + _RANK_ALLOWANCE * len(ranks)
+            for leader, ranks in self._directories(level)
+        }
+
+        def short(frees: list[int | None]) -> list[int]:
+            return [r for r, need in needs.items() if (f := frees[r]) is not None and f < need]
+
+        if not short([f for _, f in seen]):
+            return None
+        # background removals of older checkpoints may still be giving space back
+        detail: tuple[int | None, int, int, str] = (None, 0, 0, "")
+        if measuring:
+            store.join()
+            kept = store.committed()
+            held = sum(store.footprint(i) for i in kept)
+            detail = (free(), held, len(kept), str(store.job_dir))
+        details = self.comm.allgather(detail)
+        still = short([d[0] for d in details])
+        if not still:
+            return None
+        r = still[0]
+        available, held, count, where = details[r]
+        assert available is not None
+        node = "the global file system" if level == 4 else f"node {self.topology.node_of(r)}"
+        keep = self.config.keep
+        return (
+            f"checkpoint at level {level} ({LEVEL_NAMES[level]}) refused before writing "
+            f"anything: {where} on {node} needs {_size(needs[r])} for it and {_size(available)} "
+            f"is free (the {count} checkpoints kept there hold {_size(held)}; with keep = "
+            f"{keep} a level needs room for about keep + 1 = {keep + 1} checkpoints, level 2 "
+            "twice that); free space there, lower keep or use another directory"
+        )
+
+    def _committed(self, level: int, ckpt_id: int) -> None:
+        """Book-keeping once checkpoint ``ckpt_id`` is committed at ``level`` on every rank:
+        the level's back-off ends, the checkpoint counts as verified (written and checked by
+        this run), and the older lower-level checkpoints it makes redundant are retired."""
+        self._backoff.pop(level, None)
+        self._add_verified(level, ckpt_id)
+        self._retire_below(level)
+
+    def _add_verified(self, level: int, ckpt_id: int) -> None:
+        """Remember a checkpoint this run committed or restored (the newest ``keep`` per
+        level are all :meth:`_retire_below` needs)."""
+        ids = sorted({*self._verified.get(level, []), ckpt_id})
+        self._verified[level] = ids[-self.config.keep :]
+
+    def _retire_below(self, level: int) -> None:
+        """Remove the checkpoints of the levels below ``level`` that ``keep`` newer ones
+        make redundant (each node's leader in its own directory; not collective).
+
+        The rule: keep-last-k counted across levels. A checkpoint is retired once ``keep``
+        checkpoints newer than it, at its level or above, were committed or restored by this
+        run. Recovery tries the newest first, and a higher level survives everything a lower
+        one survives, so it would reach the retired one only after all ``keep`` newer ones
+        failed — exactly the case keep-last-k accepts within a level. Without it an old
+        level-1 checkpoint stays all run while level 4 serves the level-1 schedule, and
+        holds space that every later level-1 checkpoint needs. Only checkpoints verified by
+        this run count (not unverified leftovers of an earlier one), and the level-1 source
+        of a running flush is kept, so the only restorable checkpoint is never retired.
+        """
+        keep = self.config.keep
+        for lower, store in self._stores.items():
+            if lower >= level or not self._is_leader(lower):
+                continue
+            newer = sorted({i for n, ids in self._verified.items() if n >= lower for i in ids})
+            flushing = self._flush.ckpt_id if self._flush is not None and lower == 1 else None
+            for old in store.committed():
+                if old != flushing and sum(1 for i in newer if i > old) >= keep:
+                    _tidy(
+                        partial(store.remove, old, wait=False),
+                        f"retire checkpoint {old} (level {lower}, made redundant by newer ones)",
+                    )
 
     def _checkpoint_at(self, number: int, iteration: int | None) -> CheckpointInfo:
         """A synchronous checkpoint at ``number``, committed on every rank (collective)."""
@@ -558,14 +912,17 @@ class Checkpointer:
         bad = next(((r, e) for r, e in enumerate(errors) if e), None)
         if bad is not None:
             self._abort(4, store, flush.ckpt_id)
-            raise CheckpointError(
+            error = CheckpointError(
                 f"the asynchronous flush of checkpoint {flush.ckpt_id} to the global file "
                 f"system failed on rank {bad[0]}: {bad[1]}; it was not committed there "
                 "(the checkpoint is still on node-local storage)"
             )
+            self._note_failure(4, error, flush.iteration, (), stacklevel=5)
+            raise error
         if self.rank == 0:
             keep, done = self.config.keep, flush.ckpt_id
             _tidy(lambda: store.cleanup(keep, protect=[done]), "remove old checkpoints")
+        self._committed(4, flush.ckpt_id)
         assert manifest is not None  # no rank failed, so every rank started its flush
         mine = manifest.ranks[self.rank]
         self.history.append(
@@ -657,13 +1014,32 @@ class Checkpointer:
 
     # ------------------------------------------------------------------ recover
 
-    def recover(self, *, missing_ok: bool = True) -> RecoveryInfo | None:
+    def recover(
+        self, *, missing_ok: bool = True, on_unrecoverable: str | None = None
+    ) -> RecoveryInfo | None:
         """Restore the newest checkpoint that every rank can read and verify (collective).
 
-        Returns None when there is no checkpoint at all (a first run) and ``missing_ok``;
-        raises :class:`RecoveryError` when checkpoints exist but none can be restored (the
-        protected buffers may then hold partial data).
+        Returns None when there is no checkpoint at all (a first run) and ``missing_ok``.
+        When checkpoints exist but none can be restored, ``on_unrecoverable`` (default: the
+        ``on_unrecoverable`` setting, itself "raise" by default) decides:
+
+        - ``"raise"``: :class:`RecoveryError`, its message giving the reason for each one.
+        - ``"fresh"``: every level's checkpoints of this job are moved aside, not deleted
+          (each directory renamed to ``<name>.unrestorable-<UTC time>`` next to it;
+          :attr:`set_aside` lists them), rank 0 warns with the reasons, :attr:`state` is
+          put back as it was before the call, and None is returned as on a first run — the
+          documented way out instead of deleting files by hand.
+
+        Either way the protected buffers may hold parts of the data the failed reads put
+        there: after "fresh", initialise them as for a first run before computing. A
+        recovery also ends every level's back-off (:class:`Backoff`).
         """
+        mode = self.config.on_unrecoverable if on_unrecoverable is None else on_unrecoverable
+        if mode not in ON_UNRECOVERABLE:
+            raise ValueError(
+                f'on_unrecoverable must be "raise" or "fresh" (move the unrestorable '
+                f"checkpoints aside and start afresh), not {mode!r}"
+            )
         self._check_open()
         self._poll_flush(wait=True)
         start = time.monotonic()
@@ -698,13 +1074,74 @@ class Checkpointer:
         per_node = advice.io_processes or self.config.writers_per_node
         waves = write_waves(self.topology, per_node, self.config.writers_total)
         ok = False
+        state = self.protected.state  # a restore replaces the object, never changes it
+        failure: RecoveryError | None = None
         try:
             info = self._restore_newest(candidates, orphans, everyone, waves, start)
             ok = True
+        except RecoveryError as exc:
+            if mode != "fresh" or not (candidates or orphans):
+                raise
+            failure = exc
         finally:
             self._end("restart", ok, time.monotonic() - start)
+        self._backoff.clear()  # the schedule starts again from what was restored
+        if failure is not None:
+            self._start_afresh(failure, state)
+            return None
+        self.set_aside = ()
+        self._add_verified(info.level, info.id)
         self._begin_rework(info)
         return info
+
+    def _start_afresh(self, failure: RecoveryError, state: dict[str, Any]) -> None:
+        """``on_unrecoverable="fresh"``: move this job's checkpoints aside on every level and
+        node and reset the schedule, so the run goes on as a first run (collective).
+
+        Moving, not deleting: the checkpoints failed to restore for reasons a person may want
+        to look into (a different job layout, a damaged disk). Each store's leader renames
+        its job directory (:meth:`CheckpointStore.set_aside`), all with rank 0's time stamp;
+        if one cannot, :class:`RecoveryError` is raised on every rank with both reasons.
+        """
+        stamp: str = self.comm.bcast(time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
+        moved: list[str] = []
+        problem = None
+        for number, store in sorted(self._stores.items()):
+            if not self._is_leader(number):
+                continue
+            try:
+                store.join()  # removals in the background work in the job directory
+                where = store.set_aside(stamp)
+            except OSError as exc:
+                problem = f"could not move {store.job_dir} aside: {_one_line(exc)}"
+                break
+            if where is not None:
+                moved.append(str(where))
+        outcomes = self.comm.allgather((moved, problem))
+        bad = next(((r, p) for r, (_, p) in enumerate(outcomes) if p), None)
+        if bad is not None:
+            raise RecoveryError(
+                f"{failure}; starting afresh failed on rank {bad[0]}: {bad[1]}"
+            ) from failure
+        self.set_aside = tuple(Path(p) for paths, _ in outcomes for p in paths)
+        self.protected.state = state
+        now = time.monotonic()
+        for number in self._stores:
+            self._last_time[number] = now
+            self._last_iteration[number] = 0
+        self._verified.clear()
+        self._progress = 0
+        if self.rank == 0:
+            with contextlib.suppress(OSError):  # the old run's progress: no rework to announce
+                self._progress_path().unlink(missing_ok=True)
+            shown = ", ".join(map(str, self.set_aside)) or "nowhere (none was left)"
+            warnings.warn(
+                f'greenckpt: {failure}. on_unrecoverable = "fresh": moved them aside to '
+                f"{shown} and starting as a first run; the protected data may hold parts of "
+                "the failed reads, so initialise them as for a first run",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
     # ------------------------------------------------------------------ rework
 

@@ -54,6 +54,11 @@ mtbf               GREENCKPT_MTBF              (none)      the job's mean time b
                                                            for automatic intervals: a duration
                                                            such as "14h" (a number of seconds
                                                            from TOML or keywords)
+on_unrecoverable   GREENCKPT_ON_UNRECOVERABLE  raise       what ``recover()`` does when
+                                                           checkpoints exist but none can be
+                                                           restored: "raise" (RecoveryError) or
+                                                           "fresh" (move them aside, warn, start
+                                                           as a first run)
 =================  ==========================  ==========  ======================================
 
 Each level ``<n>`` (1 node-local, 2 partner copy, 3 erasure-coded group, 4 global file system)
@@ -144,6 +149,7 @@ __all__ = [
     "CHECKSUMS",
     "CODECS",
     "ENV_PREFIX",
+    "ON_UNRECOVERABLE",
     "Config",
     "ConfigError",
     "LevelConfig",
@@ -359,6 +365,20 @@ def _to_mtbf(value: object, r: _Reading) -> float | None:
     r.fail(expected, value)
 
 
+ON_UNRECOVERABLE = ("raise", "fresh")
+"""The values of ``on_unrecoverable`` (see :meth:`greenckpt.ckpt.api.Checkpointer.recover`)."""
+
+
+def _to_on_unrecoverable(value: object, r: _Reading) -> str:
+    if isinstance(value, str) and value.strip().lower() in ON_UNRECOVERABLE:
+        return value.strip().lower()
+    r.fail(
+        '"raise" (a RecoveryError) or "fresh" (move the unrestorable checkpoints aside and '
+        "start afresh)",
+        value,
+    )
+
+
 def _to_codec(value: object, r: _Reading) -> str | None:
     """Normalise a codec: ``"none"`` becomes ``None``, names and levels are checked."""
     if value is None and not r.text:
@@ -442,6 +462,7 @@ _TOP: Mapping[str, _Convert] = MappingProxyType(
         "writers_total": _count(1, ("unlimited", "none")),
         "ranks_per_node": _count(1, ("host",)),
         "mtbf": _to_mtbf,
+        "on_unrecoverable": _to_on_unrecoverable,
     }
 )
 
@@ -456,6 +477,7 @@ _TOP_DEFAULTS: Mapping[str, object] = MappingProxyType(
         "writers_total": None,
         "ranks_per_node": None,
         "mtbf": None,
+        "on_unrecoverable": "raise",
     }
 )
 
@@ -607,6 +629,7 @@ class Config:
     writers_total: int | None = None
     ranks_per_node: int | None = None
     mtbf: float | None = None
+    on_unrecoverable: str = "raise"
     levels: tuple[LevelConfig, ...] = field(default_factory=_default_levels)
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 

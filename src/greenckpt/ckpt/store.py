@@ -439,3 +439,45 @@ class CheckpointStore:
                 self.remove(ckpt_id, wait=wait)
                 removed.append(ckpt_id)
         return removed
+
+    # -------------------------------------------------------------- space and setting aside
+
+    def free_bytes(self) -> int:
+        """Bytes this process may still write on the file system holding this store.
+
+        ``statvfs``'s blocks available to unprivileged users (``f_bavail``), not the free
+        blocks (``f_bfree``): the reserve kept for root is not the application's to fill, and
+        a checkpoint that needs it has already left too little room for everyone else. The job
+        directory is asked when it exists (it may be a different mount than the base)."""
+        target = self.job_dir if self.job_dir.is_dir() else self.base
+        st = os.statvfs(target)
+        return st.f_bavail * st.f_frsize
+
+    def footprint(self, ckpt_id: int) -> int:
+        """Bytes held by the files of committed checkpoint ``ckpt_id`` (0 if it is gone):
+        what removing it would give back, for messages about space."""
+        total = 0
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(self.committed_path(ckpt_id)):
+                with contextlib.suppress(OSError):
+                    total += entry.stat(follow_symlinks=False).st_size
+        return total
+
+    def set_aside(self, stamp: str) -> Path | None:
+        """Move this job's whole directory out of the store's sight; return where it went.
+
+        The way out when no checkpoint can be restored: the application can start afresh
+        while nothing is deleted (the data may still be worth a look). One ``rename`` to
+        ``<base>/<name>.unrestorable-<stamp>`` (``-2``, ``-3``, ... if that exists), so a
+        crash leaves the checkpoints either all in place or all set aside; the next
+        checkpoint re-creates the job directory. None when there is no job directory."""
+        if not self.job_dir.is_dir():
+            return None
+        target = self.base / f"{self.name}.unrestorable-{stamp}"
+        n = 1
+        while target.exists() or target.is_symlink():
+            n += 1
+            target = self.base / f"{self.name}.unrestorable-{stamp}-{n}"
+        os.rename(self.job_dir, target)
+        fsync_directory(self.base)
+        return target
