@@ -104,6 +104,8 @@ class MeterOptions:
     ``csv_max_hold_s``: how long past its last row a power log's last power may be extrapolated
     before the CSV meter refuses (``None``: three times the log's median interval, at least 1 s;
     10 s while the log has fewer than two rows).
+    ``csv_time_unit``: the unit of the log's timestamps (``s``, ``ms``, ``us`` or ``ns``);
+    ``None``: from the header's time column (``time_ms``, ...), else detected against the clock.
     ``clock``: a monotonic clock; ``wall_clock``: Unix time (the CSV meter's time base); tests
     inject fake ones.
     """
@@ -111,6 +113,7 @@ class MeterOptions:
     csv_path: str | os.PathLike[str] | None = None
     csv_domain: str = "node"
     csv_max_hold_s: float | None = None
+    csv_time_unit: str | None = None
     tdp_w: float | None = None
     idle_fraction: float | None = None
     ipmitool: str = "ipmitool"

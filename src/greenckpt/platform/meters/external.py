@@ -11,9 +11,34 @@ Format (one reading per line; what ``powerstat``-style loggers and most meters' 
     1718000000.00,231.4
     1718000000.50,236.9
 
-``timestamp`` is **Unix time in seconds** (float, UTC, ``time.time()`` of the logging host);
-``watts`` is the average or instantaneous power of that reading. Timestamps must increase; the
-logging host's clock must be the run's clock (same host, or NTP-synchronised).
+``timestamp`` is **Unix time** (float, UTC, ``time.time()`` of the logging host), in seconds
+unless said otherwise; ``watts`` is the average or instantaneous power of that reading.
+Timestamps must increase; the logging host's clock must be the run's clock (same host, or
+NTP-synchronised). A UTF-8 byte-order mark is ignored.
+
+Rows are validated, because a log that parses wrongly still integrates to a "measured" figure:
+
+* **fields**: exactly as many as the header has (two without a header). A row with more is
+  refused — most often a decimal comma (``100,200,5`` is not 200 W); ``;``-separated logs are
+  refused with the format to use.
+* **power**: a number from 0 to 1 MW (:data:`MAX_POWER_W`); NaN, inf, negative or larger is a
+  unit or parsing error, not a node.
+* **time**: finite and after the previous row; the live meter also refuses a row dated more
+  than :data:`FUTURE_TOLERANCE_S` past its clock (one such row would otherwise make every later
+  row "not after" it).
+* **timestamp unit**: given by the caller (``time_unit``, ``MeterOptions.csv_time_unit``:
+  ``s``, ``ms``, ``us``, ``ns``), else by the header's time column (``time_s``, ``time_ms``,
+  ``timestamp_us``, ``time (ns)``, ...), else detected from the first row against the clock
+  (Unix time is within a factor 2 of the clock in exactly one unit), else seconds. How it was
+  found is said in ``notes`` and in the meter's :meth:`~ExternalCsvMeter.describe` line. The
+  header's power column must be named ``watts``, ``power``, ``w`` or ``p`` (optionally with
+  ``_w``): a column in kW or mW is refused rather than read as watts.
+
+The join refuses a log with a bad row, naming the line (``strict=False`` leaves such rows out
+and lists them). The live meter cannot refuse a log that is still being written: it drops the
+row, lists it in :attr:`ExternalCsvMeter.dropped` and :attr:`~ExternalCsvMeter.notes`, warns
+(``RuntimeWarning``, the first :data:`MAX_WARNINGS`), and counts every read that spans a
+dropped row in :attr:`~ExternalCsvMeter.gaps`, so the sampler marks those phases as not clean.
 
 Two uses:
 
@@ -43,9 +68,13 @@ from __future__ import annotations
 
 import math
 import os
+import re
+import stat
 import statistics
+import time
+import warnings
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Self
@@ -71,30 +100,184 @@ MIN_HOLD_S = 1.0
 DEFAULT_HOLD_S = 10.0
 """Hold limit while the log has fewer than two rows (its interval is not known yet)."""
 _INTERVALS_KEPT = 16
+MAX_POWER_W = 1e6
+"""A row above 1 MW is not a node's power (a unit or parsing error): it is refused."""
+FUTURE_TOLERANCE_S = 5.0
+"""The live meter takes a row dated up to this far past its clock as clock skew; later is
+refused (a wrong clock or unit that would otherwise block every later row)."""
+MAX_WARNINGS = 10
+"""Dropped rows warned about one by one per meter; the rest are counted, and all are listed in
+:attr:`ExternalCsvMeter.dropped`."""
+
+TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+"""Seconds per unit of the timestamp column."""
+_UNIT_WORDS = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}
+_TIME_HEADER = re.compile(
+    r"^(?:timestamp|time|unix|epoch|t)(?:[_ ]?[(\[]?(s|ms|us|µs|ns)[)\]]?)?$", re.IGNORECASE
+)
+_POWER_HEADER = re.compile(r"^(?:watts?|power|p|w)(?:[_ ]?[(\[]?w[)\]]?)?$", re.IGNORECASE)
 
 
-def _parse_line(line: str) -> tuple[float, float, int] | None:
-    """``(timestamp, watts, decimals of watts)``, or None for a blank/comment/header line.
-
-    Raises ``ValueError`` for a line that is neither.
-    """
-    text = line.strip()
-    if not text or text.startswith("#"):
+def _check_unit(unit: str | None) -> str | None:
+    """``unit`` normalised (``µs`` → ``us``), or ValueError naming the valid ones."""
+    if unit is None:
         return None
-    parts = [p.strip() for p in text.split(",")]
-    if len(parts) < 2:
-        raise ValueError(f"expected 'timestamp,watts', got {text!r}")
+    u = unit.strip().lower().replace("µ", "u")
+    if u not in TIME_UNITS:
+        raise ValueError(
+            f"time unit {unit!r} is not one of {', '.join(TIME_UNITS)} (the timestamp column's "
+            "unit; None: from the header, else detected)"
+        )
+    return u
+
+
+@dataclass(frozen=True)
+class DroppedRow:
+    """A line of a power log that was not used, and why."""
+
+    line: int
+    text: str
+    reason: str
+
+
+class _RowError(ValueError):
+    """A line that is not a usable reading (the message says why)."""
+
+
+class _Rows:
+    """Parses a log's lines one at a time, keeping what the header said.
+
+    Why a class: the join reads a whole file, the live meter reads lines as they come; both
+    must accept and refuse exactly the same rows. A row is ``timestamp,watts``: exactly as many
+    fields as the header (two without one — a third field is most often a decimal comma, as
+    in ``100,200,5``), a finite timestamp, a power from 0 to :data:`MAX_POWER_W`, and a time
+    after the previous row's. The timestamp unit is the one stated by the caller, else the
+    header's (``time_ms``), else detected from the first row against the clock (Unix time in
+    s, ms, µs or ns is within a factor 2 of the clock in exactly one unit), else seconds.
+    """
+
+    def __init__(self, unit: str | None, clock: Clock | None) -> None:
+        self.stated = _check_unit(unit)
+        self.unit = self.stated
+        self.how = "stated" if self.stated else ""
+        self.clock = clock
+        self.fields = 2
+        self.t_last: float | None = None
+
+    def reset(self) -> None:
+        """The file was truncated: a new header may come (rows must still move forward)."""
+        self.fields = 2
+
+    @property
+    def unit_note(self) -> str:
+        """One line on the timestamp unit in use and how it was found (empty before a row)."""
+        if self.unit is None:
+            return ""
+        return f"timestamps: {self.unit} ({_UNIT_WORDS[self.unit]}, {self.how})"
+
+    def _header(self, parts: list[str]) -> None:
+        time_name = _TIME_HEADER.match(parts[0])
+        if time_name is None:
+            raise _RowError(
+                f"{parts[0]!r} is neither a timestamp nor a header's time column (timestamp, "
+                "time, time_s, time_ms, time_us, time_ns)"
+            )
+        if not _POWER_HEADER.match(parts[1]):
+            raise _RowError(
+                f"the second column {parts[1]!r} must be the power in watts (name it watts, "
+                "power or power_w)"
+            )
+        said = _check_unit(time_name.group(1))
+        if said is not None:
+            if self.stated is not None and said != self.stated:
+                raise _RowError(
+                    f"the header says {said} but the time unit was given as {self.stated}"
+                )
+            if self.unit is not None and said != self.unit:
+                raise _RowError(f"the header says {said}, the earlier rows were in {self.unit}")
+            self.unit, self.how = said, self.how or f"from the header {parts[0]!r}"
+        self.fields = len(parts)
+
+    def _detect(self, ts: float) -> None:
+        now = self.clock() if self.clock is not None else 0.0
+        for unit, scale in TIME_UNITS.items():
+            if now > 0 and 0.5 <= ts * scale / now <= 2.0:
+                self.unit = unit
+                self.how = f"detected: the first timestamp {ts:.6g} against the clock {now:.6g} s"
+                return
+        self.unit = "s"
+        self.how = (
+            f"assumed: the first timestamp {ts:.6g} is not Unix time in any unit, so it is "
+            "taken as seconds, the format's unit"
+        )
+
+    def parse(self, line: str) -> tuple[float, float, int] | None:
+        """``(timestamp in s, watts, decimals of watts)``, None for a blank, comment or header
+        line; :class:`_RowError` for anything else."""
+        text = line.strip().lstrip("\ufeff").strip()
+        if not text or text.startswith("#"):
+            return None
+        if ";" in text:
+            raise _RowError(
+                "';' separates the fields: write timestamp,watts with ',' between the fields "
+                "and '.' as the decimal point"
+            )
+        parts = [p.strip() for p in text.split(",")]
+        try:
+            ts = float(parts[0])
+        except ValueError:
+            if len(parts) < 2:
+                raise _RowError(f"expected 'timestamp,watts', got {text!r}") from None
+            self._header(parts)
+            return None
+        if len(parts) != self.fields:
+            if len(parts) > self.fields:
+                raise _RowError(
+                    f"{len(parts)} fields where {self.fields} are expected: a decimal comma? "
+                    "write watts as 200.5, not 200,5"
+                )
+            raise _RowError(f"expected 'timestamp,watts', got {text!r}")
+        try:
+            watts = float(parts[1])
+        except ValueError:
+            raise _RowError(f"power {parts[1]!r} is not a number of watts") from None
+        if not math.isfinite(ts):
+            raise _RowError(f"timestamp {parts[0]!r} is not finite")
+        if not (0.0 <= watts <= MAX_POWER_W):  # False for NaN too
+            raise _RowError(
+                f"power {parts[1]} W is not plausible (expected 0 to {MAX_POWER_W:.0e} W, finite)"
+            )
+        if self.unit is None:
+            self._detect(ts)
+        t = ts * TIME_UNITS[self.unit or "s"]
+        if self.t_last is not None and t <= self.t_last:
+            raise _RowError(f"timestamp {ts:.17g} not after the previous row's")
+        decimals = len(parts[1].partition(".")[2].rstrip()) if "." in parts[1] else 0
+        return t, watts, decimals
+
+    def accept(self, t: float) -> None:
+        """``t`` (s) is the newest row used."""
+        self.t_last = t
+
+
+def _summary(where: str, dropped: Sequence[DroppedRow], shown: int = 5) -> str:
+    """``dropped N row(s) of WHERE: line 4 (why), ...``."""
+    lines = ", ".join(f"line {d.line} ({d.reason})" for d in dropped[:shown])
+    more = f", and {len(dropped) - shown} more" if len(dropped) > shown else ""
+    return f"dropped {len(dropped)} row(s) of {where}: {lines}{more}"
+
+
+def _read_regular(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of a regular file; PlatformError for a FIFO, device or directory (reading a
+    FIFO would wait for a writer forever)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        ts = float(parts[0])
-    except ValueError:
-        if parts[0].lower() in {"timestamp", "time", "unix", "t"}:
-            return None  # header
-        raise
-    watts = float(parts[1])
-    if not (math.isfinite(ts) and math.isfinite(watts)) or watts < 0:
-        raise ValueError(f"timestamp and watts must be finite, watts ≥ 0: {text!r}")
-    decimals = len(parts[1].partition(".")[2].rstrip()) if "." in parts[1] else 0
-    return ts, watts, decimals
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise PlatformError(f"power log {path} is not a regular file: give the logger's file")
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            return fh.read()
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -103,36 +286,76 @@ class PowerLog:
 
     times: npt.NDArray[np.float64]  # Unix seconds, strictly increasing
     watts: npt.NDArray[np.float64]
+    dropped: tuple[DroppedRow, ...] = ()
+    """Rows left out (only when parsed with ``strict=False``)."""
+    notes: tuple[str, ...] = ()
+    """The timestamp unit and how it was found; the dropped rows, named."""
     source: ClassVar[Source] = "measured"
 
     @classmethod
-    def parse(cls, lines: Iterable[str], where: str = "<log>") -> PowerLog:
-        """Parse CSV lines; ``PlatformError`` naming the line for a bad row or a time step back."""
+    def parse(
+        cls,
+        lines: Iterable[str],
+        where: str = "<log>",
+        *,
+        time_unit: str | None = None,
+        strict: bool = True,
+        clock: Clock = time.time,
+    ) -> PowerLog:
+        """Parse CSV lines (see :class:`_Rows` for what a valid row is).
+
+        ``strict``: a bad row or a time step back raises ``PlatformError`` naming the line;
+        otherwise such rows are left out and listed in :attr:`dropped` and :attr:`notes`.
+        ``time_unit``: ``s``/``ms``/``us``/``ns`` (ValueError for another), else from the
+        header, else detected against ``clock`` (Unix time).
+        """
+        rows = _Rows(time_unit, clock)
         ts: list[float] = []
         ws: list[float] = []
+        dropped: list[DroppedRow] = []
         for no, line in enumerate(lines, 1):
             try:
-                row = _parse_line(line)
-            except ValueError as exc:
-                raise PlatformError(f"{where}:{no}: {exc}") from None
+                row = rows.parse(line)
+            except _RowError as exc:
+                if strict:
+                    raise PlatformError(f"{where}:{no}: {exc}") from None
+                dropped.append(DroppedRow(no, line.strip(), str(exc)))
+                continue
             if row is None:
                 continue
-            if ts and row[0] <= ts[-1]:
-                raise PlatformError(f"{where}:{no}: timestamp {row[0]} not after {ts[-1]}")
+            rows.accept(row[0])
             ts.append(row[0])
             ws.append(row[1])
+        notes = [rows.unit_note] if rows.unit_note else []
+        if dropped:
+            notes.append(_summary(where, dropped))
         if len(ts) < 2:
-            raise PlatformError(f"{where}: fewer than two readings")
-        return cls(np.asarray(ts, dtype=np.float64), np.asarray(ws, dtype=np.float64))
+            why = f"; {notes[-1]}" if dropped else ""
+            raise PlatformError(f"{where}: fewer than two readings{why}")
+        return cls(
+            np.asarray(ts, dtype=np.float64),
+            np.asarray(ws, dtype=np.float64),
+            tuple(dropped),
+            tuple(notes),
+        )
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> PowerLog:
-        """Read a log file (see the module docstring for the format)."""
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        time_unit: str | None = None,
+        strict: bool = True,
+        clock: Clock = time.time,
+    ) -> PowerLog:
+        """Read a log file (see the module docstring for the format); a UTF-8 BOM is fine."""
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            text = _read_regular(path).decode("utf-8-sig")
         except (OSError, UnicodeDecodeError) as exc:
             raise PlatformError(f"cannot read power log {path}: {exc}") from None
-        return cls.parse(text.splitlines(), str(path))
+        return cls.parse(
+            text.splitlines(), str(path), time_unit=time_unit, strict=strict, clock=clock
+        )
 
     @property
     def span(self) -> tuple[float, float]:
@@ -175,14 +398,29 @@ class ExternalCsvMeter(Meter):
     source: ClassVar[Source] = "measured"
 
     def __init__(
-        self, path: Path, domain: str, wall_clock: Clock, max_hold_s: float | None = None
+        self,
+        path: Path,
+        domain: str,
+        wall_clock: Clock,
+        max_hold_s: float | None = None,
+        time_unit: str | None = None,
     ) -> None:
         self.path = path
         self._domain = domain
         self._wall = wall_clock
         self.max_hold_s = max_hold_s
-        self._fh = open(path, "rb")  # noqa: SIM115 - held open for tailing; closed in close()
+        self._rows = _Rows(time_unit, wall_clock)  # ValueError for an unknown unit
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise PlatformError(f"power log {path} is not a regular file: give the logger's file")
+        self._fh = os.fdopen(fd, "rb")  # held open for tailing; closed in close()
         self._offset = 0
+        self._line = 0  # lines consumed, for naming dropped rows
+        self.dropped: list[DroppedRow] = []
+        """Every row not used, with its line number and why (also warned about, up to
+        :data:`MAX_WARNINGS`; reads whose figure spans a dropped row count in :attr:`gaps`)."""
+        self._gaps = 0
         self._partial = b""
         self._integ = PowerIntegrator()
         self._decimals: int | None = None
@@ -210,13 +448,15 @@ class ExternalCsvMeter(Meter):
                 cls.name, "no log file given (MeterOptions.csv_path: a timestamp,watts CSV)"
             )
         path = Path(options.csv_path)
-        if not path.is_file():
+        if not path.exists():
             raise MeterUnavailable(cls.name, f"power log {path} does not exist")
         hold = options.csv_max_hold_s
         if hold is not None and not (hold > 0):
             raise MeterUnavailable(cls.name, f"csv_max_hold_s must be positive, got {hold}")
         try:
-            return cls(path, options.csv_domain, options.wall_clock, hold)
+            return cls(path, options.csv_domain, options.wall_clock, hold, options.csv_time_unit)
+        except (ValueError, PlatformError) as exc:
+            raise MeterUnavailable(cls.name, str(exc)) from None
         except OSError as exc:
             raise MeterUnavailable(cls.name, f"cannot read {path}: {exc}") from None
 
@@ -229,31 +469,42 @@ class ExternalCsvMeter(Meter):
         """The finest power step seen in the log (1 W until a row with decimals arrives)."""
         return Resolution(10.0 ** -(self._decimals or 0), "W")
 
-    def _tail(self) -> None:
-        """Read the lines appended since the last call and feed complete rows in."""
+    def _tail(self) -> int:
+        """Read the lines appended since the last call and feed complete rows in; returns how
+        many rows were dropped."""
         fh = self._fh
         size = os.fstat(fh.fileno()).st_size
-        if size < self._offset:  # truncated: start over; rows not after the last are skipped
+        if size < self._offset:  # truncated: start over; rows not after the last are dropped
             self._offset = 0
             self._partial = b""
+            self._line = 0
+            self._rows.reset()
         fh.seek(self._offset)
         data = fh.read()
         self._offset += len(data)
         data = self._partial + data
         lines = data.split(b"\n")
         self._partial = lines.pop()  # an incomplete last line waits for its newline
+        dropped = 0
+        now = self._wall()
         for raw in lines:
+            self._line += 1
+            text = raw.decode("utf-8", errors="replace")
             try:
-                row = _parse_line(raw.decode("utf-8"))
-            except (ValueError, UnicodeDecodeError):
-                self.skipped_lines += 1
+                row = self._rows.parse(text)
+                if row is not None and row[0] > now + FUTURE_TOLERANCE_S:
+                    raise _RowError(
+                        f"dated {row[0] - now:.3g} s ahead of this host's clock (is the "
+                        "logger's clock, or the timestamp unit, wrong?)"
+                    )
+            except _RowError as exc:
+                self._drop(DroppedRow(self._line, text.strip(), str(exc)))
+                dropped += 1
                 continue
             if row is None:
                 continue
             ts, watts, decimals = row
-            if self._integ.t_last is not None and ts <= self._integ.t_last:
-                self.skipped_lines += 1
-                continue
+            self._rows.accept(ts)
             if self._t_row is not None:
                 self._intervals.append(ts - self._t_row)
             self._integ.update(ts, watts)  # after a freeze, the gap is charged at 0 W
@@ -261,6 +512,40 @@ class ExternalCsvMeter(Meter):
             self._frozen = False
             self.rows += 1
             self._decimals = decimals if self._decimals is None else max(self._decimals, decimals)
+        return dropped
+
+    def _drop(self, row: DroppedRow) -> None:
+        self.dropped.append(row)
+        self.skipped_lines += 1
+        n = len(self.dropped)
+        if n <= MAX_WARNINGS:
+            message = f"power log {self.path}: dropped line {row.line} ({row.reason})"
+        elif n == MAX_WARNINGS + 1:
+            message = (
+                f"power log {self.path}: further rows dropped; all are listed in the meter's "
+                "dropped rows"
+            )
+        else:
+            return
+        warnings.warn(message, RuntimeWarning, stacklevel=4)
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """The timestamp unit and how it was found, and the rows dropped so far, named."""
+        out = [self._rows.unit_note] if self._rows.unit_note else []
+        if self.dropped:
+            out.append(_summary(str(self.path), self.dropped))
+        return tuple(out)
+
+    @property
+    def gaps(self) -> Mapping[str, int]:
+        """Reads whose figure spans a row that was dropped (a hole in the log)."""
+        return {self._domain: self._gaps} if self._gaps else {}
+
+    def describe(self) -> str:
+        """The base line plus the timestamp unit (and how it was found)."""
+        unit = self._rows.unit_note
+        return super().describe() + (f"; {unit}" if unit else "")
 
     @property
     def hold_s(self) -> float:
@@ -285,7 +570,8 @@ class ExternalCsvMeter(Meter):
         return self._integ.energy_at(now)
 
     def read(self) -> dict[str, float]:
-        self._tail()
+        if self._tail():
+            self._gaps += 1
         now = self._wall()
         energy = self._energy_now(now)
         if energy is None:
