@@ -5,8 +5,8 @@ One :class:`Checkpointer` per process, the same code in a single process and und
     ck = Checkpointer("ckpt.toml")          # or keywords: local_dir=..., l1={"every": "5min"}
     ck.protect("u", u)                       # NumPy arrays / buffers: never copied
     ck.state["it"] = 0                       # small picklable state
-    if ck.recover():                         # newest complete and verified checkpoint, if any
-        start = ck.state["it"]
+    ck.recover()                             # newest complete and verified checkpoint, if any
+    start = ck.state["it"]                   # 0 on a first run, the restored value otherwise
     for it in range(start, n):
         step(u)
         ck.state["it"] = it + 1
@@ -22,12 +22,26 @@ rename staging → committed — the commit point. Any failure before it removes
 and raises :class:`CheckpointError` on every rank; the previous checkpoints are untouched, and
 old ones are removed only after a newer one committed (keep-last-k, never the newest).
 
+Protected arrays are written from and restored into the objects given to
+:meth:`Checkpointer.protect`, in place: update them in place (``u[...] = new``), never by
+rebinding names — after ``u_prev, u_curr = u_curr, u_prev`` the checkpointer still saves and
+restores the objects it was given, now under each other's names, so a restart would swap
+them. Protect the objects again after such a swap. ``local_dir`` and ``global_dir`` must exist
+(the library creates only its own subdirectories under them: a mistyped path fails at
+construction rather than silently filling another file system).
+
 Recovery considers every committed checkpoint of every level, newest id first (of the copies
 of one checkpoint, the lowest level first); a node-local one only if every node holds it.
-Each rank checks the manifest, that its protected data still have the recorded names, dtypes
-and shapes, reads its file straight into the protected buffers and checks the digests of the
-stored bytes and of every variable. The first checkpoint that every rank read correctly wins;
-otherwise the next older one is tried, and the reasons are kept (:attr:`RecoveryInfo.skipped`).
+Each rank checks the manifest (its own digest, and that its job, id and level are those of
+the directory holding it), that its protected data still have the recorded names, dtypes and
+shapes, reads its file straight into the protected buffers and checks the digest of the
+stored bytes; with a codec each variable's digest is also checked as it is decompressed
+(without one, the file's digest covers every variable's bytes). The job name, id and iteration
+recorded with the state in the data must equal the manifest's, so a manifest edited
+consistently on every node cannot pass off one iteration's data as another's. The first
+checkpoint that every rank read correctly wins; otherwise the next older one is tried, and the
+reasons are kept (:attr:`RecoveryInfo.skipped`): a damaged manifest is named as such, never
+reported as a corrupt data file.
 
 Levels 2 (partner copy) and 3 (erasure code) are level 1 plus redundant files on other nodes,
 made after the agreement and before the commit (:mod:`greenckpt.ckpt.redundancy`), so a
@@ -58,21 +72,28 @@ from pathlib import Path
 from typing import Any
 
 from greenckpt.ckpt.comm import Comm, world
-from greenckpt.ckpt.config import ON_UNRECOVERABLE, Config, LevelConfig, load_config
+from greenckpt.ckpt.config import ON_UNRECOVERABLE, Config, ConfigError, LevelConfig, load_config
 from greenckpt.ckpt.erasure import GroupLayout
 from greenckpt.ckpt.flush import Flush
 from greenckpt.ckpt.groups import parity_name
 from greenckpt.ckpt.hooks import HookKind, NullHook, PhaseAdvice, PhaseHook, PhaseKind
 from greenckpt.ckpt.inject import maybe_fail
-from greenckpt.ckpt.manifest import Manifest, RankEntry, utc_now_iso
+from greenckpt.ckpt.manifest import (
+    MANIFEST_NAME,
+    Manifest,
+    ManifestError,
+    RankEntry,
+    utc_now_iso,
+)
 from greenckpt.ckpt.partner import copy_name
-from greenckpt.ckpt.protect import Protected
+from greenckpt.ckpt.protect import Identity, IdentityMismatchError, Protected
 from greenckpt.ckpt.redundancy import ErasureLevel, PartnerLevel
 from greenckpt.ckpt.store import CheckpointStore, StoreError
 from greenckpt.ckpt.topology import Topology, write_waves
 from greenckpt.ckpt.transfer import first_cause
 from greenckpt.io import Chunk, ConcatSink, ConcatSource, parse_codec, run_chunks
 from greenckpt.io.atomic import fsync_directory
+from greenckpt.io.checksum import digest_bytes
 
 __all__ = [
     "Backoff",
@@ -199,6 +220,26 @@ def _one_line(exc: BaseException) -> str:
     return traceback.format_exception_only(type(exc), exc)[-1].strip()
 
 
+def _explain_mismatch(
+    path: Path, manifest_path: Path, manifest: Manifest, entry: RankEntry, digests: list[str]
+) -> str:
+    """Why a rank file's digest differs from its manifest's: the file is corrupt (some
+    variables read back differ from their recorded digests), or — every variable matching —
+    the manifest's digest of the file is what is damaged, and the message must say so rather
+    than blame a sound data file."""
+    wrong = [v.name for v, d in zip(entry.variables, digests, strict=False) if d != v.digest]
+    if wrong or len(digests) != len(entry.variables):
+        shown = ", ".join(wrong[:5]) + (", ..." if len(wrong) > 5 else "")
+        return (
+            f"{path} is corrupt: its {manifest.checksum} digest does not match the manifest's"
+            + (f" (variables {shown} differ)" if wrong else "")
+        )
+    return (
+        f"{manifest_path} is damaged: its {manifest.checksum} digest of {path.name} does not "
+        "match the file, whose every variable matches its own digest"
+    )
+
+
 def _warn_hook(kind: str, what: str, exc: BaseException) -> None:
     warnings.warn(
         f"greenckpt: could not notify the runtime of the {what} of a {kind}: {_one_line(exc)}; "
@@ -233,7 +274,12 @@ class Checkpointer:
     override it (:func:`greenckpt.ckpt.config.load_config`). ``comm`` defaults to MPI's world
     when the process runs under an MPI launcher, else a single process. Construction is
     collective; it checks every storage directory and raises a one-line :class:`StoreError`
-    (a ``ValueError``) on every rank if one is unusable, before any computation is lost.
+    (a ``ValueError``) on every rank if one is unusable (``local_dir`` and ``global_dir`` must
+    already exist), before any computation is lost.
+
+    :attr:`history` lists a :class:`CheckpointInfo` per checkpoint this process committed, in
+    order (an asynchronous level-4 checkpoint appears twice: ``flushing=True`` when it
+    returned, ``flushing=False`` once its copy on the global file system was committed).
     """
 
     def __init__(
@@ -267,6 +313,8 @@ class Checkpointer:
                 "level 4 with async = true flushes from node-local storage: set local_dir too "
                 "(checkpoints are written there first), or set async = false"
             )
+        if self._async_flush:
+            self._check_flush_codec()
         self._flush: Flush | None = None
         self._flush_manifest: Manifest | None = None
         self.protected = Protected()
@@ -293,6 +341,21 @@ class Checkpointer:
         self.set_aside: tuple[Path, ...] = ()
         """Where the last ``recover(on_unrecoverable="fresh")`` moved the checkpoints it could
         not restore (every node's directories); empty when it moved none."""
+
+    def _check_flush_codec(self) -> None:
+        """Refuse a level-4 codec that an asynchronous flush would ignore: the flush copies
+        the level-1 files byte for byte (their digests must hold on both copies), so the
+        level-4 copy always has level 1's codec. Silently storing it otherwise would surprise
+        whoever sized the global file system for the codec they asked for."""
+        wanted, used = self._codec_label(4), self._codec_label(1)
+        source = self.config.sources.get("l4.codec", "default")
+        if source != "default" and wanted != used:
+            raise ConfigError(
+                f"{source}: l4 codec = {wanted or 'none'!r} cannot apply with async = true: the "
+                "background flush copies the level-1 files as they are, with level 1's codec "
+                f"({used or 'none'!r}); set the same codec for l1, remove it from l4, or set "
+                "async = false"
+            )
 
     # ------------------------------------------------------------------ set-up
 
@@ -753,6 +816,8 @@ class Checkpointer:
         start: float,
     ) -> CheckpointInfo:
         """Write every rank's file in ``waves``, agree, add redundancy, commit (collective)."""
+        # recorded with the state, so recovery can check the manifest against the data
+        self.protected.identity = Identity(self.config.name, ckpt_id, iteration)
         entry, error = None, None
         for wave in waves:
             if self.rank in wave:
@@ -1229,6 +1294,15 @@ class Checkpointer:
                     )
                     continue
             if not bad:
+                if not manifest.verified:
+                    warnings.warn(
+                        f"greenckpt: checkpoint {ckpt_id} (level {number}) was restored from a "
+                        f"format-version-{manifest.format_version} manifest, written before "
+                        "manifests carried their own digest: its data were verified, its "
+                        "iteration and other fields could not be",
+                        RuntimeWarning,
+                        stacklevel=3,
+                    )
                 for n in self._stores:
                     self._last_time[n] = time.monotonic()
                     self._last_iteration[n] = manifest.iteration or 0
@@ -1272,8 +1346,10 @@ class Checkpointer:
         """
         if level not in (2, 3):
             try:
-                manifest: Manifest | None = self._stores[level].read(ckpt_id)
+                manifest: Manifest | None = self._stores[level].read(ckpt_id, level=level)
                 problem = ""
+            except ManifestError as exc:  # already one line naming the manifest
+                manifest, problem = None, str(exc)
             except (OSError, ValueError) as exc:
                 manifest, problem = None, _one_line(exc)
             seen = self.comm.allgather(
@@ -1292,7 +1368,9 @@ class Checkpointer:
             found: tuple[Manifest | None, str] = (None, "")
             if self.rank == root:
                 try:
-                    found = (self._stores[level].read(ckpt_id), "")
+                    found = (self._stores[level].read(ckpt_id, level=level), "")
+                except ManifestError as exc:
+                    found = (None, str(exc))
                 except (OSError, ValueError) as exc:
                     found = (None, _one_line(exc))
             manifest, problem = self.comm.bcast(found, root)
@@ -1397,14 +1475,21 @@ class Checkpointer:
             mismatch = self.protected.check(entry.variables)
             if mismatch is not None:
                 return mismatch
-            path = store.committed_path(ckpt_id) / entry.file
-            size = path.stat().st_size
+            directory = store.committed_path(ckpt_id)
+            path = directory / entry.file
+            try:
+                size = path.stat().st_size
+            except FileNotFoundError:
+                if not directory.is_dir():
+                    return f"its node holds no copy of checkpoint {ckpt_id} ({directory} is gone)"
+                return f"its file {entry.file} is missing from {directory}"
             if size != entry.stored_bytes:
                 return f"{path} holds {size} B, the manifest says {entry.stored_bytes} B"
             views, state = self.protected.read_slots(entry.variables)
             # Without a codec the file's digest covers every variable's bytes (the write
-            # checked they matched memory); with one, each variable is also hashed as its
-            # bytes land, which catches memory that changed during that checkpoint.
+            # checked they matched memory), and the variables' own digests are not taken on
+            # the way (only to explain a mismatch); with one, each variable is also hashed as
+            # its bytes land, which catches memory that changed during that checkpoint.
             per_variable = manifest.codec is not None
             sink = ConcatSink(views, checksum=manifest.checksum if per_variable else None)
             (report,) = run_chunks(
@@ -1415,12 +1500,30 @@ class Checkpointer:
             )
             assert report.digests is not None
             if report.digests[0] != entry.digest:
-                return f"{path} is corrupt: its {manifest.checksum} digest does not match"
+                digests = (
+                    sink.digests()
+                    if per_variable
+                    else [digest_bytes(manifest.checksum, view) for view in views]
+                )
+                return _explain_mismatch(path, directory / MANIFEST_NAME, manifest, entry, digests)
             if per_variable:
                 for v, digest in zip(entry.variables, sink.digests(), strict=True):
                     if digest != v.digest:
                         return f"variable {v.name} does not match its digest after reading"
-            self.protected.load_state(state)
+            # the data recorded which checkpoint they belong to (versions with a manifest
+            # digest): the manifest's name, id and iteration must be theirs
+            expected = (
+                Identity(manifest.name, manifest.id, manifest.iteration)
+                if manifest.verified
+                else None
+            )
+            try:
+                self.protected.load_state(state, expected)
+            except IdentityMismatchError as exc:
+                return (
+                    f"{directory / MANIFEST_NAME} does not match the data it describes ({exc}): "
+                    "the manifest was edited or damaged"
+                )
         except Exception as exc:  # any failure here must reach the collective verdict
             return _one_line(exc)
         return None

@@ -14,9 +14,20 @@ damaged or foreign file is refused with a clear message instead of restoring gar
 :func:`write_manifest` runs the same validation before writing, so an invalid manifest is never
 committed in the first place.
 
-The format (``format: "greenckpt-checkpoint"``, ``format_version: 1``)::
+Why a digest of its own (``manifest_digest``, format version 2): validation catches a manifest
+that does not make sense, not one that makes sense but lies — an iteration edited from 110 to
+111, a level, a name or a variable's digest changed by hand or by bit rot. Every field
+recovery trusts is therefore covered by a digest (the manifest's ``checksum`` algorithm over
+the canonical JSON of the whole document without the ``manifest_digest`` key: keys sorted, no
+spaces, ASCII), checked before any field is believed. A manifest that fails it is refused with
+a :class:`ManifestError` naming the manifest, and recovery skips that checkpoint like one with
+a corrupt data file. A version-1 manifest (written before the digest existed) is still read —
+refusing it would throw away every checkpoint of a job that was upgraded mid-run — but its
+``format_version`` stays 1 so that recovery can warn that its fields are unverified.
 
-    {"format": "greenckpt-checkpoint", "format_version": 1,
+The format (``format: "greenckpt-checkpoint"``, ``format_version: 2``)::
+
+    {"format": "greenckpt-checkpoint", "format_version": 2,
      "name": "heat", "id": 12, "level": 1, "created": "2024-05-01T12:00:00.000Z",
      "iteration": 1200, "checksum": "xxh3_64", "codec": "zstd:3",
      "nranks": 2, "nodes": [[0, 1]], "redundancy": {}, "tool": "greenckpt 0.1.0",
@@ -24,7 +35,8 @@ The format (``format: "greenckpt-checkpoint"``, ``format_version: 1``)::
                 "logical_bytes": 800, "stored_bytes": 312, "digest": "<hex of the file>",
                 "variables": [{"name": "u", "kind": "array", "dtype": "<f8", "shape": [100],
                                "offset": 0, "nbytes": 800, "digest": "<hex of the bytes>"}]},
-               ...]}
+               ...],
+     "manifest_digest": "<hex of the canonical JSON of everything above>"}
 
 Sizes are plain byte counts. ``digest`` of a rank is over the bytes stored on disk (what a
 verify can check without decoding); ``digest`` of a variable is over its logical bytes (what
@@ -33,6 +45,7 @@ a restart can check after decoding).
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -47,12 +60,14 @@ import numpy as np
 
 from greenckpt import __version__
 from greenckpt.io.atomic import write_atomic, write_durable
-from greenckpt.io.checksum import CHECKSUMS, digest_hex_length
+from greenckpt.io.checksum import CHECKSUMS, digest_bytes, digest_hex_length
 
 __all__ = [
     "FORMAT_NAME",
     "FORMAT_VERSION",
+    "LEGACY_VERSION",
     "LEVELS",
+    "MANIFEST_DIGEST_KEY",
     "MANIFEST_NAME",
     "VARIABLE_KINDS",
     "Manifest",
@@ -60,6 +75,7 @@ __all__ = [
     "RankEntry",
     "Variable",
     "VariableKind",
+    "manifest_digest",
     "manifest_from_json",
     "manifest_to_json",
     "read_manifest",
@@ -68,7 +84,11 @@ __all__ = [
 ]
 
 FORMAT_NAME: Final = "greenckpt-checkpoint"
-FORMAT_VERSION: Final = 1
+FORMAT_VERSION: Final = 2
+LEGACY_VERSION: Final = 1
+"""The version before manifests carried their own digest: read, but reported unverified."""
+MANIFEST_DIGEST_KEY: Final = "manifest_digest"
+"""The key of the manifest's digest of itself (format version 2 on)."""
 MANIFEST_NAME: Final = "manifest.json"
 """File name of the manifest inside a checkpoint directory (no rank file may use it)."""
 
@@ -143,6 +163,16 @@ class Manifest:
     ranks: tuple[RankEntry, ...]
     redundancy: Mapping[str, Any] = field(default_factory=dict)
     tool: str = field(default_factory=_default_tool)
+    format_version: int = field(default=FORMAT_VERSION, compare=False)
+    """The version of the file it was read from: :data:`LEGACY_VERSION` means the file had no
+    digest of its own, so nothing vouches for its fields. Writing always writes the current
+    version (with its digest); not part of equality, which is about the content."""
+
+    @property
+    def verified(self) -> bool:
+        """Whether the manifest's own digest vouched for its fields when it was read (always
+        True for one built in memory or read from a current file)."""
+        return self.format_version >= FORMAT_VERSION
 
     @property
     def logical_bytes(self) -> int:
@@ -368,6 +398,50 @@ def _nodes_from_json(data: Mapping[str, Any], nranks: int) -> tuple[tuple[int, .
     return tuple(nodes)
 
 
+def _canonical(data: Mapping[str, Any]) -> bytes:
+    """The bytes the manifest digest covers: the document without its digest, as canonical
+    JSON (sorted keys, no whitespace, ASCII), so indentation or key order in the file do not
+    matter but every value does."""
+    body = {k: v for k, v in data.items() if k != MANIFEST_DIGEST_KEY}
+    try:
+        text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ManifestError(f"manifest: not representable as JSON ({exc})") from None
+    return text.encode("ascii")
+
+
+def manifest_digest(data: Mapping[str, Any]) -> str:
+    """The digest a manifest document must carry under :data:`MANIFEST_DIGEST_KEY`: its
+    ``checksum`` algorithm over :func:`_canonical` (what a tool that edits a manifest on
+    purpose recomputes; greenckpt itself never rewrites a committed one)."""
+    checksum = data.get("checksum")
+    if checksum not in CHECKSUMS:
+        raise ManifestError(
+            f"manifest.checksum: expected one of {', '.join(CHECKSUMS)}, "
+            f"got {_got(data, 'checksum')}"
+        )
+    return digest_bytes(checksum, _canonical(data))
+
+
+def _check_own_digest(data: Mapping[str, Any]) -> None:
+    """Refuse a version-2 document whose content does not match its own digest, before any
+    field is trusted (the fields may be valid and still wrong)."""
+    expected = manifest_digest(data)
+    recorded = data.get(MANIFEST_DIGEST_KEY)
+    if not isinstance(recorded, str) or len(recorded) != len(expected):
+        raise ManifestError(
+            f"manifest.{MANIFEST_DIGEST_KEY}: expected {len(expected)} lowercase hex digits "
+            f"(the {data['checksum']} digest of the manifest itself), "
+            f"got {_got(data, MANIFEST_DIGEST_KEY)}"
+        )
+    if recorded != expected:
+        raise ManifestError(
+            f"manifest.{MANIFEST_DIGEST_KEY}: the manifest does not match its own digest "
+            f"({data['checksum']} {expected}, recorded {recorded}): it was edited or damaged "
+            "after it was written, so none of its fields can be trusted"
+        )
+
+
 def manifest_from_json(data: Any) -> Manifest:
     """Build a :class:`Manifest` from parsed JSON, validating every field and relation."""
     if not isinstance(data, dict):
@@ -380,13 +454,16 @@ def manifest_from_json(data: Any) -> Manifest:
             "(is this a greenckpt checkpoint manifest?)"
         )
     version = data.get("format_version")
-    if isinstance(version, bool) or version != FORMAT_VERSION:
+    if isinstance(version, bool) or version not in (LEGACY_VERSION, FORMAT_VERSION):
         newer = isinstance(version, int) and version > FORMAT_VERSION
         raise ManifestError(
             f"manifest.format_version: this checkpoint was written with format version "
-            f"{_got(data, 'format_version')}; this greenckpt reads version {FORMAT_VERSION}"
+            f"{_got(data, 'format_version')}; this greenckpt reads version {FORMAT_VERSION} "
+            f"(and the older {LEGACY_VERSION})"
             + (" (restart it with the newer greenckpt that wrote it)" if newer else "")
         )
+    if version == FORMAT_VERSION:
+        _check_own_digest(data)
     name = _str(data, "name", "manifest")
     ckpt_id = _int(data, "id", "manifest", minimum=1)
     level = data.get("level")
@@ -458,6 +535,7 @@ def manifest_from_json(data: Any) -> Manifest:
         ranks=tuple(ranks),
         redundancy=dict(redundancy),
         tool=tool,
+        format_version=version,
     )
 
 
@@ -474,8 +552,8 @@ def _variable_to_json(v: Variable) -> dict[str, Any]:
 
 
 def manifest_to_json(manifest: Manifest) -> dict[str, Any]:
-    """The JSON document of a manifest (version :data:`FORMAT_VERSION`)."""
-    return {
+    """The JSON document of a manifest (version :data:`FORMAT_VERSION`, with its digest)."""
+    doc: dict[str, Any] = {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
         "name": manifest.name,
@@ -502,6 +580,11 @@ def manifest_to_json(manifest: Manifest) -> dict[str, Any]:
             for r in manifest.ranks
         ],
     }
+    # a deep copy: the digest must cover exactly what is written, even if the caller's
+    # redundancy object changes afterwards
+    doc = copy.deepcopy(doc)
+    doc[MANIFEST_DIGEST_KEY] = manifest_digest(doc)
+    return doc
 
 
 def write_manifest(

@@ -6,6 +6,18 @@ is a self-contained question. Arrays and buffers are never copied — the write 
 them and the restart reads straight back into them — so they must be C-contiguous, and
 writable for recovery. The state (an iteration counter, a random generator's state) is
 pickled at each checkpoint and replaced on recovery.
+
+Protected arrays are saved and restored *in place*: recovery writes into the very objects
+given to :meth:`Protected.add`. An application that swaps arrays by rebinding names
+(``u_prev, u_curr = u_curr, u_prev``) changes which object holds which data without telling
+the checkpointer, so a restart would put each array's data into the other one. Copy in place
+(``u_prev[...] = u_curr``) or protect the objects again after a swap.
+
+The pickled state also records which checkpoint it belongs to (:class:`Identity`: job name,
+checkpoint id, iteration). The rank file's digest covers it, so recovery can check the
+manifest's ``name``/``id``/``iteration`` against the data it restores: a manifest that says
+iteration 111 over data written at iteration 110 is caught even if its own digest was
+recomputed.
 """
 
 from __future__ import annotations
@@ -21,14 +33,46 @@ from greenckpt.ckpt.manifest import Variable, VariableKind
 from greenckpt.io import as_bytes_view
 from greenckpt.io.checksum import new_hasher
 
-__all__ = ["STATE_NAME", "Protected", "Slot", "describe_mismatch"]
+__all__ = [
+    "STATE_NAME",
+    "Identity",
+    "IdentityMismatchError",
+    "Protected",
+    "Slot",
+    "describe_mismatch",
+    "unpack_state",
+]
 
 STATE_NAME = "__state__"
 """The variable holding the pickled state (last in every rank's stream)."""
 
+_STATE_TAG = "greenckpt-state-v2"
+"""First element of the pickled ``(tag, identity, state)`` triple; a plain dictionary is the
+state of a checkpoint written before identities were recorded."""
+
 DIGEST_BLOCK = 256 * 1024
 """Bytes hashed into both digests at a time: small enough to stay in a core's L2 cache between
 the two updates."""
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Which checkpoint a rank's data belong to, as recorded in its state blob: what the
+    manifest also says, so each can be checked against the other. The level is not recorded:
+    one checkpoint's data are shared by its copies at several levels (an asynchronous level-4
+    flush, a rebuilt level-2/3 file), and the directory holding a copy says its level."""
+
+    name: str
+    id: int
+    iteration: int | None
+
+    def describe(self) -> str:
+        """``checkpoint 12 of job 'heat' at iteration 110``."""
+        return f"checkpoint {self.id} of job {self.name!r} at iteration {self.iteration}"
+
+
+class IdentityMismatchError(ValueError):
+    """The data restored belong to another checkpoint than the manifest says."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +92,9 @@ class Protected:
     def __init__(self) -> None:
         self._objects: dict[str, Any] = {}
         self.state: dict[str, Any] = {}
+        self.identity: Identity | None = None
+        """Recorded with the state at the next write (set by the checkpointer per
+        checkpoint); None records none, like versions before identities existed."""
 
     def add(self, name: str, obj: Any) -> None:
         """Protect ``obj`` (a NumPy array or any buffer-protocol object) under ``name``.
@@ -98,7 +145,15 @@ class Protected:
                 view = as_bytes_view(obj, writable=not for_write)
                 out.append(Slot(name, "buffer", None, None, view))
         if for_write:
-            state = pickle.dumps(self.state, protocol=pickle.HIGHEST_PROTOCOL)
+            blob: Any = self.state
+            if self.identity is not None:
+                who = self.identity
+                blob = (
+                    _STATE_TAG,
+                    {"name": who.name, "id": who.id, "iteration": who.iteration},
+                    self.state,
+                )
+            state = pickle.dumps(blob, protocol=pickle.HIGHEST_PROTOCOL)
             out.append(Slot(STATE_NAME, "state", None, None, memoryview(state)))
         return out
 
@@ -137,16 +192,43 @@ class Protected:
         views = [s.view for s in self.slots(for_write=False)]
         return [*views, memoryview(state)], state
 
-    def load_state(self, raw: bytes | bytearray) -> None:
-        """Replace the state with the recovered one."""
-        state = pickle.loads(raw) if raw else {}
-        if not isinstance(state, dict):
-            raise ValueError("the recovered state is not a dictionary")
+    def load_state(self, raw: bytes | bytearray, expected: Identity | None = None) -> None:
+        """Replace the state with the recovered one.
+
+        ``expected``: the checkpoint the manifest describes; the state must record the same
+        one (:class:`IdentityMismatchError` otherwise, and the state is left as it was). A state
+        without a record (written before records existed) passes only with ``expected=None``.
+        """
+        recorded, state = unpack_state(raw)
+        if expected is not None and recorded != expected:
+            found = "no record of its checkpoint" if recorded is None else recorded.describe()
+            raise IdentityMismatchError(
+                f"the manifest describes {expected.describe()}, the data hold {found}"
+            )
         self.state = state
 
     def check(self, variables: tuple[Variable, ...]) -> str | None:
         """Why this checkpoint's variables cannot be restored into the protected data, or None."""
         return describe_mismatch(self.slots(for_write=False), variables)
+
+
+def unpack_state(raw: bytes | bytearray) -> tuple[Identity | None, dict[str, Any]]:
+    """The identity (None if not recorded) and the state dictionary of a state blob."""
+    blob = pickle.loads(raw) if raw else {}
+    identity = None
+    if isinstance(blob, tuple) and len(blob) == 3 and blob[0] == _STATE_TAG:
+        _, who, blob = blob
+        if not (
+            isinstance(who, dict)
+            and isinstance(who.get("name"), str)
+            and isinstance(who.get("id"), int)
+            and (who.get("iteration") is None or isinstance(who.get("iteration"), int))
+        ):
+            raise ValueError("the recovered state's checkpoint record is malformed")
+        identity = Identity(who["name"], who["id"], who["iteration"])
+    if not isinstance(blob, dict):
+        raise ValueError("the recovered state is not a dictionary")
+    return identity, blob
 
 
 def describe_mismatch(slots: list[Slot], variables: tuple[Variable, ...]) -> str | None:

@@ -48,10 +48,25 @@ def rebuild_name(directory: Path, name: str) -> Path:
     return directory / (REBUILD_PREFIX + name)
 
 
-def _first(comm: Comm, error: str | None) -> str | None:
-    """The error to report (a cause before its echoes), the same on every rank (collective)."""
-    bad = first_cause(comm.allgather(error))
-    return None if bad is None else f"rank {bad[0]}: {bad[1]}"
+_NOBODY: Final = -1
+"""Subject of an error that concerns no single rank (a whole erasure group)."""
+
+
+def _first(comm: Comm, error: str | None, about: int | None = None) -> str | None:
+    """The error to report (a cause before its echoes), the same on every rank (collective).
+
+    It is prefixed with the rank it is *about* — whose data cannot be rebuilt — which is this
+    rank unless ``about`` says otherwise: a partner that lost the copy it held reports about
+    the copy's owner (naming the holder would blame a rank whose own data may be fine), and
+    :data:`_NOBODY` means no prefix (the message names the ranks itself).
+    """
+    subject = comm.rank if about is None else about
+    found = comm.allgather((subject, error))
+    bad = first_cause([e for _, e in found])
+    if bad is None:
+        return None
+    subject = found[bad[0]][0]
+    return bad[1] if subject == _NOBODY else f"rank {subject}: {bad[1]}"
 
 
 class PartnerLevel:
@@ -61,6 +76,7 @@ class PartnerLevel:
     def __init__(self, comm: Comm, topology: Topology, checksum: str) -> None:
         self.comm = comm
         self.checksum = checksum
+        self.topology = topology
         self.holders = partner_holders(topology)
         self.owners = inverse(self.holders)
 
@@ -112,8 +128,16 @@ class PartnerLevel:
         # 1. lost ranks get their file back from the rank holding its copy
         send = target / copy_name(owner.file) if owner.rank in lost else None
         recv = rebuild_name(target, mine.file) if me in lost else None
+        # a copy this rank should send but does not hold: an error about its owner's data
+        # (a holder on a lost node has only a fresh staging directory, whose path means
+        # nothing to the user)
+        copy_lost = None
+        if send is not None and not send.is_file():
+            node = self.topology.node_of(me)
+            copy_lost = f"its partner copy, kept by rank {me} on node {node}, is lost too"
+            send = None
         got = shift_file(self.comm, send, owner.rank, recv, self.holders[me], self.checksum)
-        error = None
+        error, about = None, None
         if recv is not None:
             if got.error is not None:
                 error = f"its partner copy on rank {self.holders[me]} is unusable: {got.error}"
@@ -122,7 +146,12 @@ class PartnerLevel:
                 recv.unlink(missing_ok=True)
             else:
                 done.append((recv, target / mine.file))
-        first = _first(self.comm, error)
+        if copy_lost is not None or got.send_error is not None:
+            # what fails is the copy this rank holds for its owner: the owner's data are lost
+            # (a file this rank received stays in ``done``, for the caller to remove)
+            error = copy_lost or f"its partner copy on rank {me} is unusable: {got.send_error}"
+            about = owner.rank
+        first = _first(self.comm, error, about)
         if first is not None:
             return done, first
         # 2. the copies a lost rank held are re-made from the (now complete) originals
@@ -236,18 +265,29 @@ class ErasureLevel:
         lengths = self._lengths(manifest.ranks)
         out = rebuild_name(target, mine.file) if me in lost else None
         error: str | None
-        digest_out, error = rebuild_data(
-            self.gcomm,
-            self.layout,
-            lengths,
-            lost_members,
-            ok,
-            target / mine.file,
-            my_parity,
-            out,
-            manifest.checksum,
-            scheme=self.scheme,
-        )
+        about: int | None = None
+        if len(lost_members) > self.layout.tolerance:
+            # said here, in ranks, rather than by rebuild_data in group members
+            gone = [self.group[i] for i in lost_members]
+            digest_out, about = None, _NOBODY
+            error = (
+                f"ranks {', '.join(map(str, gone))} of erasure group {list(self.group)} lost "
+                f"their files, but the group tolerates {self.layout.tolerance} lost member"
+                f"{'s' if self.layout.tolerance > 1 else ''} (parity = {self.layout.tolerance})"
+            )
+        else:
+            digest_out, error = rebuild_data(
+                self.gcomm,
+                self.layout,
+                lengths,
+                lost_members,
+                ok,
+                target / mine.file,
+                my_parity,
+                out,
+                manifest.checksum,
+                scheme=self.scheme,
+            )
         done: Rebuilt = []
         if out is not None and error is None:
             if digest_out != mine.digest:
@@ -255,7 +295,7 @@ class ErasureLevel:
                 out.unlink(missing_ok=True)
             else:
                 done.append((out, target / mine.file))
-        first = _first(self.comm, error)
+        first = _first(self.comm, error, about)
         if first is not None:
             return done, first
         roots = [i for i, good in enumerate(ok) if not good]

@@ -25,6 +25,9 @@ one ``rename``-atomic name:
 - **Recovery.** :meth:`CheckpointStore.discard_partial` removes what a crashed run left in
   staging or deletion; :meth:`CheckpointStore.verify` checks a committed checkpoint (files
   present with their sizes, and with ``deep`` their digests) before a restart trusts it.
+  Reading a manifest checks its own digest (:mod:`greenckpt.ckpt.manifest`) and that it says
+  what its place says: the job and id of its directory and, when the caller knows it, the
+  level whose store holds it — a manifest moved or edited consistently is refused too.
 
 Ids are positive integers, increasing per job; directory names hold them zero-padded to eight
 digits (more digits when an id needs them), so names also sort in id order.
@@ -284,17 +287,46 @@ class CheckpointStore:
         ignored)."""
         return [i for i in self._scan(_COMMITTED) if self.committed_path(i).is_dir()]
 
-    def read(self, ckpt_id: int) -> Manifest:
+    def read(self, ckpt_id: int, *, level: int | None = None) -> Manifest:
         """The manifest of committed checkpoint ``ckpt_id`` (:class:`ManifestError` if it
-        cannot be read or is invalid)."""
-        return read_manifest(self.committed_path(ckpt_id) / MANIFEST_NAME)
+        cannot be read, is invalid or damaged, or describes another job, id or — given
+        ``level``, the level of this store — another level than its directory)."""
+        path = self.committed_path(ckpt_id) / MANIFEST_NAME
+        manifest = read_manifest(path)
+        problem = self._misplaced(manifest, ckpt_id, level)
+        if problem is not None:
+            raise ManifestError(f"{path}: {problem}")
+        return manifest
+
+    def _misplaced(self, manifest: Manifest, ckpt_id: int, level: int | None) -> str | None:
+        """Why ``manifest`` cannot be checkpoint ``ckpt_id`` of this store, or None."""
+        wrong = []
+        if manifest.name != self.name or manifest.id != ckpt_id:
+            wrong.append(
+                f"describes checkpoint {manifest.id} of job {manifest.name!r}, expected "
+                f"checkpoint {ckpt_id} of job {self.name!r} (the name of its directory)"
+            )
+        if level is not None and manifest.level != level:
+            wrong.append(
+                f"describes a level-{manifest.level} checkpoint, but it is in the level-{level} "
+                "directory"
+            )
+        if not wrong:
+            return None
+        return f"{'; it '.join(wrong)}: it was edited or moved, so it cannot be trusted"
 
     def verify(
-        self, ckpt_id: int, *, deep: bool = True, ranks: Iterable[int] | None = None
+        self,
+        ckpt_id: int,
+        *,
+        deep: bool = True,
+        ranks: Iterable[int] | None = None,
+        level: int | None = None,
     ) -> VerifyResult:
         """Check committed checkpoint ``ckpt_id`` without trusting anything but the manifest.
 
-        The manifest must be readable and be this job's checkpoint ``ckpt_id``; each checked
+        The manifest must be readable, match its own digest and be this job's checkpoint
+        ``ckpt_id`` (and of ``level``, when given: the level of this store); each checked
         rank's file must exist with ``stored_bytes`` bytes; with ``deep`` its digest must match
         too (the whole file is read). ``ranks`` limits the files checked (on node-local storage
         a node holds only its own ranks' files); ``None`` checks all. Never raises for a bad
@@ -313,12 +345,9 @@ class CheckpointStore:
             manifest = read_manifest(directory / MANIFEST_NAME)
         except ManifestError as exc:
             return bad(str(exc))
-        if manifest.id != ckpt_id or manifest.name != self.name:
-            return bad(
-                f"{directory / MANIFEST_NAME} describes checkpoint {manifest.id} of job "
-                f"{manifest.name!r}, expected checkpoint {ckpt_id} of job {self.name!r}",
-                manifest,
-            )
+        misplaced = self._misplaced(manifest, ckpt_id, level)
+        if misplaced is not None:
+            return bad(f"{directory / MANIFEST_NAME}: {misplaced}", manifest)
         checked = tuple(range(manifest.nranks) if ranks is None else sorted(set(ranks)))
         for rank in checked:
             if not 0 <= rank < manifest.nranks:

@@ -108,11 +108,16 @@ class SegmentWriter:
 
 @dataclass(frozen=True)
 class Received:
-    """What :func:`shift_file` received: bytes, their digest, and this rank's error if any."""
+    """What :func:`shift_file` received: bytes, their digest, and this rank's error if any.
+
+    ``send_error`` is the part of ``error`` about what this rank *sent* (its own file could not
+    be read): it concerns the receiving peer's data, not this rank's, and a caller that says
+    whose data were lost needs the two apart."""
 
     nbytes: int
     digest: str | None
     error: str | None
+    send_error: str | None = None
 
 
 def shift_file(
@@ -171,10 +176,10 @@ def shift_file(
     if writer is None:
         if recv is not None and error is None:
             error = PEER + f"rank {source} had no file to send"
-        return Received(0, None, error)
+        return Received(0, None, error, send_error)
     if error is not None:
         writer.abandon()
-        return Received(0, None, error)
+        return Received(0, None, error, send_error)
     try:
         digest = writer.close()
     except OSError as exc:
