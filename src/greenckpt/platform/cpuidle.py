@@ -345,7 +345,8 @@ class CpuDmaLatency(ClosesOnExit):
             return
         path = self.root / DMA_LATENCY_DEVICE
         try:
-            fd = self.root.open_for_write(DMA_LATENCY_DEVICE)  # never through a link out of a tree
+            # Never through a link out of a user's tree; a device is not truncated.
+            fd = self.root.open_for_write(DMA_LATENCY_DEVICE, truncate=False)
         except FileNotFoundError as exc:
             raise PlatformError(
                 f"{path} not available: the kernel offers no PM QoS latency device"

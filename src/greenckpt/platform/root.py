@@ -89,8 +89,11 @@ class SysRoot:
         with open(fd, "w", encoding="utf-8", closefd=True) as fh:
             fh.write(value)
 
-    def open_for_write(self, rel: str) -> int:
+    def open_for_write(self, rel: str, *, truncate: bool = True) -> int:
         """A descriptor open for writing ``rel``, which must stay inside this root.
+
+        ``truncate`` (``O_TRUNC``, as ``echo VALUE > FILE``): sysfs ignores it, but a plain
+        file of a fake tree would otherwise keep the tail of a longer old value.
 
         On the machine's own ``/`` it is a plain open. Under any other root (a tree a user
         supplied, possibly used by root) the directory is opened first and its real path,
@@ -101,8 +104,9 @@ class SysRoot:
         ``OSError`` as the OS does otherwise.
         """
         path = self / rel
+        mode = os.O_WRONLY | os.O_CLOEXEC
         if self.is_real:
-            return os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+            return os.open(path, mode | (os.O_TRUNC if truncate else 0))
         dirfd = os.open(path.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             where = _fd_real_path(dirfd, path.parent)
@@ -115,7 +119,7 @@ class SysRoot:
             try:
                 fd = os.open(
                     path.name,
-                    os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK,
+                    mode | os.O_NOFOLLOW | os.O_NONBLOCK,
                     dir_fd=dirfd,
                 )
             except OSError as exc:
@@ -135,6 +139,12 @@ class SysRoot:
                 f"refusing to write {path}: it is {what} (under a tree other than /, only "
                 "plain files of the tree are written)"
             )
+        if truncate:  # only now: the checks above must pass before anything changes
+            try:
+                os.ftruncate(fd, 0)
+            except OSError:
+                os.close(fd)
+                raise
         return fd
 
     def is_inside(self, path: str | os.PathLike[str]) -> bool:
