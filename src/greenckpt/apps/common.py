@@ -232,7 +232,13 @@ class Outcome:
 
 
 def run_iterations(
-    ck: Checkpointer, iterations: int, step: Callable[[], None], *, prog: str, rank: int
+    ck: Checkpointer,
+    iterations: int,
+    step: Callable[[], None],
+    *,
+    prog: str,
+    rank: int,
+    reset: Callable[[], None] | None = None,
 ) -> Outcome:
     """Recover, then call ``step`` for each iteration not done yet, with checkpoints; finalize.
 
@@ -242,13 +248,34 @@ def run_iterations(
     failed checkpoint is a warning: the older checkpoints are intact, so the run computes on.
     Raises :class:`AppError` (1) when checkpoints exist but none can be restored, and (2) when
     the restored one is past ``iterations``.
+
+    The way out of unrestorable checkpoints is the ``on_unrecoverable = "fresh"`` setting
+    (``GREENCKPT_ON_UNRECOVERABLE=fresh``): recovery moves them aside and the run starts from
+    the beginning. The failed reads may have left parts of their data in the protected
+    arrays, so ``reset`` (which puts them back to their initial values) is called then;
+    without one the run stops (1) instead of computing from such data, and the next run,
+    finding no checkpoint, starts afresh.
     """
     ck.state["it"] = 0
     try:
         info = ck.recover()
     except RecoveryError as exc:
-        message = f"{exc}; remove the checkpoints to start afresh"
+        message = (
+            f"{exc}; to move them aside and start afresh, run again with "
+            'GREENCKPT_ON_UNRECOVERABLE=fresh (or on_unrecoverable = "fresh" in [checkpoint])'
+        )
         raise AppError(message, code=1) from exc
+    if info is None and ck.set_aside:
+        where = ", ".join(map(str, ck.set_aside))
+        if reset is None:
+            ck.finalize()
+            message = (
+                f"the checkpoints that could not be restored were moved aside to {where}; the "
+                "data may hold parts of the failed reads: run again to start afresh"
+            )
+            raise AppError(message, code=1)
+        reset()
+        say(f"moved unrestorable checkpoints aside to {where}", prog=prog, rank=rank)
     report_recovery(info, prog=prog, rank=rank)
     start: int = ck.state["it"]
     if start > iterations:  # the result would claim fewer iterations than its data had

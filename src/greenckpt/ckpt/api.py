@@ -724,9 +724,13 @@ class Checkpointer:
 
         if not short([f for _, f in seen]):
             return None
-        # background removals of older checkpoints may still be giving space back
+        # Background removals of older checkpoints may still be giving space back, and a
+        # lowered keep (a restarted run) has not been applied yet: it is applied now, the
+        # checkpoints this run verified kept, exactly as after the next commit.
         detail: tuple[int | None, int, int, str] = (None, 0, 0, "")
         if measuring:
+            keep, verified = self.config.keep, self._verified.get(level, [])
+            _tidy(lambda: store.cleanup(keep, protect=verified), "remove old checkpoints")
             store.join()
             kept = store.committed()
             held = sum(store.footprint(i) for i in kept)
