@@ -38,6 +38,10 @@ from greenckpt.sim.stats import Estimate, Moments, ratio_estimate
 DEFAULT_UNITS = 1_000_000
 """Units simulated when ``units`` is not given and the failure process never ends."""
 
+DEFAULT_MAX_FAILURES = 1_000_000_000
+"""Most failures a run may be expected to need before it is refused (about a minute or two:
+the simulator handles some ten million failures per second on one core)."""
+
 EnergySource = Literal["modelled"]
 
 _MIN_BATCH = 1 << 12
@@ -121,6 +125,7 @@ def simulate_basic_unit(
     units: int | None = None,
     seed: SeedLike = None,
     confidence: float = 0.95,
+    max_failures: int = DEFAULT_MAX_FAILURES,
 ) -> SimResult:
     """Simulate basic units until at least ``units`` are completed; return per-unit estimates.
 
@@ -128,10 +133,17 @@ def simulate_basic_unit(
     for Poisson failures. ``units`` defaults to the whole trace for a :class:`Trace` and to
     :data:`DEFAULT_UNITS` otherwise; a trace may end before ``units`` are reached. The run stops
     at the end of the gap in which the ``units``-th unit completes. The same ``seed`` gives the
-    same result. The cost grows like the number of failures, ``≈ e^{λ(T_A+T_C)}`` per unit.
+    same result. The cost grows like the number of failures, ``e^{λT_R}(e^{λ(T_A+T_C)} − 1)``
+    per unit for Poisson failures: with ``λ(T_A+T_C) = 20`` that is half a billion per unit.
+
+    Before drawing anything, a run whose expected number of failures exceeds ``max_failures``
+    is refused (``ValueError`` giving the expected attempts and the units that would fit):
+    exactly for Poisson failures, by a lower bound for Weibull ones (see
+    :meth:`FailureProcess.mean_reach`); a replayed trace always ends and is never refused.
 
     Raises ``ValueError`` for a non-finite or negative time or power, ``T_A <= 0``, a bad
-    process parameter, or a trace in which no unit completes.
+    process parameter, a run that would need more than ``max_failures`` failures, or a trace
+    in which no unit completes.
     """
     T_A = positive("T_A", T_A)
     T_C = non_negative("T_C", T_C)
@@ -146,6 +158,9 @@ def simulate_basic_unit(
         target = math.inf if finite_process else DEFAULT_UNITS
     else:
         target = count("units", units)
+    limit = count("max_failures", max_failures)
+    if math.isfinite(target):
+        _check_feasible(proc, T_A, T_C, T_R, int(target), limit)
 
     stream = proc.stream(np.random.default_rng(seed))
     moments = Moments(4)
@@ -196,6 +211,76 @@ def simulate_basic_unit(
         conf=conf,
         iid=proc.renewal,
     )
+
+
+def failures_needed(first: float, later: float, n: int) -> float:
+    """Lower bound on the expected failures (gaps) to complete ``n`` units (or periods).
+
+    ``first`` and ``later`` bound the mean units completed by the first gap and by each later
+    one (:meth:`FailureProcess.mean_reach`). Gaps are i.i.d. after the first, and the run
+    stops at the first gap that brings the total to ``n``; by Wald's identity the expected
+    number of gaps is at least ``1 + (n − first)/later``.
+    """
+    if later <= 0.0:
+        return math.inf
+    return 1.0 + max(n - first, 0.0) / later
+
+
+def fitting_count(first: float, later: float, limit: int) -> int:
+    """Largest ``n`` whose :func:`failures_needed` is within ``limit`` (0 if none)."""
+    n = min(math.floor(first + (limit - 1) * later), 1 << 62)
+    while n >= 1 and failures_needed(first, later, n) > limit:
+        n -= 1
+    return max(n, 0)
+
+
+def format_big(x: float) -> str:
+    """``x`` to two digits, or ``over 1e308`` when it overflowed."""
+    return f"{x:.2g}" if math.isfinite(x) else "over 1e308"
+
+
+def _check_feasible(
+    proc: FailureProcess, T_A: float, T_C: float, T_R: float, target: int, limit: int
+) -> None:
+    """Refuse a run that would need more than ``limit`` failures, before drawing any.
+
+    Why: the cost is per failure, and for ``λ(T_A+T_C) ≫ 1`` the failures per unit grow like
+    ``e^{λ(T_A+T_C)}``; without this check such a run simply never returns.
+    """
+    X = T_A + T_C
+    first = proc.mean_reach(X, X)  # the first gap starts without a restart
+    later = proc.mean_reach(T_R + X, X)
+    if first is None or later is None:
+        return
+    need = failures_needed(first, later, target)
+    if need <= limit:
+        return
+    per_unit = 1.0 / later if later > 0 else math.inf
+    if isinstance(proc, Exponential):
+        lam = proc.rate
+        why = (
+            f"each unit needs e^(λ(T_A+T_C)) = e^{lam * X:.3g} = {format_big(_exp(lam * X))} "
+            f"attempts on average and each restart is struck e^(λT_R) − 1 = "
+            f"{format_big(_exp(lam * T_R) - 1)} times: {format_big(per_unit)} failures per unit"
+        )
+    else:
+        why = f"at least {format_big(per_unit)} failures per unit on average"
+    fit = fitting_count(first, later, limit)
+    advice = (
+        f"simulate at most {fit} units"
+        if fit >= 1
+        else "not even one unit fits: shorten T_A + T_C or T_R against the mean time between "
+        f"failures ({proc.mean_gap:.3g} s)"
+    )
+    raise ValueError(
+        f"simulating {target} units would take {format_big(need)} failures on average ({why}), "
+        f"more than max_failures={limit}: {advice}, raise max_failures, or use the analytic "
+        "model (greenckpt.model.sojourn_times, exact for Poisson failures)"
+    )
+
+
+def _exp(x: float) -> float:
+    return math.exp(x) if x < 709.0 else math.inf
 
 
 def _next_batch(remaining: float, done: int, gaps_seen: int, last: int) -> int:

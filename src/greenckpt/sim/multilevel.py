@@ -40,19 +40,23 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from greenckpt.model.multilevel import Level, Schedule, check_multilevel
+from greenckpt.model.multilevel import Level, Schedule, check_multilevel, expected_multilevel
 from greenckpt.sim._checks import SeedLike, confidence_level, count, non_negative
-from greenckpt.sim.basic_unit import EnergySource
+from greenckpt.sim.basic_unit import EnergySource, failures_needed, fitting_count, format_big
 from greenckpt.sim.processes import Exponential, FailureProcess, Trace
 from greenckpt.sim.stats import Estimate, Moments, mean_estimate
 
 DEFAULT_PERIODS = 20_000
 """Periods simulated when ``periods`` is not given and the failure process never ends."""
+
+DEFAULT_MAX_FAILURES = 20_000_000
+"""Most failures a run may be expected to need before it is refused (about a minute or two:
+this simulator handles a few hundred thousand failures per second, one Python step each)."""
 
 _BATCH = 1 << 12
 _FLUSH = 1 << 14
@@ -141,6 +145,7 @@ def simulate_multilevel(
     periods: int | None = None,
     seed: SeedLike = None,
     confidence: float = 0.95,
+    max_failures: int = DEFAULT_MAX_FAILURES,
 ) -> MultilevelSimResult:
     """Simulate periods of ``schedule`` until ``periods`` have completed.
 
@@ -151,8 +156,16 @@ def simulate_multilevel(
     ``seed`` gives the same result, and the same failure times as
     :func:`~greenckpt.sim.basic_unit.simulate_basic_unit` with that seed and process.
 
+    Before drawing anything, a run whose expected number of failures exceeds ``max_failures``
+    is refused with a ``ValueError`` that says how many periods would fit. For Poisson failures
+    (``process`` None or :class:`~greenckpt.sim.processes.Exponential`) the expectation is
+    exact: Λ × the model's expected period time (:func:`greenckpt.model.expected_multilevel`);
+    for a Weibull process it is a lower bound (every period needs one gap that covers at least
+    the shortest restart and the whole last event); a trace always ends and is never refused.
+
     Raises ``ValueError`` for an inconsistent schedule, all-zero rates, a period with no
-    work, a bad ``app_power`` or ``confidence``, or a trace in which no period completes.
+    work, a bad ``app_power`` or ``confidence``, a run that would need more than
+    ``max_failures`` failures, or a trace in which no period completes.
     """
     power, conf, layout = _prepare(levels, schedule, app_power, confidence)
     rates = np.array([lv.rate for lv in levels])
@@ -166,6 +179,9 @@ def simulate_multilevel(
         target = math.inf if proc.final_stretch is not None else DEFAULT_PERIODS
     else:
         target = count("periods", periods)
+    limit = count("max_failures", max_failures)
+    if math.isfinite(target):
+        _check_feasible(levels, schedule, layout, proc, int(target), limit)
 
     rng = np.random.default_rng(seed)
     severity_rng = rng.spawn(1)[0]  # a separate stream: the gaps stay those of `seed` alone
@@ -186,6 +202,63 @@ def simulate_multilevel(
             break
     return _result(
         levels=levels, layout=layout, app_power=power, run=run, conf=conf, iid=proc.memoryless
+    )
+
+
+def _check_feasible(
+    levels: Sequence[Level],
+    schedule: Schedule,
+    layout: _Layout,
+    proc: FailureProcess,
+    target: int,
+    limit: int,
+) -> None:
+    """Refuse a run that would need more than ``limit`` failures, before drawing any.
+
+    Why: with ``Λ·C ≫ 1`` (or a last event much longer than the MTBF) a period is retried
+    ``e^{Λ·…}`` times, and the simulation, which costs one Python step per failure, never
+    returns.
+    """
+    total_rate = math.fsum(lv.rate for lv in levels)
+    restarts = [lv.restart_time for lv in levels if lv.rate > 0]
+    if isinstance(proc, Exponential):
+        # Cheap upper bound first: if every failure rolled back to the period's start and
+        # restarted for the longest time, a period would be one basic unit of the period's
+        # length, e^{λR}(e^{λP} − 1) failures (the real run is never behind that one, failure
+        # for failure). Most runs pass here without the O(N·L²) exact expectation below.
+        lam = proc.rate
+        with np.errstate(over="ignore"):
+            pessimistic = float(np.exp(lam * max(restarts)) * np.expm1(lam * layout.period))
+        if target * pessimistic <= limit:
+            return
+        # The process sets the frequency, the levels' rates the mix (module docstring).
+        scaled = [replace(lv, rate=lv.rate * proc.rate / total_rate) for lv in levels]
+        period_time = expected_multilevel(scaled, schedule).total
+        per_period = proc.rate * period_time  # Wald: Poisson failures over a period's time
+        need = target * per_period
+        fit = int(min(limit / per_period, target)) if per_period > 0 else target
+        how = f"{format_big(per_period)} per period, exact for Poisson failures"
+    else:
+        last_event = layout.work[-1] + levels[layout.level[-1]].ckpt_time
+        first = proc.mean_reach(layout.period, layout.period)
+        later = proc.mean_reach(min(restarts) + last_event, layout.period)
+        if first is None or later is None:
+            return
+        need = failures_needed(first, later, target)
+        fit = fitting_count(first, later, limit)
+        how = f"at least {format_big(1 / later if later > 0 else math.inf)} per period"
+    if need <= limit:
+        return
+    advice = (
+        f"simulate at most {fit} periods"
+        if fit >= 1
+        else "not even one period fits: checkpoints, restarts and the last interval must be "
+        f"short against the mean time between failures ({proc.mean_gap:.3g} s)"
+    )
+    raise ValueError(
+        f"simulating {target} periods would take {format_big(need)} failures on average "
+        f"({how}), more than max_failures={limit}: {advice}, raise max_failures, or use the "
+        "analytic model (greenckpt.model.expected_multilevel, exact for Poisson failures)"
     )
 
 
