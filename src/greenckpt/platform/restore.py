@@ -80,8 +80,28 @@ the kernel settings it describes, and be node-local:
 A root other than ``/`` (a fake tree) gets ``node-state-<hash of the root>.json`` in the same
 directory, so tests and real sessions never share a record. Tests pass an explicit path.
 
-Only one session may hold a node at a time: the state file is created with a hard link, which
-fails if the file exists, so two sessions racing to their first change cannot both win.
+Only one session may hold a node at a time, whatever its state file. Two sessions with
+different state files (another user, another ``XDG_RUNTIME_DIR``, another ``--state-file``)
+would otherwise both change the node: the second saves the first's changes as "originals" and
+puts them back after the first has restored, leaving the node changed with no record. So every
+session holds the **node lock** (:func:`node_lock_file`: ``/run/greenckpt-node.lock``, one file
+for every user; beside the tree for a fake root) from ``__enter__`` to its end, and restorers
+take it while they write. It is an ``flock``, which the kernel drops when its holder dies. A
+second session in another process is refused at once, naming the holder (pid, user, start,
+state file, as the holder recorded them in the lock file); a restorer at work is waited for
+(bounded, as above); a second session in the same process nests (a count; ``flock`` would
+refuse a second open even within one process). A clean end clears the lock's record; a holder
+killed with its record in place leaves the record naming its state file, and new sessions with
+another state file are refused until that file is restored. A process that may not create the
+lock file and finds none needs no lock when it cannot write any setting (it cannot change the
+node), and is refused otherwise. Within one state file, the file is also created with a hard
+link, which fails if it exists, so two sessions racing to their first change cannot both win.
+
+State files are untrusted input that root reads at every start: anything at their name that is
+not a small regular file of valid, bounded JSON (a FIFO, deeply nested JSON, a number longer
+than ``int()`` takes) is one PlatformError, never a hang or another exception; their temporary
+files are created exclusively without following links, and those of writers killed mid-write
+are removed by :func:`pending_state`.
 """
 
 from __future__ import annotations
