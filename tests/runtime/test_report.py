@@ -142,11 +142,16 @@ def test_totals_per_kind_and_level_on_hand_computed_numbers(report: RunReport) -
     assert all(t.source == "estimated" for t in kinds.values())
 
 
-def test_observed_epe_excludes_rework_and_sits_next_to_the_prediction(report: RunReport) -> None:
-    assert report.useful_seconds == pytest.approx(30.0)
+def test_observed_epe_counts_rework_as_useful_and_sits_next_to_the_prediction(
+    report: RunReport,
+) -> None:
+    # issue 18 item 1: rework is the surviving copy of the work a failure lost (the lost copy
+    # is a "lost" record, none here), so useful compute = 30 s compute + 4 s rework
+    assert report.useful_seconds == pytest.approx(34.0)
     assert report.rework_seconds == pytest.approx(4.0)
-    assert report.observed_epe == pytest.approx(4160.0 / 30.0)
-    assert report.epe_vs_predicted_pct == pytest.approx((4160.0 / 30.0 - 130.0) / 130.0 * 100)
+    assert report.lost_seconds == 0.0
+    assert report.observed_epe == pytest.approx(4160.0 / 34.0)
+    assert report.epe_vs_predicted_pct == pytest.approx((4160.0 / 34.0 - 130.0) / 130.0 * 100)
 
 
 def test_percentages_against_a_baseline_follow_equation_2(report: RunReport) -> None:
@@ -155,7 +160,7 @@ def test_percentages_against_a_baseline_follow_equation_2(report: RunReport) -> 
     assert c.runtime_pct == pytest.approx((40 - 36) / 36 * 100)  # +11.11 %
     assert c.energy_pct == pytest.approx((4160 - 4000) / 4000 * 100)  # +4.00 %
     assert c.power_pct == pytest.approx((104 - 4000 / 36) / (4000 / 36) * 100)  # -6.40 %
-    assert c.epe_pct == pytest.approx((4160 / 30 - 125) / 125 * 100)  # +10.93 %
+    assert c.epe_pct == pytest.approx((4160 / 34 - 125) / 125 * 100)  # -2.12 %
     assert c.source == "estimated" and not c.synthetic
     itself = RunReport.from_records(
         hand_records(), baselines=[BaselineRun.from_report(report, "same")]
@@ -213,8 +218,8 @@ def test_json_has_every_figure_with_its_source_and_reads_back(
         "mean_power_w": 104.0,
         "source": "estimated",
     }
-    assert doc["useful_compute_s"] == 30.0 and doc["rework_s"] == 4.0
-    assert doc["epe"]["observed_w"] == pytest.approx(4160 / 30)
+    assert doc["useful_compute_s"] == 34.0 and doc["rework_s"] == 4.0 and doc["lost_s"] == 0.0
+    assert doc["epe"]["observed_w"] == pytest.approx(4160 / 34)
     assert doc["epe"]["observed_source"] == "estimated"
     assert (doc["epe"]["predicted_w"], doc["epe"]["predicted_source"]) == (130.0, "synthetic")
     assert doc["by_kind"]["checkpoint"]["energy_j"] == 660.0
@@ -316,7 +321,7 @@ def test_text_table_shows_count_seconds_joules_watts_and_source(report: RunRepor
     ]
     assert "background" in next(ln for ln in text.splitlines() if ln.startswith("flush"))
     assert _row(text, "run total")[2:] == ["40.000", "4160.0", "104.0", "estimated"]
-    assert "EPE observed 138.67 W (estimated); predicted 130.00 W (model, synthetic" in text
+    assert "EPE observed 122.35 W (estimated); predicted 130.00 W (model, synthetic" in text
     assert "vs baseline performance (wu2018 Eq. 2, estimated): runtime +11.11 %" in text
     assert "energy +4.00 %" in text and "node power -6.40 %" in text
     synthetic = RunReport.from_records(hand_records(), synthetic=True).render_text()

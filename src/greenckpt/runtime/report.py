@@ -13,10 +13,20 @@ Definitions:
 * **run total**: the time from the runtime's start to its close and the node energy over it
   (the session passes both, from the same meter readings as the records; a report rebuilt
   from records alone sums the records that do not run in the background).
-* **useful compute**: the seconds of ``compute`` records only; ``rework`` (recomputing what a
-  failure lost) is not useful work. **Observed EPE** = run energy / useful compute seconds, in
-  watts (joules per second of useful work), the quantity the planner's ``Plan.best.epe``
-  predicts — shown side by side when the prediction is given.
+* **useful compute**: the work that survived — the seconds of ``compute`` and ``rework``
+  records. A failure costs the run twice over and is accounted once each way: the compute
+  since the checkpoint the restart read back, and the downtime until the restart, did not
+  survive and are ``lost`` (the runtime re-labels them at the restart, see
+  :mod:`greenckpt.runtime.session`); ``rework``, the same iterations done again after the
+  restart, is the copy that survived, so it is useful compute, shown apart as "of which
+  rework". Counting the redone iterations as neither useful nor lost would charge a failure
+  its lost work twice; counting the lost copy as useful (what format 1 did) made a run with a
+  failure look *cheaper* per unit of work than the same run without. With this definition the
+  useful compute of a run with failures matches that of the same run without, and its
+  observed EPE is never lower. **Observed EPE** = run energy / useful compute seconds, in
+  watts (joules per second of useful work): the quantity the planner's ``Plan.best.epe``
+  predicts (``J / T_A``, where the lost attempts are in ``J`` and ``T_A`` counts each unit of
+  work once) — shown side by side when the prediction is given.
 * **percentages against a baseline run** follow wu2018's Equation 2:
   ``(value − baseline) / baseline × 100`` for runtime, mean node power, energy and EPE —
   negative means this run used less. (The planner's ``Savings`` use the opposite sign.)
@@ -40,7 +50,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 
@@ -50,9 +60,13 @@ from greenckpt.platform.sampler import Series
 from greenckpt.report.jsonout import dumps
 from greenckpt.runtime.settings import Settings
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 __all__ = [
     "REPORT_FORMAT",
     "RUN_KINDS",
+    "USEFUL_KINDS",
     "BaselineRun",
     "Comparison",
     "KindTotal",
@@ -62,15 +76,23 @@ __all__ = [
     "RunReport",
     "load_report",
     "percent_difference",
+    "power_limits",
 ]
 
 REPORT_FORMAT = "greenckpt-run-report"
-REPORT_VERSION = 1
+REPORT_VERSION = 2
+"""2: ``lost`` records, and useful compute = compute + rework. Version 1 (no ``lost``: the
+lost work and downtime of a failure were inside ``compute``) still loads, with its old
+definition of useful compute (``compute`` only) and a note saying what that means."""
 
-RunKind = Literal["compute", "rework", "checkpoint", "restart", "flush"]
+RunKind = Literal["compute", "rework", "lost", "checkpoint", "restart", "flush"]
 """Every kind of phase a run is divided into: the I/O phases the policy decides for, plus
-``compute`` (useful work) and ``rework`` (recomputing work lost to a failure)."""
-RUN_KINDS: tuple[RunKind, ...] = ("compute", "rework", "checkpoint", "restart", "flush")
+``compute`` (useful work), ``rework`` (useful work done again after a restart: what a failure
+had lost) and ``lost`` (work done after the checkpoint a restart read back, and the downtime
+before the restart: it did not survive)."""
+RUN_KINDS: tuple[RunKind, ...] = ("compute", "rework", "lost", "checkpoint", "restart", "flush")
+USEFUL_KINDS: tuple[RunKind, ...] = ("compute", "rework")
+"""The kinds whose seconds are useful compute (format 2)."""
 
 _IO_KINDS = ("checkpoint", "restart", "flush")
 _SOURCES: tuple[Source, ...] = ("measured", "estimated")
@@ -127,8 +149,8 @@ class PhaseRecord:
     RAPL core within package) with each domain's source in ``sources``; ``node_energy_j`` is
     the sum of the domains that stand for the node (``power_domains``; ``None`` when none
     can), and ``power_source`` its source. ``settings`` are the settings *applied* to the node
-    for the phase (``None`` for compute and rework, which change nothing); the notes in it say
-    what the policy asked for that was not applied and why. ``notifiers``: how many
+    for the phase (``None`` for compute, rework and lost, which change nothing); the notes in
+    it say what the policy asked for that was not applied and why. ``notifiers``: how many
     overlapping begin notifications of this kind the span merges (reference counting);
     ``ok`` is False when any of them ended in failure. ``background``: the phase ran while the
     application went on (an asynchronous flush), so its time and energy overlap other records.
@@ -450,7 +472,10 @@ class RunReport:
     model's EPE for this run (``Plan.best.epe``, watts), ``predicted_source`` where the powers
     behind it came from (``measured``, ``estimated``, ``synthetic``). ``baselines``: runs to
     compare against by wu2018 Equation 2. ``notes``: run-level statements (no frequency
-    control, control off, overlapping phases, ...).
+    control, control off, overlapping phases, ...). ``format_version``: the accounting the
+    records follow — 2 (this version) has ``lost`` records and counts rework as useful; 1 (a
+    report saved by an older greenckpt) has the lost work and downtime inside ``compute``, so
+    its useful compute is the compute records alone (see :data:`REPORT_VERSION`).
     """
 
     records: tuple[PhaseRecord, ...]
@@ -466,6 +491,7 @@ class RunReport:
     trace: PowerTrace | None = None
     synthetic: bool = False
     notes: tuple[str, ...] = ()
+    format_version: int = REPORT_VERSION
 
     @classmethod
     def from_records(
@@ -572,12 +598,22 @@ class RunReport:
 
     @property
     def useful_seconds(self) -> float:
-        """Seconds of useful compute: compute records, rework excluded."""
-        return sum(r.seconds for r in self.records if r.kind == "compute")
+        """Seconds of useful compute, the work that survived: compute and rework records
+        (lost excluded). A format-1 report counts its compute records only: their lost work
+        is inside them, and adding the rework would count the redone iterations twice."""
+        kinds: tuple[RunKind, ...] = USEFUL_KINDS if self.format_version >= 2 else ("compute",)
+        return sum(r.seconds for r in self.records if r.kind in kinds and not r.background)
 
     @property
     def rework_seconds(self) -> float:
+        """Seconds of rework: useful compute that redid what a failure had lost."""
         return sum(r.seconds for r in self.records if r.kind == "rework")
+
+    @property
+    def lost_seconds(self) -> float:
+        """Seconds lost to failures: compute after the checkpoint a restart read back, and
+        the downtime before the restart (0 for a format-1 report, which has no such record)."""
+        return sum(r.seconds for r in self.records if r.kind == "lost")
 
     @property
     def mean_power_w(self) -> float | None:
@@ -635,7 +671,7 @@ class RunReport:
         """JSON-ready document; every figure next to its source."""
         return {
             "format": REPORT_FORMAT,
-            "format_version": REPORT_VERSION,
+            "format_version": self.format_version,
             "synthetic": self.synthetic,
             "policy": self.policy,
             "power": {
@@ -651,13 +687,14 @@ class RunReport:
             },
             "useful_compute_s": self.useful_seconds,
             "rework_s": self.rework_seconds,
+            "lost_s": self.lost_seconds,
             "epe": {
                 "observed_w": self.observed_epe,
                 "observed_source": self.power_source,
                 "predicted_w": self.predicted_epe,
                 "predicted_source": self.predicted_source,
                 "observed_vs_predicted_pct": self.epe_vs_predicted_pct,
-                "definition": "run node energy / seconds of useful compute (rework excluded)",
+                "definition": _EPE_DEFINITION[min(self.format_version, 2)],
             },
             "by_kind": {k: t.to_dict() for k, t in self.by_kind().items()},
             "by_level": [t.to_dict() for t in self.by_level()],
@@ -767,7 +804,9 @@ class RunReport:
             ]
             lines.append("  ".join(cells).rstrip())
         lines.append(
-            f"useful compute {self.useful_seconds:.3f} s, rework {self.rework_seconds:.3f} s"
+            f"useful compute {self.useful_seconds:.3f} s (the work that survived; of which "
+            f"rework {self.rework_seconds:.3f} s), lost {self.lost_seconds:.3f} s (work after "
+            "the checkpoint a restart read back, and the downtime before it)"
         )
         epe = f"EPE observed {_num(self.observed_epe, 2)} W ({self._label(self.power_source)})"
         if self.predicted_epe is not None:
@@ -806,30 +845,42 @@ class RunReport:
     # -- plot ------------------------------------------------------------------------------
 
     def plot(self, path: str | os.PathLike[str]) -> Path:
-        """Draw node power over the run with the phases shaded and labelled; PNG or SVG by
-        the file's suffix. Without a sampled trace, each record's mean power is drawn."""
+        """Draw node power over the run with the phases shaded (see :meth:`figure`); PNG or
+        SVG by the file's suffix."""
         target = Path(path)
         suffix = target.suffix.lower()
         if suffix not in (".png", ".svg"):
             raise ValueError(f"plot to a .png or .svg file, not {target.name!r}")
         import matplotlib as mpl  # noqa: PLC0415 - only when plotting (slow import)
+        from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415
+        from matplotlib.backends.backend_svg import FigureCanvasSVG  # noqa: PLC0415
 
         # Text stays text in SVG files (searchable, and the labels can be checked).
         with mpl.rc_context({"svg.fonttype": "none"}):
-            self._draw(target, suffix)
+            fig = self.figure()
+            canvas = FigureCanvasAgg(fig) if suffix == ".png" else FigureCanvasSVG(fig)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            canvas.print_figure(str(target), format=suffix[1:])
         return target
 
-    def _draw(self, target: Path, suffix: str) -> None:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415
-        from matplotlib.backends.backend_svg import FigureCanvasSVG  # noqa: PLC0415
-        from matplotlib.figure import Figure  # noqa: PLC0415
+    def figure(self) -> Figure:
+        """Node power over the run (the sampled trace, or each record's mean power without
+        one) with every phase shaded, as a matplotlib figure.
+
+        Why no label on each phase: a run has a checkpoint every few seconds, and one label per
+        span overlapped into an unreadable strip. Each kind of phase (and each checkpoint
+        level, by its hatching) gets one legend entry instead, outside the plotting area. The
+        y axis leaves room above the highest and below the lowest power (:func:`power_limits`),
+        so a flat trace never lies on the frame.
+        """
+        from matplotlib.figure import Figure  # noqa: PLC0415 - only when plotting
         from matplotlib.patches import Patch  # noqa: PLC0415
 
         fig = Figure(figsize=(10, 4.5), layout="constrained")
-        canvas = FigureCanvasAgg(fig) if suffix == ".png" else FigureCanvasSVG(fig)
         ax = fig.add_subplot()
         source = self._label(self.power_source)
         handles: list[Any] = []
+        drawn: list[float] = []
         if self.trace is not None and self.trace.t_s:
             # watts[i] is the mean over (t[i-1], t[i]]: the first interval starts at 0.
             (line,) = ax.step(
@@ -841,6 +892,7 @@ class RunReport:
                 label=f"node power ({self._label(self.trace.source)})",
             )
             handles.append(line)
+            drawn.extend(self.trace.watts)
         else:
             xs: list[float] = []
             ys: list[float] = []
@@ -853,37 +905,23 @@ class RunReport:
                 xs, ys, color="black", linewidth=1.5, label=f"mean power per phase ({source})"
             )
             handles.append(line)
-        seen: set[str] = set()
+            drawn.extend(ys)
+        entries: dict[tuple[RunKind, int | None, bool], Patch] = {}
         for r in self.records:
-            color = _COLORS[r.kind]
-            ax.axvspan(
-                r.start_s,
-                r.end_s,
-                color=color,
-                alpha=0.15 if r.background else 0.3,
-                hatch="//" if r.background else None,
-                linewidth=0,
-            )
-            if r.kind in _IO_KINDS or r.kind == "rework":
-                text = r.kind + (f" L{r.level}" if r.level else "")
-                ax.annotate(
-                    text,
-                    xy=((r.start_s + r.end_s) / 2, 1.0),
-                    xycoords=("data", "axes fraction"),
-                    xytext=(0, -4),
-                    textcoords="offset points",
-                    ha="center",
-                    va="top",
-                    rotation=90,
-                    fontsize=7,
-                )
-            if r.kind not in seen:
-                seen.add(r.kind)
-                label = r.kind + (" (background)" if r.background else "")
-                handles.append(Patch(color=color, alpha=0.3, label=label))
+            level = r.level if r.kind in _IO_KINDS else None
+            style = _shade(r.kind, level, r.background)
+            ax.axvspan(r.start_s, r.end_s, linewidth=0, **style)
+            key = (r.kind, level, r.background)
+            if key not in entries:
+                label = r.kind + (f" L{level}" if level else "")
+                label += " (background)" if r.background else ""
+                entries[key] = Patch(label=label, **style)
+        order = {k: i for i, k in enumerate(RUN_KINDS)}
+        for key in sorted(entries, key=lambda k: (order[k[0]], k[1] or 0, k[2])):
+            handles.append(entries[key])
         ax.set_xlabel("time since the run started (s)")
         ax.set_ylabel(f"node power (W, {source})")
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(*power_limits(drawn))
         title = "Node power over the run"
         if self.synthetic:
             title = "SYNTHETIC (fake platform): " + title
@@ -892,10 +930,52 @@ class RunReport:
         title += f" (power {source}"
         title += f": {self.power_scope})" if self.power_scope else ")"
         ax.set_title(title, fontsize=9)
-        ax.legend(handles=handles, loc="lower right", fontsize=8)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        canvas.print_figure(str(target), format=suffix[1:])
+        fig.legend(handles=handles, loc="outside right upper", fontsize=8)
+        return fig
 
+
+def power_limits(watts: Iterable[float]) -> tuple[float, float]:
+    """The y limits of a power plot: room above the highest value and below the lowest.
+
+    The axis starts at 0 W (so that a difference in power is not magnified), unless the
+    lowest value is within the margin of 0, where it starts below it; the margin is 10 % of
+    the range of the values, at least 5 % of the largest and at least 0.5 W, so a flat trace
+    (range 0) is drawn inside the frame, not on it. No finite value: (0, 1).
+    """
+    finite = [w for w in watts if math.isfinite(w)]
+    if not finite:
+        return 0.0, 1.0
+    low, high = min(finite), max(finite)
+    margin = max(0.1 * (high - low), 0.05 * max(abs(low), abs(high)), 0.5)
+    return min(0.0, low - margin), high + margin
+
+
+_HATCHES: dict[int, str] = {2: "..", 3: "xx", 4: "//"}
+"""Hatching per checkpoint level (level 1 plain), to tell levels apart without labels."""
+
+
+def _shade(kind: str, level: int | None, background: bool) -> dict[str, Any]:
+    """How a span of ``kind`` at ``level`` is shaded (and drawn in the legend)."""
+    return {
+        "facecolor": _COLORS[kind],
+        "edgecolor": _COLORS[kind],
+        "alpha": 0.15 if background else 0.3,
+        "hatch": _HATCHES.get(level or 0),
+    }
+
+
+_EPE_DEFINITION = {
+    1: "run node energy / seconds of compute records (format 1: the work lost to a failure "
+    "and the downtime are inside them, rework excluded)",
+    2: "run node energy / seconds of useful compute (compute + rework: the work that "
+    "survived; lost work and downtime excluded)",
+}
+
+_FORMAT_1_NOTE = (
+    "saved by an older greenckpt (run report format 1): the work lost to each failure and the "
+    "downtime before the restart are counted in its compute records, so its useful compute is "
+    "too high and its observed EPE too low for a run with failures"
+)
 
 _CSV_FIXED = (
     "index",
@@ -925,6 +1005,7 @@ _CSV_FIXED = (
 _COLORS: dict[str, str] = {
     "compute": "tab:green",
     "rework": "tab:orange",
+    "lost": "tab:gray",
     "checkpoint": "tab:blue",
     "restart": "tab:red",
     "flush": "tab:purple",
@@ -970,7 +1051,9 @@ def _overlap_seconds(records: Sequence[PhaseRecord]) -> float:
 
 
 def load_report(path: str | os.PathLike[str]) -> RunReport:
-    """A report written by :meth:`RunReport.write_json` (e.g. a baseline run's)."""
+    """A report written by :meth:`RunReport.write_json` (e.g. a baseline run's), of this
+    format or an older one (format 1 keeps its own definition of useful compute, and a run
+    with a restart gets a note saying what that definition hides)."""
     target = Path(path)
     try:
         doc = json.loads(target.read_text(encoding="utf-8"))
@@ -980,10 +1063,22 @@ def load_report(path: str | os.PathLike[str]) -> RunReport:
         raise ValueError(f"{target} is not JSON ({exc.msg} at line {exc.lineno})") from exc
     if not isinstance(doc, dict) or doc.get("format") != REPORT_FORMAT:
         raise ValueError(f"{target} is not a greenckpt run report (format {REPORT_FORMAT!r})")
+    version = doc.get("format_version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise ValueError(f"{target}: format_version must be an integer >= 1, got {version!r}")
+    if version > REPORT_VERSION:
+        raise ValueError(
+            f"{target} is a run report of format {version}; this greenckpt reads formats 1 to "
+            f"{REPORT_VERSION}: upgrade greenckpt to read it"
+        )
     try:
+        records = tuple(PhaseRecord.from_dict(r) for r in doc["records"])
+        notes = tuple(str(n) for n in doc.get("notes", ()))
+        if version < 2 and any(r.kind == "restart" for r in records):
+            notes = tuple(dict.fromkeys((*notes, _FORMAT_1_NOTE)))
         trace = doc.get("trace")
         return RunReport(
-            records=tuple(PhaseRecord.from_dict(r) for r in doc["records"]),
+            records=records,
             total_seconds=float(doc["total"]["seconds"]),
             total_energy_j=_opt_float(doc["total"]["energy_j"]),
             power_source=doc["power"]["source"],
@@ -995,7 +1090,8 @@ def load_report(path: str | os.PathLike[str]) -> RunReport:
             baselines=tuple(BaselineRun.from_dict(b) for b in doc.get("baselines", ())),
             trace=None if trace is None else PowerTrace.from_dict(trace),
             synthetic=bool(doc.get("synthetic", False)),
-            notes=tuple(doc.get("notes", ())),
+            notes=notes,
+            format_version=version,
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{target}: malformed run report ({exc})") from exc

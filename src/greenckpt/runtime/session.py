@@ -52,6 +52,25 @@ to the run's. (Marks rather than :meth:`Sampler.phase` because notifications arr
 several threads and a sampler phase nests per thread.) A background phase gets its own record
 overlapping the compute ones. Every figure carries its source: ``measured`` (RAPL, perf, IPMI,
 ...) or ``estimated`` (the utilisation estimator, used when nothing is measurable).
+
+Lost work. The runtime cannot see a crash: it sees the compute go on until the restart begins.
+So at a restart's begin it re-labels as ``lost`` the compute and rework records from the end of
+the checkpoint the restart reads back up to the restart's begin — the work done since that
+checkpoint *and* the downtime between the crash and the restart (the job's teardown, the
+batch system, the relaunch, which the runtime can only see as more "compute"). Which
+checkpoint: the newest one, of the restart's level when the restart or the rework after it
+names one (the library names the level of the checkpoint it restored when it announces the
+rework), that ended ok; for a flushed copy (level 4 by an asynchronous flush) the level-1
+checkpoint the flush copied; and no earlier than the end of the previous restart when no
+checkpoint ended ok since (that restart's state is the one being read again). What it cannot
+know, and each lost record's note says: with no level named it assumes the newest checkpoint
+that ended ok, and a fall-back to an older checkpoint of the same level (a damaged newest one)
+is not seen — the lost work is then counted short. A restart with no checkpoint of this run
+before it read one written before the runtime started: nothing is re-labelled (the compute
+before it is the job's start-up, as in any run). The same iterations done again after the
+restart are ``rework`` (announced by the library), the copy that survived: useful compute (see
+:mod:`greenckpt.runtime.report`). A rework still open when a restart begins belonged to the
+attempt that died: it ends there, and its late end notification is ignored.
 """
 
 from __future__ import annotations
@@ -75,6 +94,7 @@ from greenckpt.profile.power import PowerChoice, choose_power_domains
 from greenckpt.runtime.policy import DEFAULT_IO_PROCESSES, NO_FREQUENCY_CONTROL, Node, Policy
 from greenckpt.runtime.report import (
     RUN_KINDS,
+    USEFUL_KINDS,
     BaselineRun,
     PhaseRecord,
     PowerTrace,
@@ -101,6 +121,12 @@ _BACKGROUND = (
     "C-states not applied, parallelism only"
 )
 _NO_CSTATES = "no C-state control on this node: C-states left as found"
+_LOST = "lost to a failure: computed"
+"""How every lost record's note begins (a later, better-informed account replaces it)."""
+
+
+def _end(record: PhaseRecord) -> float:
+    return record.end_s
 
 
 @dataclass
@@ -182,6 +208,7 @@ class Runtime:
         self._segment: _Segment | None = None
         self._owner: _Span | None = None
         self._records: list[PhaseRecord] = []
+        self._abandoned: dict[RunKind, int] = {}
         self._next_index = 0
         self._order = 0
         self._notes: list[str] = []
@@ -399,6 +426,11 @@ class Runtime:
         """
         if kind not in RUN_KINDS:
             raise ValueError(f"phase kind must be one of {', '.join(RUN_KINDS)}, got {kind!r}")
+        if kind == "lost":
+            raise ValueError(
+                "lost is not a phase to begin: the runtime accounts the work lost to a failure "
+                "itself when the restart begins; begin restart (and rework after it) instead"
+            )
         request: PhaseRequest | None = None
         if kind in PHASE_KINDS:
             if path is None or size < 1:
@@ -429,13 +461,19 @@ class Runtime:
             if level is not None:
                 span.level = level
                 span.levels.add(level)
+            if kind == "restart":
+                self._abandon_rework()
             self._spans[kind] = span
             if request is None:
                 self._resegment(mark, split=True)
+                if kind == "rework" and level is not None:
+                    self._relabel_lost_for_rework(level)
                 return None
             span.background = kind == "flush" if background is None else background
             span.settings = self._effective(self._decide(request), span.background)
-            self._resegment(mark)
+            self._resegment(mark, split=kind == "restart")
+            if kind == "restart":
+                self._relabel_lost(mark.t_s - self._t0, level, span)
             self._reconcile()
             return span.settings
 
@@ -449,6 +487,9 @@ class Runtime:
         with self._lock:
             self._running_sampler()
             if kind not in self._spans:
+                if self._abandoned.get(kind, 0) > 0:  # its attempt died; the restart ended it
+                    self._abandoned[kind] -= 1
+                    return None
                 raise ValueError(f"no {kind} phase is open")
             return self._end_locked(kind, ok)
 
@@ -496,7 +537,7 @@ class Runtime:
 
     def phase(
         self,
-        kind: RunKind,
+        kind: PhaseKind | AccountingKind,
         *,
         path: str | None = None,
         size: int = 0,
@@ -512,7 +553,7 @@ class Runtime:
     @contextlib.contextmanager
     def _phase(
         self,
-        kind: RunKind,
+        kind: PhaseKind | AccountingKind,
         path: str | None,
         size: int,
         level: int | None,
@@ -716,6 +757,89 @@ class Runtime:
             session.disable_cstates(deeper_than_s=0.0)
         return notes
 
+    # -- lost work ---------------------------------------------------------------------------
+
+    def _abandon_rework(self) -> None:
+        """A restart begins while a rework is open: that rework belonged to the attempt that
+        died (no end will come from it), so it ends here; its notifiers' late ends are
+        ignored (:meth:`end`)."""
+        span = self._spans.pop("rework", None)
+        if span is not None:
+            self._abandoned["rework"] = self._abandoned.get("rework", 0) + span.refs
+
+    def _relabel_lost_for_rework(self, level: int) -> None:
+        """A rework names the level of the checkpoint its restart restored: account the lost
+        work of the newest restart again with that level (it can only grow: the newest
+        checkpoint of one level is never newer than the newest of all)."""
+        restarts = [r for r in self._records if r.kind == "restart"]
+        if restarts:
+            newest = max(restarts, key=lambda r: (r.start_s, r.index))
+            self._relabel_lost(newest.start_s, level, None)
+
+    def _relabel_lost(self, before_s: float, level: int | None, span: _Span | None) -> None:
+        """Re-label as ``lost`` the compute and rework records from the end of the checkpoint
+        a restart beginning at ``before_s`` reads back (of ``level`` when known) to
+        ``before_s``; ``span``: the restart's open span, for a note when nothing was lost."""
+        origin = self._restored_from(before_s, level)
+        if origin is None:
+            if span is not None:
+                span.notes.append(
+                    "no checkpoint of this run ended ok before this restart: it read one "
+                    "written before the runtime started, so the compute before it is counted "
+                    "as the job's start-up, not as lost work"
+                )
+            return
+        from_s, why = origin
+        note = (
+            f"{_LOST} after {why}, and the downtime until the restart at {before_s:.3f} s "
+            "(the runtime cannot see the crash itself)"
+        )
+        for i, r in enumerate(self._records):
+            if r.background or not (from_s <= r.start_s and r.end_s <= before_s):
+                continue
+            if r.kind in USEFUL_KINDS or r.kind == "lost":
+                notes = tuple(n for n in r.notes if not n.startswith(_LOST))
+                self._records[i] = replace(r, kind="lost", notes=(*notes, note))
+
+    def _restored_from(self, before_s: float, level: int | None) -> tuple[float, str] | None:
+        """Where the state a restart at ``before_s`` reads back was left: the end of the
+        newest checkpoint (of ``level``, when known) that ended ok, or of the previous
+        restart when that is newer; with a description for the lost records' note."""
+        done = [r for r in self._records if r.ok and not r.background and r.end_s <= before_s]
+        checkpoints = [r for r in done if r.kind == "checkpoint"]
+        if level is not None:
+            copies = [
+                r
+                for r in self._records
+                if r.kind == "flush" and r.ok and r.level == level and r.end_s <= before_s
+            ]
+            sources = [
+                max((c for c in checkpoints if c.end_s <= f.start_s), key=_end, default=None)
+                for f in copies
+            ]
+            checkpoints = [c for c in checkpoints if c.level == level]
+            checkpoints += [c for c in sources if c is not None]
+        checkpoint = max(checkpoints, key=_end, default=None)
+        restart = max((r for r in done if r.kind == "restart"), key=_end, default=None)
+        if restart is not None and (checkpoint is None or restart.end_s > checkpoint.end_s):
+            return restart.end_s, (
+                f"the restart that ended at {restart.end_s:.3f} s (no checkpoint "
+                f"{'of level ' + str(level) + ' ' if level is not None else ''}ended ok since, "
+                "so this restart reads back the same state or an older one)"
+            )
+        if checkpoint is None:
+            return None
+        if level is not None:
+            what = f"the level-{level} checkpoint that ended at {checkpoint.end_s:.3f} s"
+            if checkpoint.level != level:
+                what += f" (its level-{level} copy was made by a flush)"
+            return checkpoint.end_s, what + ", the newest of the level the restart read"
+        return checkpoint.end_s, (
+            f"the newest checkpoint that ended ok (level {checkpoint.level}, at "
+            f"{checkpoint.end_s:.3f} s; the restart did not say which level it read: a "
+            "fall-back to an older checkpoint would make the lost work longer than counted)"
+        )
+
     def _foreground(self) -> AccountingKind | None:
         """What the time now counts as: None during a foreground I/O phase (it has its own
         record), rework while one is open, else compute."""
@@ -810,8 +934,8 @@ class RuntimeHook:
     ) -> PhaseAdvice:
         """Start the phase; advise the policy's I/O processes (and say why in the note).
         Rework is only accounted: no settings, no advice."""
-        if kind == "rework":
-            self.runtime.begin("rework")
+        if kind == "rework":  # its level: that of the checkpoint the restart restored
+            self.runtime.begin("rework", level=level)
             settings = None
         else:
             settings = self.runtime.begin(kind, path=path, size=max(1, size), level=level)
