@@ -8,8 +8,11 @@ while a new one is written, so the third checkpoint cannot fit.
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import subprocess
+import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +21,7 @@ import numpy as np
 import pytest
 
 from greenckpt.ckpt.api import Checkpointer, CheckpointError
+from greenckpt.ckpt.comm import find_mpiexec
 from greenckpt.ckpt.inject import flip_bits_in_file
 from greenckpt.ckpt.store import CheckpointStore
 
@@ -176,3 +180,38 @@ def test_checkpoints_not_verified_by_this_run_do_not_retire_anything(tmp_path: P
     ck.checkpoint(4, iteration=4)
     ck.finalize()
     assert ids(local) == [2]
+
+
+def test_under_mpi_a_node_short_of_space_fails_the_level_on_every_rank_alike(
+    tmp_path: Path,
+) -> None:
+    """4 ranks on 2 emulated nodes, node 1's level-1 directory full: every rank sees the same
+    refusal (naming node 1), the same back-off and the same fall-through to level 4."""
+    launcher = find_mpiexec()
+    if launcher is None:
+        pytest.skip("no mpiexec: pip install '.[mpi]'")
+    (tmp_path / "local").mkdir()
+    (tmp_path / "global").mkdir()
+    script = Path(__file__).with_name("mpi_policy_scenarios.py")
+    proc = subprocess.run(
+        [launcher, "-n", "4", sys.executable, str(script), "short-node", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    outs = [json.loads((tmp_path / f"rank-{r}.json").read_text()) for r in range(4)]
+    assert sorted(o["rank"] for o in outs) == [0, 1, 2, 3]
+    first = outs[0]
+    assert first["failed"] == [2, 4, 8]
+    assert first["done"] == [[i, 4] for i in (3, 5, 6, 9, 10)]
+    assert first["backoff"] == {"1": [3, 8, 8]}
+    assert "refused before writing anything" in first["errors"][0]
+    assert "on node 1 needs " in first["errors"][0]
+    assert first["staged"] == []
+    for other in outs[1:]:
+        assert {k: v for k, v in other.items() if k != "rank"} == {
+            k: v for k, v in first.items() if k != "rank"
+        }
