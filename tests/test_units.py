@@ -24,6 +24,7 @@ from greenckpt.units import (
     parse_power,
     parse_rate,
     parse_size,
+    size_is_decimal,
 )
 
 Parser = Callable[..., float]
@@ -212,7 +213,8 @@ def test_parse_energy_exact(text: str, expected: float) -> None:
         ("5 %", 0.05),
         ("12.5%", 0.125),
         ("0.05", 0.05),
-        ("1", 1.0),
+        ("0.999", 0.999),
+        ("100%", 1.0),
         ("150%", 1.5),
         ("1e-3", 1e-3),
     ],
@@ -431,7 +433,8 @@ def test_parse_si_unit_is_exact(x: float) -> None:
     assert parse_frequency(f"{x!r}Hz") == x
     assert parse_power(f"{x!r}W") == x
     assert parse_energy(f"{x!r}J") == x
-    assert parse_fraction(f"{x!r}") == x
+    if x < 1:  # a bare fraction of 1 or more is refused (it is a percentage without its %)
+        assert parse_fraction(f"{x!r}") == x
     assert parse_rate(f"{x!r}/s") == x
 
 
@@ -536,3 +539,69 @@ def test_format_uses_three_significant_digits(x: float) -> None:
     mantissa = number.partition("e")[0].replace("-", "").replace(".", "").lstrip("0")
     # 3 digits, or 4 when a value such as 9.996 rounds up to 10.0 (never more than 1 extra).
     assert 3 <= len(mantissa) <= 4 or mantissa == ""
+
+
+# ------------------------------------------------------------------------------------
+# Issue 18 item 11: no silent 500 %, sizes echoed in the user's units
+# ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "hint"),
+    [
+        ("5", "(5 = 500 %): write 5% for 5 percent, or 500% if that is meant"),
+        ("1", "(1 = 100 %): write 1% for 1 percent, or 100% if that is meant"),
+        (" 12.5 ", "write 12.5% for 12.5 percent"),
+        ("1e2", "write 1e2% for 1e2 percent"),
+    ],
+)
+def test_bare_fraction_of_one_or_more_is_refused_with_a_hint(text: str, hint: str) -> None:
+    with pytest.raises(UnitError) as info:
+        parse_fraction(text)
+    message = str(info.value)
+    assert "is a bare number, read as a fraction" in message and hint in message
+    assert repr(text) in message and "\n" not in message
+
+
+def test_bare_negative_fraction_beyond_minus_one_is_refused_too() -> None:
+    assert parse_fraction("-0.5", allow_negative=True) == -0.5
+    with pytest.raises(UnitError, match="write -2% for -2 percent"):
+        parse_fraction("-2", allow_negative=True)
+
+
+def test_fraction_with_percent_sign_may_exceed_one() -> None:
+    assert parse_fraction("500%") == 5.0
+    assert parse_fraction("100 %") == 1.0
+
+
+@pytest.mark.parametrize(
+    ("text", "decimal"),
+    [
+        ("64GB", True),
+        ("64 gb", True),
+        ("1.5TB", True),
+        ("500kB", True),
+        ("64GiB", False),
+        ("512MiB", False),
+        ("4096B", False),
+        ("not a size", False),
+        ("64XB", False),
+    ],
+)
+def test_size_is_decimal(text: str, decimal: bool) -> None:
+    assert size_is_decimal(text) is decimal
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [("64GB", "64 GB"), ("1.5TB", "1.5 TB"), ("500kB", "500 kB"), ("64GiB", "64 GiB")],
+)
+def test_size_echoed_in_its_own_family(text: str, shown: str) -> None:
+    assert format_size(parse_size(text), decimal=size_is_decimal(text)) == shown
+
+
+@given(x=st.floats(min_value=1e-30, max_value=1e30, allow_nan=False, allow_infinity=False))
+def test_decimal_size_format_parses_back(x: float) -> None:
+    text = format_size(x, decimal=True)
+    assert "i" not in text
+    assert math.isclose(parse_size(text), x, rel_tol=FORMAT_REL_TOL), text

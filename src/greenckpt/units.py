@@ -49,6 +49,7 @@ __all__ = [
     "parse_power",
     "parse_rate",
     "parse_size",
+    "size_is_decimal",
 ]
 
 
@@ -207,6 +208,9 @@ _FRACTION = _Kind(
     units={"%": _D("0.01")},
     bare=_D(1),
 )
+#: A bare fraction must be smaller than this in magnitude: ``5`` would be 500 % and ``1``
+#: 100 %, which is almost always a percentage typed without its sign.
+_BARE_FRACTION_LIMIT = 1.0
 # Only for messages: a rate is read by parse_rate, not from a unit table.
 _RATE = _Kind(
     name="rate",
@@ -369,10 +373,23 @@ def parse_energy(text: str, *, allow_zero: bool = False, allow_negative: bool = 
 def parse_fraction(text: str, *, allow_zero: bool = False, allow_negative: bool = False) -> float:
     """Parse a fraction: ``"5%"`` or ``"0.05"`` both give ``0.05``.
 
-    Unlike the other parsers a bare number is accepted, and it is read as a
-    fraction (not a percentage), so ``"5"`` means 500 %.
+    Unlike the other parsers a bare number is accepted, read as a fraction (not a
+    percentage) — but only below 1 in magnitude. A bare ``5`` would be 500 % and a bare
+    ``1`` 100 %; people who type them almost always mean 5 % and 1 %, and a slowdown
+    limit or a threshold silently a hundred times too large gives a plausible-looking,
+    wrong answer. So they are refused with a hint to write the ``%`` (``500%`` is
+    accepted when it is meant).
     """
-    return _parse(text, _FRACTION, allow_zero=allow_zero, allow_negative=allow_negative)
+    text = _require_str(text, _FRACTION)
+    value = _parse(text, _FRACTION, allow_zero=allow_zero, allow_negative=allow_negative)
+    stripped = text.strip()
+    if _BARE_NUMBER.fullmatch(stripped) and abs(value) >= _BARE_FRACTION_LIMIT:
+        raise UnitError(
+            f"{text!r} is a bare number, read as a fraction ({value:.6g} = "
+            f"{format_percent(value)}): write {stripped}% for {stripped} percent, or "
+            f"{format_percent(value).replace(' ', '')} if that is meant"
+        )
+    return value
 
 
 def parse_rate(text: str, *, allow_zero: bool = False, allow_negative: bool = False) -> float:
@@ -430,6 +447,7 @@ def _ladder(kind: _Kind, *names: str) -> tuple[tuple[str, float], ...]:
 
 
 _SIZE_LADDER = _ladder(_SIZE, "B", "KiB", "MiB", "GiB", "TiB", "PiB")
+_DECIMAL_SIZE_LADDER = _ladder(_SIZE, "B", "kB", "MB", "GB", "TB", "PB")
 _DURATION_LADDER = _ladder(_DURATION, "ns", "\u00b5s", "ms", "s", "min", "h", "d")
 _FREQUENCY_LADDER = _ladder(_FREQUENCY, "Hz", "kHz", "MHz", "GHz")
 _POWER_LADDER = _ladder(_POWER, "mW", "W", "kW", "MW")
@@ -492,14 +510,31 @@ def _format(
         return f"{text} {name}"
 
 
-def format_size(size: float) -> str:
+def format_size(size: float, *, decimal: bool = False) -> str:
     """Format bytes with binary units: ``"64 GiB"``, ``"1.5 MiB"``, ``"512 B"``.
 
     Three significant digits with trailing zeros dropped (sizes are usually
     round powers of two, and ``64 GiB`` reads better than ``64.0 GiB``); the
-    relative error is at most 0.5 %. Units B to PiB.
+    relative error is at most 0.5 %. Units B to PiB; with ``decimal=True`` B, kB,
+    MB, GB, TB, PB instead, to echo a size given in decimal units in its own
+    units (``64GB`` is shown as ``64 GB``, not as ``59.6 GiB``).
     """
-    return _format(size, _SIZE_LADDER, strip_zeros=True)
+    return _format(size, _DECIMAL_SIZE_LADDER if decimal else _SIZE_LADDER, strip_zeros=True)
+
+
+def size_is_decimal(text: str) -> bool:
+    """Whether a size was written in decimal units (kB, MB, GB, …) rather than binary ones.
+
+    Why: a report that echoes a user's ``64GB`` as ``59.6 GiB`` makes the user doubt the
+    input was read right; echoes use the family the user wrote (:func:`format_size` with
+    ``decimal=``). Plain bytes (``B``) and anything that is not a size count as binary,
+    the default of reports.
+    """
+    match = _TERM.fullmatch(text.strip()) if isinstance(text, str) else None
+    if match is None:
+        return False
+    unit = match["unit"].lower()
+    return bool(unit) and unit != "b" and "i" not in unit and _SIZE.factor(unit) is not None
 
 
 def format_duration(seconds: float) -> str:

@@ -419,7 +419,7 @@ def test_preflight_refuses_a_missing_or_full_directory(
         free = 10 * MiB
 
     monkeypatch.setattr("shutil.disk_usage", lambda _p: Usage())
-    with pytest.raises(SweepError, match="GiB free; the sweep writes"):
+    with pytest.raises(SweepError, match="has 10 MiB free; the sweep writes"):
         preflight(spec_for(tmp_path), tree)
 
 

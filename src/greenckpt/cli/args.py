@@ -1,19 +1,28 @@
-"""Command-line arguments shared by ``plan`` and ``simulate``: units are parsed here, at the edge.
+"""Command-line arguments shared by several commands: units are parsed here, at the edge.
 
 Every quantity flag requires a unit (``64GiB``, ``14h``, ``471.1W``); a bad value stops the
-command with one line that names the flag and what would be valid.
+command with one line that names the flag and what would be valid. Shared here: the job
+description of ``plan`` and ``simulate`` (:func:`add_scenario_arguments`), the meter flags of
+every command that opens meters (:func:`add_meter_arguments`, :func:`open_meters`), and
+hidden aliases (:func:`add_hidden_alias`) that keep an old spelling of a flag working when
+one idea got one spelling across commands.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from greenckpt import units
 from greenckpt.model import INTERVAL_RULES, MODEL_FORMS
 from greenckpt.optimize import Profile, Scenario, load_profile
+from greenckpt.platform.meters import MeterOptions, Selection, select_meters
+from greenckpt.platform.meters.detect import check_names
+from greenckpt.platform.sampler import DEFAULT_RATE_HZ, MAX_RATE_HZ
 
 
 def unit_type(parse: Callable[[str], float], *, allow_zero: bool = False) -> Callable[[str], float]:
@@ -67,14 +76,169 @@ def positive_float(text: str) -> float:
     return value
 
 
+def sampling_rate(text: str) -> float:
+    """Samples per second: a frequency with a unit (``10Hz``) or a bare number of Hz."""
+    try:
+        value = float(text)
+    except ValueError:
+        try:
+            value = units.parse_frequency(text)
+        except units.UnitError as exc:
+            raise argparse.ArgumentTypeError(f"{exc} (or a bare number of Hz)") from None
+    if not (math.isfinite(value) and 0 < value <= MAX_RATE_HZ):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} must be a sampling rate in (0, {MAX_RATE_HZ:g}] Hz"
+        )
+    return value
+
+
+def add_hidden_alias(
+    p: argparse.ArgumentParser | argparse._ArgumentGroup, of: argparse.Action, *names: str
+) -> argparse.Action:
+    """Accept ``names`` as another spelling of the option ``of``, not shown in ``--help``.
+
+    Why: one idea has one spelling across commands (``--rate``, ``--repeats``, ``-o``), but
+    scripts written against an older spelling keep working. The alias stores into the same
+    destination with the same type; it has no default of its own, so the real option's
+    default stands when neither is given.
+    """
+    same: dict[str, Any] = {"nargs": of.nargs, "choices": of.choices, "metavar": of.metavar}
+    if of.type is not None:
+        same["type"] = of.type
+    return p.add_argument(
+        *names,
+        action=type(of),
+        dest=of.dest,
+        default=argparse.SUPPRESS,
+        help=argparse.SUPPRESS,
+        **same,
+    )
+
+
+class _SizeWithEcho(argparse.Action):
+    """Store a size in bytes in ``dest`` and, in ``dest_echo``, the size written in the
+    family of units the user used (``64GB`` is echoed ``64 GB``, never ``59.6 GiB``)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        text = str(values)
+        try:
+            value = units.parse_size(text)
+        except units.UnitError as exc:
+            raise argparse.ArgumentError(self, str(exc)) from None
+        setattr(namespace, self.dest, value)
+        setattr(
+            namespace,
+            f"{self.dest}_echo",
+            units.format_size(value, decimal=units.size_is_decimal(text)),
+        )
+
+
+def add_meter_arguments(
+    p: argparse.ArgumentParser | argparse._ArgumentGroup,
+    *,
+    select: bool = True,
+    rate: bool = True,
+) -> None:
+    """The flags of every command that opens meters: which meters, the external meter's log,
+    the estimator's TDP and (``rate``) the sampling rate.
+
+    Why shared: the meters' options (:class:`~greenckpt.platform.meters.MeterOptions`) are
+    the same wherever meters are opened; a flag that exists in one command and not another
+    left ``--meters csv`` asking for a log no flag could give. ``select=False`` (``probe``,
+    which shows every meter) leaves out ``--meters``.
+    """
+    if select:
+        p.add_argument(
+            "--meters",
+            default="auto",
+            metavar="NAME,...",
+            help="meters to use, e.g. rapl,ipmi or csv (default auto: the best available)",
+        )
+    p.add_argument(
+        "--meter-csv",
+        metavar="FILE",
+        help="an external power meter's log (timestamp,watts CSV, docs/formats.md) read by "
+        "the csv meter; with auto meters it is used in addition to the others",
+    )
+    p.add_argument(
+        "--tdp",
+        type=unit_type(units.parse_power),
+        metavar="POWER",
+        help="per-socket TDP for the utilisation estimator (estimated power), e.g. 125W "
+        "(default: looked up by CPU model); used only when the estimator is",
+    )
+    if rate:
+        main = p.add_argument(
+            "--rate",
+            type=sampling_rate,
+            default=DEFAULT_RATE_HZ,
+            metavar="RATE",
+            help=f"meter samples per second, e.g. 10Hz (default {DEFAULT_RATE_HZ:g}Hz)",
+        )
+        add_hidden_alias(p, main, "--rate-hz")
+
+
+def meter_options(ns: argparse.Namespace) -> MeterOptions:
+    """The :class:`MeterOptions` the meter flags ask for."""
+    csv = getattr(ns, "meter_csv", None)
+    return MeterOptions(
+        csv_path=None if csv is None else os.path.abspath(csv),
+        tdp_w=getattr(ns, "tdp", None),
+    )
+
+
+def meter_names(ns: argparse.Namespace) -> list[str]:
+    """The meters to open, checked against the other meter flags before anything opens.
+
+    A given ``--meter-csv`` makes the csv meter one that must open (an unreadable log stops
+    the command instead of being listed as unavailable and ignored); a flag no selected meter
+    reads is refused rather than silently dropped.
+    """
+    names = check_names([n for n in str(getattr(ns, "meters", "auto")).split(",") if n.strip()])
+    names = names or ["auto"]
+    csv = getattr(ns, "meter_csv", None)
+    if "csv" in names and csv is None:
+        raise ValueError(
+            "--meters csv reads an external meter's log: give it with --meter-csv FILE "
+            "(a timestamp,watts CSV, see docs/formats.md)"
+        )
+    if csv is not None:
+        if "csv" not in names and "auto" not in names:
+            raise ValueError(
+                f"--meter-csv is read only by the csv meter: add csv to --meters "
+                f"(e.g. --meters {','.join([*names, 'csv'])})"
+            )
+        if not os.path.isfile(csv):
+            raise ValueError(f"--meter-csv {csv!r} is not an existing file: give the meter's log")
+        if "csv" not in names:
+            names.append("csv")
+    if getattr(ns, "tdp", None) is not None and not {"estimator", "auto"} & set(names):
+        raise ValueError(
+            "--tdp sets the utilisation estimator's TDP, but --meters leaves the estimator "
+            "out: add estimator (or auto) to --meters, or drop --tdp"
+        )
+    return names
+
+
+def open_meters(ns: argparse.Namespace) -> Selection:
+    """Open the meters the flags ask for (use as a context manager; the caller closes them)."""
+    return select_meters(meter_names(ns), options=meter_options(ns))
+
+
 def add_scenario_arguments(p: argparse.ArgumentParser) -> None:
     """Flags that describe the job: profile, checkpoint size, failures, application power."""
     p.add_argument("--profile", required=True, help="profile JSON file (see docs/formats.md)")
     p.add_argument(
         "--ckpt-size",
         required=True,
-        type=unit_type(units.parse_size),
-        help="checkpoint size per node, e.g. 64GiB",
+        action=_SizeWithEcho,
+        help="checkpoint size per node, e.g. 64GiB or 64GB",
     )
     fail = p.add_mutually_exclusive_group(required=True)
     fail.add_argument(
@@ -85,9 +249,15 @@ def add_scenario_arguments(p: argparse.ArgumentParser) -> None:
     fail.add_argument(
         "--job-mtbf",
         type=unit_type(units.parse_duration),
-        help="mean time between failures of the whole job, e.g. 30min",
+        help="mean time between failures of the whole job, e.g. 30min (its nodes included; "
+        "--nodes then only scales the job's energy with --work)",
     )
-    p.add_argument("--nodes", type=positive_int, default=1, help="nodes in the job (default 1)")
+    p.add_argument(
+        "--nodes",
+        type=positive_int,
+        help="nodes in the job (default 1): with --mtbf the job fails at nodes/MTBF; with "
+        "--job-mtbf it scales the job's total energy (needs --work)",
+    )
     p.add_argument(
         "--app-power",
         required=True,
@@ -139,23 +309,44 @@ class Inputs:
     profile_path: str
     scenario: Scenario
     mtbf_text: str
+    ckpt_size_text: str = ""
+    """The checkpoint size as echoed to the user, in the units they wrote it in."""
 
 
 def scenario_from_args(ns: argparse.Namespace) -> Inputs:
-    """Load the profile and build the :class:`Scenario` from parsed flags."""
+    """Load the profile and build the :class:`Scenario` from parsed flags.
+
+    ``--mtbf`` is the MTBF of one node and the job fails at ``nodes/MTBF``; ``--job-mtbf`` is
+    the whole job's. With ``--job-mtbf``, ``--nodes`` cannot change the failure rate, so it is
+    honoured only where it means something — the job's total energy, which needs ``--work``
+    — and said so in the echo; without ``--work`` it would be dropped silently, so it is
+    refused.
+    """
+    nodes = 1 if ns.nodes is None else ns.nodes
     if ns.mtbf is not None:
-        rate = ns.nodes / ns.mtbf
+        rate = nodes / ns.mtbf
         if not math.isfinite(rate):
             raise ValueError(f"--mtbf {ns.mtbf:g} s is too short to be a failure rate")
         mtbf_text = (
-            f"{units.format_duration(1 / rate)} (job: {ns.nodes} node(s) × "
-            f"{units.format_duration(ns.mtbf)})"
+            f"{units.format_duration(1 / rate)} (job: {nodes} node(s) × "
+            f"{units.format_duration(ns.mtbf)} per node)"
         )
     else:
         rate = 1.0 / ns.job_mtbf
         if not math.isfinite(rate):
             raise ValueError(f"--job-mtbf {ns.job_mtbf:g} s is too short to be a failure rate")
-        mtbf_text = f"{units.format_duration(ns.job_mtbf)} (job)"
+        mtbf_text = f"{units.format_duration(ns.job_mtbf)} (whole job, --job-mtbf)"
+        if ns.nodes is not None:
+            if ns.work is None:
+                raise ValueError(
+                    f"--nodes {ns.nodes} with --job-mtbf: the job's MTBF already counts its "
+                    "nodes, so --nodes would only scale the job's total energy, which needs "
+                    "--work; give --work, or give the MTBF of one node with --mtbf and --nodes"
+                )
+            mtbf_text = (
+                f"{units.format_duration(ns.job_mtbf)} (whole job of {nodes} node(s), "
+                "--job-mtbf; --nodes scales the job's energy only)"
+            )
     scenario = Scenario(
         ckpt_size=ns.ckpt_size,
         rate=rate,
@@ -166,6 +357,7 @@ def scenario_from_args(ns: argparse.Namespace) -> Inputs:
         power_cap=ns.power_cap,
         baseline_interval=ns.baseline_interval,
         work=ns.work,
-        nodes=ns.nodes,
+        nodes=nodes,
     )
-    return Inputs(load_profile(ns.profile), ns.profile, scenario, mtbf_text)
+    echo = getattr(ns, "ckpt_size_echo", None) or units.format_size(ns.ckpt_size)
+    return Inputs(load_profile(ns.profile), ns.profile, scenario, mtbf_text, echo)

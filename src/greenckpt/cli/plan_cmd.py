@@ -41,9 +41,10 @@ def header(inputs: Inputs, console: Console) -> None:
             "examples; nothing below is a measurement.",
             highlight=False,
         )
+    size = inputs.ckpt_size_text or format_size(scn.ckpt_size)  # in the units the user wrote
     console.print(
         f"profile {inputs.profile_path} ({len(prof.points)} points, storage "
-        f"{prof.storage.get('key', 'unknown')}); checkpoint {format_size(scn.ckpt_size)} per node; "
+        f"{prof.storage.get('key', 'unknown')}); checkpoint {size} per node; "
         f"MTBF {inputs.mtbf_text}; W_A {format_power(scn.app_power)} (given)",
         highlight=False,
     )
@@ -74,7 +75,7 @@ def run(ns: argparse.Namespace) -> int:
         return 0
     console = make_console()
     header(inputs, console)
-    for table in plan_tables(result):
+    for table in plan_tables(result, size_text=inputs.ckpt_size_text):
         console.print(table)
     if ns.pareto:
         src = power_source(result)

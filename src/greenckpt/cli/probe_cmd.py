@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from typing import Any
 
 from rich.markup import escape
 from rich.table import Table
 
+from greenckpt.cli.args import add_meter_arguments, meter_options
 from greenckpt.cli.console import make_console
-from greenckpt.platform.probe import probe
-from greenckpt.platform.root import SysRoot
+from greenckpt.platform.probe import Capability, probe
+from greenckpt.platform.root import ENV_VAR, SysRoot
 from greenckpt.report.jsonout import dumps
 
 
@@ -30,18 +32,47 @@ def register(sub: Any) -> None:
         help="checkpoint directory to identify the storage of (repeatable; default: .)",
     )
     p.add_argument("--root", help="sysfs/procfs root (default: $GREENCKPT_SYSROOT or /)")
+    add_meter_arguments(p, select=False, rate=False)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(run=run)
 
 
+def _root(ns: argparse.Namespace) -> SysRoot:
+    """The root to read, refused in one line (naming where it came from) when it is not a
+    directory: a missing root would otherwise surface as a missing ``--path``."""
+    root = SysRoot.default(ns.root)
+    if not root.path.is_dir():
+        given = f"--root {ns.root!r}" if ns.root is not None else f"${ENV_VAR}={root.path}"
+        raise ValueError(
+            f"{given} is not an existing directory: give the root of a sysfs/procfs tree "
+            "(or leave it out to read this machine's /)"
+        )
+    return root
+
+
 def run(ns: argparse.Namespace) -> int:
     """Execute ``greenckpt probe``."""
-    root = SysRoot.default(ns.root)
+    root = _root(ns)
     paths = ns.path or ["."]
+    missing: list[Capability] = []
     for path in paths:
-        if not os.path.exists(root / os.path.abspath(path)):
+        if os.path.exists(root / os.path.abspath(path)):
+            continue
+        if ns.path:
             raise ValueError(f"--path {path!r} does not exist under root {root.path}")
-    report = probe(paths, root)
+        # The default: the current directory, which a fake tree usually lacks.
+        missing.append(
+            Capability(
+                "storage",
+                False,
+                f"no --path given and the current directory {os.path.abspath(path)} is not "
+                f"inside root {root.path}: give --path DIR with a directory inside the tree",
+            )
+        )
+        paths = []
+    report = probe(paths, root, meter_options=meter_options(ns))
+    if missing:
+        report = dataclasses.replace(report, capabilities=(*report.capabilities, *missing))
     if ns.json:
         print(dumps(report.to_dict()))
         return 0

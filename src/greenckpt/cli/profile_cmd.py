@@ -13,7 +13,7 @@ Actions::
     greenckpt profile show FILE [--json]
     greenckpt profile csv FILE [-o OUT.csv]
     greenckpt profile plot FILE -o DIR [--format png,svg]
-    greenckpt profile merge A.json B.json ... -o OUT [--names n1,n2,...]
+    greenckpt profile merge A.json B.json ... -o OUT [--names n1,n2,...] [--json]
     greenckpt profile compare A.json B.json ... [--threshold 10%] [--names ...] [--json]
     greenckpt profile validate PATH [--size 2GiB] [--processes 1,2,4] [--block-size 1MiB]
                                     [--repeats 3] [--json]
@@ -41,7 +41,15 @@ from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextC
 from rich.table import Table
 
 from greenckpt import units
-from greenckpt.cli.args import non_negative_int, positive_int, unit_type
+from greenckpt.cli.args import (
+    add_hidden_alias,
+    add_meter_arguments,
+    meter_names,
+    non_negative_int,
+    open_meters,
+    positive_int,
+    unit_type,
+)
 from greenckpt.cli.console import make_console
 from greenckpt.io import DATA_KINDS, CodecError, IOJobError, parse_codec
 from greenckpt.optimize.profile import (
@@ -53,9 +61,8 @@ from greenckpt.optimize.profile import (
     load_profile,
     profile_to_json,
 )
-from greenckpt.platform.meters import select_meters
 from greenckpt.platform.restore import NodeSettings
-from greenckpt.platform.sampler import DEFAULT_RATE_HZ, MAX_RATE_HZ, Sampler
+from greenckpt.platform.sampler import Sampler
 from greenckpt.profile.adaptive import DEFAULT_MARGIN, AdaptiveChooser, DecisionScenario
 from greenckpt.profile.export import profile_to_csv
 from greenckpt.profile.fio import (
@@ -111,11 +118,13 @@ FLAG_OF = {
     "block_size": "--block-size",
     "layout": "--layout",
     "read_method": "--read-method",
-    "repetitions": "--repetitions",
+    "repetitions": "--repeats",
     "warmup": "--warmup",
     "idle_seconds": "--idle",
     "extra.meters": "--meters",
     "extra.rate_hz": "--rate",
+    "extra.meter_csv": "--meter-csv",
+    "extra.tdp_W": "--tdp",
     "extra.adaptive": "--adaptive and its scenario",
 }
 """The flag behind each recorded sweep field (to say which option differs on --resume)."""
@@ -240,22 +249,6 @@ def _codecs(text: str) -> tuple[str | None, ...]:
         labels.append(None if spec is None else spec.label)
     _no_repeats([str(label) for label in labels], text)
     return tuple(labels)
-
-
-def _rate(text: str) -> float:
-    """Samples per second: a bare number (Hz) or a frequency with a unit (``10Hz``)."""
-    try:
-        value = float(text)
-    except ValueError:
-        try:
-            value = units.parse_frequency(text)
-        except units.UnitError as exc:
-            raise argparse.ArgumentTypeError(f"{exc} (or a bare number of Hz)") from None
-    if not (math.isfinite(value) and 0 < value <= MAX_RATE_HZ):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} must be a sampling rate in (0, {MAX_RATE_HZ:g}] Hz"
-        )
-    return value
 
 
 def _idle(text: str) -> float:
@@ -383,9 +376,14 @@ def _register_run(actions: Any) -> None:
         help="what writes send: random (incompressible) or field (float64 simulation state); "
         "default field when a codec is measured, else random",
     )
-    grid.add_argument(
-        "--repetitions", type=positive_int, default=3, help="measured runs per cell (default 3)"
+    repeats = grid.add_argument(
+        "--repeats",
+        dest="repetitions",
+        type=positive_int,
+        default=3,
+        help="measured runs per cell (default 3)",
     )
+    add_hidden_alias(grid, repeats, "--repetitions")
     grid.add_argument(
         "--warmup", type=non_negative_int, default=1, help="discarded runs per cell (default 1)"
     )
@@ -396,17 +394,7 @@ def _register_run(actions: Any) -> None:
         default=5.0,
         help="how long to measure idle power first (default 5s; 0 to skip)",
     )
-    meas.add_argument(
-        "--meters",
-        default="auto",
-        help="meters to use, e.g. rapl,ipmi (default auto: the best available)",
-    )
-    meas.add_argument(
-        "--rate",
-        type=_rate,
-        default=DEFAULT_RATE_HZ,
-        help=f"meter samples per second (default {DEFAULT_RATE_HZ:g})",
-    )
+    add_meter_arguments(meas)
     again = meas.add_mutually_exclusive_group()
     again.add_argument(
         "--resume",
@@ -511,6 +499,7 @@ def _register_merge(actions: Any) -> None:
     p.add_argument(
         "--names", type=_names, help="node names, comma list (default: each file's hostname)"
     )
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(run=merge_cmd)
 
 
@@ -552,12 +541,13 @@ def _register_validate(actions: Any) -> None:
     p.add_argument(
         "--block-size", type=_size, default=1 << 20, help="bytes per I/O call (default 1MiB)"
     )
-    p.add_argument(
+    repeats = p.add_argument(
         "--repeats",
         type=positive_int,
         default=VALIDATE_REPEATS,
         help=f"repetitions of each case (default {VALIDATE_REPEATS})",
     )
+    add_hidden_alias(p, repeats, "--repetitions")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(run=validate_cmd)
 
@@ -705,7 +695,12 @@ def build_spec(ns: argparse.Namespace) -> tuple[SweepSpec, CellChooser | None]:
         ns.processes if ns.processes is not None else default_process_counts(os.cpu_count() or 1)
     )
     adaptive = _adaptive(ns, ns.size)
+    meter_names(ns)  # the meter flags agree, checked before anything starts
     extra: dict[str, Any] = {"meters": ns.meters, "rate_hz": ns.rate}
+    if ns.meter_csv is not None:
+        extra["meter_csv"] = os.path.abspath(ns.meter_csv)
+    if ns.tdp is not None:
+        extra["tdp_W"] = ns.tdp
     if adaptive is not None:
         extra["adaptive"] = adaptive
     spec = SweepSpec(
@@ -794,7 +789,7 @@ def _measure(
         c is not None for c in spec.cstates
     )
     with ExitStack() as stack:
-        selection = stack.enter_context(select_meters(ns.meters))
+        selection = stack.enter_context(open_meters(ns))
         sampler = stack.enter_context(Sampler(selection, rate_hz=ns.rate))
         choice = choose_power_domains(sampler.domains, sampler.sources)
         if resume is not None and tuple(resume.power_domains) != choice.keys:
@@ -1144,14 +1139,31 @@ def merge_cmd(ns: argparse.Namespace) -> int:
     merged = merge_profiles(profiles, ns.names)
     check_writable_target(ns.output)
     _writing("profile", ns.output, lambda: save_profile(merged, ns.output))
-    nodes = merged.machine.get("nodes", [])
+    nodes = [str(n) for n in merged.machine.get("nodes", [])]
+    # With two nodes the median is their mean and both would be flagged: say nothing then.
+    odd = compare_profiles(profiles, ns.names).outlier_nodes if len(profiles) > 2 else []
+    if ns.json:
+        doc = {
+            "file": str(ns.output),
+            "profiles": list(ns.files),
+            "nodes": nodes,
+            "points": len(merged.points),
+            "status": merged.status,
+            "storage": merged.storage.get("key"),
+            "synthetic": merged.synthetic,
+            "power_sources": sorted(merged.power_sources),
+            "power": power_label(merged),
+            "outlier_threshold": DEFAULT_THRESHOLD,
+            "outlier_nodes": list(odd),
+        }
+        print(dumps(doc))
+        return 0
     print(
-        f"merged {len(profiles)} profiles ({', '.join(map(str, nodes))}) into {ns.output}: "
+        f"merged {len(profiles)} profiles ({', '.join(nodes)}) into {ns.output}: "
         f"{len(merged.points)} points, medians across nodes; status {merged.status}; "
         f"storage {merged.storage.get('key', 'unknown')}; {power_label(merged)}"
     )
-    odd = compare_profiles(profiles, ns.names).outlier_nodes
-    if odd and len(profiles) > 2:
+    if odd:
         print(
             f"nodes off the median by more than {DEFAULT_THRESHOLD:.0%} somewhere: "
             f"{', '.join(odd)} (see greenckpt profile compare)"

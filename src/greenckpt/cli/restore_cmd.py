@@ -12,8 +12,14 @@ import argparse
 import sys
 from typing import Any
 
+from greenckpt.platform.pagereport import (
+    PARAMS_DIR,
+    pending_page_reporting,
+    restore_page_reporting,
+)
 from greenckpt.platform.restore import pending_state, restore_from_state_file
 from greenckpt.platform.root import PlatformError, SysRoot
+from greenckpt.report.jsonout import dumps
 
 
 def register(sub: Any) -> None:
@@ -34,31 +40,60 @@ def register(sub: Any) -> None:
         action="store_true",
         help="restore even if the recorded process id is alive (only when it is not greenckpt)",
     )
+    p.add_argument(
+        "--json", action="store_true", help="print what was done as JSON (docs/formats.md)"
+    )
     p.set_defaults(run=run, restores_itself=True)
 
 
 def run(ns: argparse.Namespace) -> int:
-    """Execute ``greenckpt restore``."""
+    """Execute ``greenckpt restore``.
+
+    With ``--json`` one object says what happened (``outcome``: ``nothing``, ``discarded``,
+    ``already`` or ``restored``), the state file and every setting written, so that a job
+    script or a node health check can act on it without parsing sentences.
+    """
     root = SysRoot.default(ns.root)
+    # Free page reporting that a killed holder left off (platform.pagereport) comes back too.
+    page = restore_page_reporting(root, force=ns.force)
     pending = pending_state(root, ns.state_file)
+    doc: dict[str, Any] = {"outcome": "nothing", "state_file": None, "written": []}
     if pending is None:
-        print("nothing to restore: no state file left by an earlier session")
-        return 0
-    report = restore_from_state_file(root, ns.state_file, force=ns.force)
-    if report.stale:
-        print(
-            f"discarded {report.state_file}: it predates the last reboot, which reset the settings"
+        text = "nothing to restore: no state file left by an earlier session"
+    else:
+        report = restore_from_state_file(root, ns.state_file, force=ns.force)
+        doc["state_file"] = None if report.state_file is None else str(report.state_file)
+        doc["written"] = [{"path": str(w.path), "value": w.value.strip()} for w in report.written]
+        if report.stale:
+            doc["outcome"] = "discarded"
+            text = (
+                f"discarded {report.state_file}: it predates the last reboot, which reset the "
+                "settings"
+            )
+        elif not report.written:
+            doc["outcome"] = "already"
+            text = (
+                "nothing left to restore: the settings were already back "
+                "(or another process restored them)"
+            )
+        else:
+            doc["outcome"] = "restored"
+            text = "\n".join(
+                [
+                    f"restored {len(report.written)} setting(s) from {report.state_file}:",
+                    *(f"  {w['path']} = {w['value']}" for w in doc["written"]),
+                ]
+            )
+    if page is not None:
+        line = (
+            f"restored free page reporting: min_free_ms {page.original} (held off by process "
+            f"{page.pid}, which has ended; {page.path})"
         )
-        return 0
-    if not report.written:
-        print(
-            "nothing left to restore: the settings were already back "
-            "(or another process restored them)"
-        )
-        return 0
-    print(f"restored {len(report.written)} setting(s) from {report.state_file}:")
-    for w in report.written:
-        print(f"  {w.path} = {w.value.strip()}")
+        doc["written"].append({"path": f"{PARAMS_DIR}/min_free_ms", "value": str(page.original)})
+        text = line if pending is None else f"{line}\n{text}"
+        doc["outcome"] = "restored" if pending is None else doc["outcome"]
+    doc["message"] = text.splitlines()[0]
+    print(dumps(doc) if ns.json else text)
     return 0
 
 
@@ -68,6 +103,16 @@ def restore_at_start() -> None:
     Never fails the command it precedes: a live session's file is left alone, and a problem is
     reported on stderr in one line.
     """
+    try:  # free page reporting left off by a killed holder (platform.pagereport)
+        held = pending_page_reporting()
+        if held is not None and not held.alive and restore_page_reporting() is not None:
+            print(
+                f"greenckpt: restored free page reporting (min_free_ms {held.original}) left "
+                f"held off by process {held.pid}",
+                file=sys.stderr,
+            )
+    except (PlatformError, OSError) as exc:
+        print(f"greenckpt: warning: {exc}", file=sys.stderr)
     try:
         root = SysRoot.default()
         pending = pending_state(root)

@@ -16,7 +16,7 @@ from typing import Any
 
 from greenckpt.platform.cpufreq import CpufreqController
 from greenckpt.platform.cpuidle import CpuidleController
-from greenckpt.platform.meters import select_meters
+from greenckpt.platform.meters import MeterOptions, select_meters
 from greenckpt.platform.pagereport import read_page_reporting
 from greenckpt.platform.root import PlatformError, SysRoot
 from greenckpt.platform.storage import identify_storage
@@ -66,9 +66,9 @@ def _cpu_model(root: SysRoot) -> tuple[str | None, int | None, bool]:
     return model, cpus, hypervisor
 
 
-def _meters(root: SysRoot) -> list[Capability]:
+def _meters(root: SysRoot, options: MeterOptions | None) -> list[Capability]:
     out = []
-    with select_meters(root=root) as sel:
+    with select_meters(root=root, options=options) as sel:
         chosen = {m.name: m for m in sel.meters}
         for p in sel.probes:
             m = chosen.get(p.name)
@@ -185,17 +185,23 @@ def _guarded(name: str, probe_one: Callable[[], list[Capability]]) -> list[Capab
 
 
 def probe(
-    paths: Sequence[str] = (".",), root: SysRoot | None = None, *, meters: bool = True
+    paths: Sequence[str] = (".",),
+    root: SysRoot | None = None,
+    *,
+    meters: bool = True,
+    meter_options: MeterOptions | None = None,
 ) -> ProbeReport:
     """Read what this node offers; change nothing.
 
     ``meters=False`` skips opening every meter (a caller that already holds its meters, like
-    the profiler, need not query a BMC or initialise NVML a second time).
+    the profiler, need not query a BMC or initialise NVML a second time). ``meter_options``:
+    what the meters are given (an external meter's log, the estimator's TDP), so the probe
+    shows the meters as the profiler and the runtime would open them with the same options.
     """
     chosen = root if root is not None else SysRoot.default()
     model, cpus, hypervisor = _cpu_model(chosen)
     caps = [
-        *(_guarded("meters", lambda: _meters(chosen)) if meters else []),
+        *(_guarded("meters", lambda: _meters(chosen, meter_options)) if meters else []),
         *_guarded("cpufreq", lambda: [_cpufreq(chosen)]),
         *_guarded("cpuidle", lambda: [_cpuidle(chosen)]),
         *_guarded("storage", lambda: _storage(chosen, paths)),

@@ -15,12 +15,15 @@ from greenckpt.platform.cpufreq import CpufreqController, format_hz
 from greenckpt.platform.cpuidle import CpuidleController
 from greenckpt.platform.root import PlatformError, SysRoot
 from greenckpt.profile.grid import CpuSetting, SweepError, SweepSpec
+from greenckpt.units import format_size
 
 DEFAULT_GOVERNORS = ("performance", "powersave", "ondemand", "schedutil", "conservative")
 """Stock governors measured as settings when the node offers them (userspace is a mechanism,
 not a policy, so it is not measured)."""
 TABLELESS_STEPS = 5
 """Frequencies measured on a driver without a frequency table (intel_pstate, amd-pstate)."""
+FREE_MARGIN = 64 << 20
+"""Free space a sweep leaves on the target beyond its largest run (metadata, other users)."""
 
 
 def default_settings(root: SysRoot | None = None) -> tuple[CpuSetting, ...]:
@@ -55,10 +58,12 @@ def _check_path(spec: SweepSpec) -> None:
         raise SweepError(f"{path} is not writable: give a directory you can write in")
     need = max(spec.sizes)
     free = shutil.disk_usage(path).free
-    if free < need + (64 << 20):
+    if free < need + FREE_MARGIN:
+        # format_size picks the unit, so a nearly full target with small sizes does not read
+        # "0.00 GiB free; writes 0.00 GiB".
         raise SweepError(
-            f"{path} has {free / 2**30:.2f} GiB free; the sweep writes {need / 2**30:.2f} GiB "
-            "at a time (plus 64 MiB margin): free space or give smaller sizes"
+            f"{path} has {format_size(free)} free; the sweep writes {format_size(need)} at a "
+            f"time (plus a {format_size(FREE_MARGIN)} margin): free space or give smaller sizes"
         )
 
 

@@ -129,13 +129,17 @@ def _setting(p: ProfilePoint) -> str:
     return f"{p.setting_label}{codec}{cst}"
 
 
-def plan_tables(plan: Plan) -> list[Table]:
-    """Tables for the terminal: chosen settings, expectations, baselines and savings."""
+def plan_tables(plan: Plan, *, size_text: str | None = None) -> list[Table]:
+    """Tables for the terminal: chosen settings, expectations, baselines and savings.
+
+    ``size_text``: the checkpoint size as the user wrote it (``64 GB``), so the table echoes
+    their units; default: binary units.
+    """
     src = power_source(plan)
     c = plan.best
     size = plan.scenario.ckpt_size
     chosen = Table(
-        title=f"Chosen settings for {format_size(size)} per node ({src} power)",
+        title=f"Chosen settings for {size_text or format_size(size)} per node ({src} power)",
         title_justify="left",
     )
     for col in ("phase", "CPU", "I/O procs", "time", "power", "energy/GB"):

@@ -190,7 +190,7 @@ class UtilisationEstimator(Meter):
             p_max = FALLBACK_W_PER_CPU * cpu.logical_cpus
             origin = (
                 f"fallback: {cpu.model_name!r} not in the TDP table, {FALLBACK_W_PER_CPU:g} W × "
-                f"{cpu.logical_cpus} logical CPU(s); give the TDP for a better estimate"
+                f"{cpu.logical_cpus} logical CPU(s); give the TDP (--tdp) for a better estimate"
             )
         try:
             return cls(root, cpu, p_max, idle, origin, options.clock)
