@@ -366,7 +366,11 @@ class Checkpointer:
 
     def protect(self, name: str, obj: Any) -> None:
         """Save ``obj`` (a C-contiguous NumPy array or buffer) under ``name`` at every
-        checkpoint; recovery reads it back in place. Same names in the same order on restart."""
+        checkpoint; recovery reads it back in place. Same names in the same order on restart.
+
+        The checkpointer keeps this very object: update it in place (``u[...] = new``). After
+        rebinding names (``u_prev, u_curr = u_curr, u_prev``) it would save and restore each
+        array under the other's name; protect the objects again after such a swap."""
         self.protected.add(name, obj)
 
     def _level(self, number: int) -> LevelConfig:
