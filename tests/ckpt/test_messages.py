@@ -196,3 +196,16 @@ def test_two_lost_nodes_name_the_rank_whose_data_are_gone(
     assert reason.endswith(expected), reason
     assert ".partial" not in reason
     assert "Error" not in reason  # no exception class names: plain words
+
+
+def test_an_explicit_uncompressed_l4_with_a_compressed_l1_is_refused_too(tmp_path: Path) -> None:
+    """``codec = "none"`` for level 4 asks for uncompressed global copies; the flush would
+    store level 1's lz4 frames there."""
+    (tmp_path / "g").mkdir()
+    with pytest.raises(ConfigError, match=r"l4 codec = 'none' cannot apply with async = true"):
+        Checkpointer(
+            local_dir=str(tmp_path),
+            global_dir=str(tmp_path / "g"),
+            l1={"codec": "lz4"},
+            l4={"every": "2it", "async": True, "codec": "none"},
+        )

@@ -348,8 +348,10 @@ class Checkpointer:
         level-4 copy always has level 1's codec. Silently storing it otherwise would surprise
         whoever sized the global file system for the codec they asked for."""
         wanted, used = self._codec_label(4), self._codec_label(1)
-        source = self.config.sources.get("l4.codec", "default")
-        if source != "default" and wanted != used:
+        # a Config built directly has no sources: only a codec it names counts as asked for
+        source = self.config.sources.get("l4.codec", "Config")
+        asked = wanted is not None or source not in ("default", "Config")
+        if asked and wanted != used:
             raise ConfigError(
                 f"{source}: l4 codec = {wanted or 'none'!r} cannot apply with async = true: the "
                 "background flush copies the level-1 files as they are, with level 1's codec "
