@@ -516,7 +516,7 @@ def test_rework_after_a_restart_is_announced_until_the_lost_work_is_redone(
     ck2, _, _ = make(tmp_path, hook=hook, l1={"every": "5it"})
     rec = ck2.recover()
     assert rec is not None and rec.iteration == 5
-    assert hook.calls[-1] == ("begin", "rework", "None", "0")
+    assert hook.calls[-1] == ("begin", "rework", "1", "0")  # the level restored
     ck2.need_checkpoint(6)
     assert hook.calls[-1][1] == "rework" and hook.calls[-1][0] == "begin"  # still redoing
     ck2.need_checkpoint(7)
@@ -524,7 +524,7 @@ def test_rework_after_a_restart_is_announced_until_the_lost_work_is_redone(
     ck2.need_checkpoint(8)
     ck2.finalize()
     assert [c for c in hook.calls if c[1] == "rework"] == [
-        ("begin", "rework", "None", "0"),
+        ("begin", "rework", "1", "0"),
         ("end", "rework", "True"),
     ]
 

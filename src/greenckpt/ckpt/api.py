@@ -1221,20 +1221,25 @@ class Checkpointer:
     # ------------------------------------------------------------------ rework
 
     def _progress_path(self) -> Path:
+        """This rank's progress note (next to its lowest level's checkpoints)."""
         store = self._stores[min(self._stores)]
-        return store.base / f".{self.config.name}.progress"
+        return store.base / f".{self.config.name}.progress.{self.rank}"
 
     def _note_progress(self, iteration: int) -> None:
-        """Rank 0 keeps the newest iteration reached in a small file, so that after a restart
-        the runtime can be told how long the application recomputes lost work (rework).
+        """Every rank keeps the newest iteration it reported done (``need_checkpoint``) in a
+        small file of its own, so that after a restart the runtime can be told how long the
+        application recomputes lost work (rework; see :meth:`_begin_rework` for the rule).
 
         Only with a runtime attached; one ``pwrite`` per call and no fsync: the file only has
         to outlive the process (a page-cache write does), and losing it only loses the rework
         accounting, never data.
         """
-        if self.rank != 0 or isinstance(self.hook, NullHook) or iteration <= self._progress:
+        if isinstance(self.hook, NullHook) or iteration <= self._progress:
             return
         self._progress = iteration
+        self._write_progress(iteration)
+
+    def _write_progress(self, iteration: int) -> None:
         try:
             if self._progress_fd is None:
                 flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC
@@ -1243,24 +1248,43 @@ class Checkpointer:
         except OSError as exc:
             _warn_hook("rework", "progress note", exc)
 
+    def _read_progress(self) -> int | None:
+        """This rank's note (None: none, e.g. its node was replaced, or unreadable)."""
+        try:
+            return int(self._progress_path().read_text().strip() or 0)
+        except (OSError, ValueError):
+            return None
+
     def _begin_rework(self, info: RecoveryInfo) -> None:
-        """After a restart: if the run had got further than the restored iteration, announce
-        the rework until it gets there again (collective with a hook)."""
+        """After a restart: if the job had completed iterations past the restored one,
+        announce the rework until it gets there again, naming the restored checkpoint's level
+        (collective with a hook).
+
+        The rule: an iteration was completed by the job when *every* rank reported it done
+        (called ``need_checkpoint`` with it), so the rework ends at the *smallest* of the
+        ranks' notes. Ranks are not in step at ``need_checkpoint``: rank 0 may report
+        iteration N+1 before another rank, which computed N+1 too, dies before reporting it;
+        the job then completed N, and after a restart from N iteration N+1 is new work, not
+        rework (one note on rank 0 alone made it rework). A rank whose note is gone (its node
+        was replaced with its local storage) cannot say: the others' smallest note is used,
+        which is one too many when that rank was the one behind. The level is how the runtime
+        knows which checkpoint was read back, so that it accounts the work since that one as
+        lost (:mod:`greenckpt.runtime.session`). Every rank then restarts its note at what
+        the job had completed, so a note left ahead by the attempt that died cannot count in
+        the next failure's rework.
+        """
         if isinstance(self.hook, NullHook) or info.iteration is None:
             return
-        reached = None
-        if self.rank == 0:
-            try:
-                reached = int(self._progress_path().read_text().strip() or 0)
-            except (OSError, ValueError):
-                reached = None
-        reached = self.comm.bcast(reached)
-        self._progress = max(self._progress, reached or 0)
+        notes = self.comm.allgather(self._read_progress())
+        known = [n for n in notes if n is not None]
+        reached = min(known) if known else None
+        self._progress = max(info.iteration, reached or 0)
+        self._write_progress(self._progress)
         if reached is None or reached <= info.iteration:
             return
         self._rework_until = reached
         self._rework_start = time.monotonic()
-        self._tell_begin("rework", None, "", 0)
+        self._tell_begin("rework", info.level, "", 0)
 
     def _end_rework(self, ok: bool) -> None:
         if self._rework_until is None:
