@@ -19,11 +19,24 @@ saito2013's Figure 5 plus the failure the system exists for:
 
 Every power and energy figure says whether it was measured or estimated; on a machine without
 energy counters (a VM) they are estimates and the output says so.
+
+What "predicted" means here. The demo checkpoints at fixed iteration counts (``INTERVALS``),
+not at the plan's interval (for an MTBF of an hour the model would not checkpoint at all in a
+run of seconds). So the report's predicted EPE is the model's EPE *at the interval the run
+used* (:mod:`greenckpt.runtime.modelled`: the observed mean compute between checkpoints, with
+the profile's predictions for the applied settings), and the plan's EPE at its own optimal
+interval is printed beside it, labelled as such. The model expects failures at the stated MTBF;
+the demo injects one within seconds, which the observed figure includes and the model does not.
+
+Progress: the profiling step shows the profiler's own progress on stderr (it takes most of a
+minute). ``--json`` prints one JSON document on stdout at the end and every progress line on
+stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -37,14 +50,17 @@ from greenckpt.ckpt.comm import find_mpiexec
 from greenckpt.ckpt.inject import ENV as INJECT_ENV
 from greenckpt.ckpt.inject import erase_node_storage
 from greenckpt.cli import profile_cmd
+from greenckpt.cli.args import add_hidden_alias
 from greenckpt.cli.console import make_console
-from greenckpt.cli.run_cmd import write_report
+from greenckpt.cli.run_cmd import write_report_safely
 from greenckpt.optimize import Scenario, plan
 from greenckpt.optimize.planner import Plan
 from greenckpt.optimize.profile import Profile, load_profile
 from greenckpt.platform.cpufreq import CpufreqController, CpufreqPolicy
 from greenckpt.platform.root import PlatformError
-from greenckpt.report.plan_report import plan_tables
+from greenckpt.report.jsonout import dumps
+from greenckpt.report.plan_report import plan_tables, plan_to_dict
+from greenckpt.runtime.modelled import ModelledEpe, modelled_epe, with_modelled_epe
 from greenckpt.runtime.notify import NotifyServer
 from greenckpt.runtime.policy import Node, make_policy
 from greenckpt.runtime.report import RunReport
@@ -64,8 +80,9 @@ INTERVALS = {
     "GREENCKPT_L4_EVERY": "100it",
 }
 MTBF_S = 3600.0
+"""The whole job's MTBF (both emulated nodes together)."""
 PROFILE_ARGS: tuple[str, ...] = ("--size", "32MiB", "--processes", "1,2,4", "--repetitions", "2")
-PROFILE_ARGS += ("--warmup", "0", "--idle", "0", "--quiet")
+PROFILE_ARGS += ("--warmup", "0", "--idle", "0")
 
 
 def register(sub: Any) -> None:
@@ -79,13 +96,22 @@ def register(sub: Any) -> None:
         "checkpoints, kill a rank and lose a node's storage, restart, check the result is "
         "bit-identical to a failure-free run, and report time and energy per phase.",
     )
-    p.add_argument(
-        "--dir",
+    output = p.add_argument(
+        "-o",
+        "--output",
+        dest="dir",
+        metavar="DIR",
         default="greenckpt-demo",
         help="working directory: profile, checkpoints, report (default ./greenckpt-demo)",
     )
+    add_hidden_alias(p, output, "--dir")  # the spelling before issue 18
     p.add_argument(
         "--reprofile", action="store_true", help="profile again even if a profile is kept"
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON document on stdout at the end (progress goes to stderr)",
     )
     p.set_defaults(run=run)
 
@@ -114,12 +140,15 @@ def _probe() -> Node:
 
 
 def _profile(work: Path, again: bool) -> Profile:
+    """The kept profile, or a new one; the profiler shows its progress on stderr (a line
+    per finished cell, or a bar on a terminal) and its table of points on stdout."""
     path = work / "profile.json"
     if path.exists() and not again:
         profile = load_profile(path)
         if profile.status == "complete":
             print(f"reusing {path} ({len(profile.points)} points; --reprofile to measure again)")
             return profile
+    print("profiling takes most of a minute; progress on stderr", flush=True)
     io_dir = work / "io"
     io_dir.mkdir(exist_ok=True)
     parser = argparse.ArgumentParser(prog="greenckpt")
@@ -175,8 +204,8 @@ def _plan(profile: Profile) -> Plan:
     print(
         f"stated parameters: checkpoint {format_size(scenario.ckpt_size)} per node (the heat "
         f"grid {NX}x{NY} float64 over {RANKS // RANKS_PER_NODE} nodes), MTBF "
-        f"{format_duration(MTBF_S)}, W_A {format_power(scenario.app_power)} (the profile's "
-        "highest power, a stand-in for the application's)"
+        f"{format_duration(MTBF_S)} (the job's), W_A {format_power(scenario.app_power)} (the "
+        "profile's highest power, a stand-in for the application's)"
     )
     for table in plan_tables(result):
         console.print(table)
@@ -213,8 +242,9 @@ def _result(path: Path) -> dict[str, Any]:
 
 def _failure_run(
     work: Path, mpiexec: str, node: Node, profile: Profile, result: Plan
-) -> tuple[RunReport, dict[str, Any]]:
-    """Kill, lose a node, restart — under the runtime; its report and the restarted result."""
+) -> tuple[RunReport, ModelledEpe, dict[str, Any]]:
+    """Kill, lose a node, restart — under the runtime; its report (predicted EPE: the model's
+    at the interval the run used), that prediction and the restarted result."""
     env = {**os.environ, **INTERVALS}
     log = work / "runs.log"
     policy = make_policy(
@@ -232,10 +262,39 @@ def _failure_run(
         print(f"node {LOST_NODE}'s local storage erased (as if the node were replaced)")
         if _launch(_heat(work, mpiexec, out), env, log) != 0:
             raise ValueError(f"the restarted run failed; see {log}")
-    return runtime.report(predicted_epe=result.best.epe), _result(out)
+    report = runtime.report()
+    modelled = modelled_epe(
+        report, rate=result.scenario.rate, app_power=result.scenario.app_power, policy=policy
+    )
+    return with_modelled_epe(report, modelled), modelled, _result(out)
 
 
-def _savings(result: Plan) -> None:
+def _model_lines(result: Plan, modelled: ModelledEpe, report: RunReport) -> list[str]:
+    """What the model says about this run, and what it says about the plan's interval."""
+    best = result.best
+    optimum = (
+        f"the plan's own optimal interval T_A* {format_duration(best.T_A)} would give "
+        f"{best.epe:.2f} W ({_source(result)} powers)"
+    )
+    if modelled.epe_w is None or modelled.T_A is None:
+        return [f"model: {modelled.derivation}; {optimum}"]
+    return [
+        f"model at the interval this run used (T_A {modelled.T_A:.3f} s observed, fixed by "
+        f"the demo's iteration counts): EPE {modelled.epe_w:.2f} W ({modelled.source} powers); "
+        f"observed {_watts(report.observed_epe)}",
+        f"  {optimum}; the model expects failures at the stated job MTBF "
+        f"{format_duration(MTBF_S)}, this run had one injected within "
+        f"{report.total_seconds:.0f} s",
+    ]
+
+
+def _watts(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f} W"
+
+
+def _savings(result: Plan) -> list[dict[str, Any]]:
+    """Print the plan's modelled savings against each governor; return them for --json."""
+    rows: list[dict[str, Any]] = []
     print(f"modelled savings of the plan against each governor ({_source(result)} power):")
     if all(b.choice is None for b in result.baselines):
         print(
@@ -247,12 +306,26 @@ def _savings(result: Plan) -> None:
         saving = result.savings(baseline)
         if saving is None:
             print(f"  {baseline.name:12} not evaluable: {baseline.how}")
+            rows.append({"governor": baseline.name, "evaluable": False, "how": baseline.how})
             continue
+        rows.append(
+            {
+                "governor": baseline.name,
+                "evaluable": True,
+                "epe": saving.epe,
+                "checkpoint_energy_per_gb": saving.write_energy_per_gb,
+                "restart_energy_per_gb": saving.read_energy_per_gb,
+                "time_factor": saving.time_factor,
+                "source": _source(result),
+                "definition": "(baseline - plan) / baseline: positive means the plan uses less",
+            }
+        )
         print(
             f"  {baseline.name:12} EPE {saving.epe:+.1%}, checkpoint energy/GB "
             f"{saving.write_energy_per_gb:+.1%}, restart energy/GB "
             f"{saving.read_energy_per_gb:+.1%}, time {saving.time_factor:+.2%}"
         )
+    return rows
 
 
 def _source(result: Plan) -> str:
@@ -261,6 +334,18 @@ def _source(result: Plan) -> str:
 
 def run(ns: argparse.Namespace) -> int:
     """Execute ``greenckpt demo``."""
+    if not ns.json:
+        status, _ = _demo(ns)
+        return status
+    stdout = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):  # progress and tables on stderr
+        status, doc = _demo(ns)
+    print(dumps(doc), file=stdout, flush=True)
+    return status
+
+
+def _demo(ns: argparse.Namespace) -> tuple[int, dict[str, Any]]:
+    """The six steps; the exit status and a JSON-ready summary."""
     began = time.monotonic()
     work = Path(ns.dir).resolve()
     if work.exists() and not work.is_dir():
@@ -283,7 +368,7 @@ def run(ns: argparse.Namespace) -> int:
     print(f"digest {ref['digest']}, {ref['checkpoints']} checkpoints")
     _step(5, "failure and restart, under the energy-aware runtime")
     _fresh(work)
-    report, restarted = _failure_run(work, mpiexec, node, profile, result)
+    report, modelled, restarted = _failure_run(work, mpiexec, node, profile, result)
     restored = restarted["restored"] or {}
     print(
         f"restarted from checkpoint {restored.get('id')} (level {restored.get('level')}, "
@@ -293,15 +378,52 @@ def run(ns: argparse.Namespace) -> int:
     same = restarted["digest"] == ref["digest"]
     verdict = "bit-identical to" if same else "DIFFERENT FROM"
     print(f"result after failure and restart is {verdict} the failure-free run")
-    paths = write_report(report, work / "report")
     print(report.render_text())
+    paths, problem = write_report_safely(report, work / "report")
+    if problem is not None:
+        print(f"greenckpt demo: error: {problem}", file=sys.stderr)
     first = int(restored.get("iteration") or 0) + 1
     print(
-        f"rework: iterations {first}-{KILL_AT} were computed twice; the library announced "
-        f"that span to the runtime, which accounts it apart from useful compute "
-        f"({report.rework_seconds:.3f} s)"
+        f"rework: iterations {first}-{KILL_AT - 1} (every rank had reported them done; rank "
+        f"{KILL_RANK} died before reporting {KILL_AT}) were computed twice; the library announced "
+        f"the second pass to the runtime as rework ({report.rework_seconds:.3f} s, the useful "
+        f"copy); the first pass and the downtime until the restart are lost "
+        f"({report.lost_seconds:.3f} s)"
     )
-    _savings(result)
+    for line in _model_lines(result, modelled, report):
+        print(line)
+    savings = _savings(result)
     print("report: " + ", ".join(str(p) for p in paths))
-    print(f"demo finished in {time.monotonic() - began:.0f} s")
-    return 0 if same else 1
+    seconds = time.monotonic() - began
+    print(f"demo finished in {seconds:.0f} s")
+    doc: dict[str, Any] = {
+        "directory": str(work),
+        "node": {
+            "hostname": node.hostname,
+            "cpu_model": node.cpu_model,
+            "cpus": node.cpus,
+            "frequency_control": node.frequency_control,
+            "frequency_reason": node.frequency_reason,
+            "cstate_control": node.cstate_control,
+        },
+        "profile": {"file": str(work / "profile.json"), "points": len(profile.points)},
+        "stated": {
+            "job_mtbf_s": MTBF_S,
+            "app_power_w": result.scenario.app_power,
+            "app_power_source": "stated: the profile's highest power, a stand-in",
+            "intervals": dict(INTERVALS),
+        },
+        "plan": plan_to_dict(result, profile_path=str(work / "profile.json")),
+        "reference": {"digest": ref["digest"], "checkpoints": ref["checkpoints"]},
+        "failure": {"killed_rank": KILL_RANK, "after_iteration": KILL_AT, "lost_node": LOST_NODE},
+        "restarted": {"digest": restarted["digest"], "restored": restored},
+        "bit_identical": same,
+        "modelled_epe": modelled.to_dict(),
+        "plan_optimum": {"interval_s": result.best.T_A, "epe_w": result.best.epe},
+        "savings": savings,
+        "report": report.to_dict(include_trace=False),
+        "files": [str(p) for p in paths],
+        "report_error": problem,
+        "seconds": seconds,
+    }
+    return (0 if same else 1), doc

@@ -8,27 +8,60 @@ crash-safe state file), serves the notification socket and runs the command with
 ``mpiexec`` too) then announces its checkpoints, flushes and restarts through that socket;
 other tools can do the same with ``greenckpt notify``. When the command ends — successfully or
 not — the runtime restores the node and the per-phase report is written (JSON, CSV, a
-power-over-time plot) and printed. The exit status is the command's.
+power-over-time plot) and printed. The exit status is the command's (128 + N when a signal N
+ended it, as a shell reports it).
+
+Why the signal forwarding: a batch system ends a job at its time limit with SIGTERM (then
+SIGKILL after a grace period). Dying by it would leave the command running without its
+runtime, the socket directory behind and no report; so SIGTERM and SIGHUP received here are
+passed on to the command, the command is waited for, and the node is restored, the report
+written and the socket removed as after any other end. SIGINT is forwarded the same way,
+except when this process runs in the foreground of a terminal: Ctrl-C there reaches the
+command itself, and a second copy could interrupt the command's own clean-up.
+
+Why the report directory is checked first: a job of hours must not run to the end only to find
+that its report cannot be written. It is created (and a probe file written and removed) before
+the command starts; if it still cannot be written at the end, the report goes to a new
+temporary directory, and the phase table is printed whatever happens.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
-from greenckpt.cli.args import positive_float, unit_type
+from greenckpt.cli.args import (
+    add_hidden_alias,
+    add_meter_arguments,
+    meter_names,
+    open_meters,
+    positive_int,
+    unit_type,
+)
 from greenckpt.optimize.profile import Profile, load_profile
+from greenckpt.report.jsonout import dumps
+from greenckpt.runtime.modelled import ModelledEpe, modelled_epe, with_modelled_epe
 from greenckpt.runtime.notify import NotifyServer
-from greenckpt.runtime.policy import POLICY_NAMES, Node, make_policy
+from greenckpt.runtime.policy import POLICY_NAMES, Node, Policy, make_policy
 from greenckpt.runtime.report import BaselineRun, RunReport, load_report
 from greenckpt.runtime.session import Runtime
-from greenckpt.units import parse_duration, parse_power
+from greenckpt.units import format_duration, parse_duration, parse_power
+
+FORWARDED_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+"""Signals passed on to the command (see the module docstring)."""
 
 
 def register(sub: Any) -> None:
@@ -39,14 +72,19 @@ def register(sub: Any) -> None:
         description="Run COMMAND (an MPI job or not) with the energy-aware runtime active: "
         "its checkpoint library announces every checkpoint, flush and restart, the runtime "
         "applies the chosen CPU frequency / I/O parallelism for it and restores the node "
-        "afterwards, and a per-phase time and energy report is written at the end.",
+        "afterwards, and a per-phase time and energy report is written at the end. SIGTERM "
+        "and SIGHUP are forwarded to COMMAND; the exit status is COMMAND's.",
     )
     add_runtime_arguments(p)
-    p.add_argument(
-        "--report",
+    output = p.add_argument(
+        "-o",
+        "--output",
+        dest="report",
+        metavar="DIR",
         default="greenckpt-report",
         help="directory for report.json, phases.csv and power.png (default ./greenckpt-report)",
     )
+    add_hidden_alias(p, output, "--report")  # the spelling before issue 18
     p.add_argument(
         "--compare",
         action="append",
@@ -55,12 +93,21 @@ def register(sub: Any) -> None:
         help="a baseline run's report.json (e.g. the same command with --policy performance): "
         "time, power, energy and EPE differences in percent (wu2018 equation 2); repeatable",
     )
-    p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the report as one JSON document on stdout (COMMAND's own stdout then goes "
+        "to stderr, so that stdout holds only the JSON)",
+    )
+    # Not dest "command": that is the sub-command's name, which error messages show.
+    p.add_argument(
+        "app_command", nargs=argparse.REMAINDER, metavar="COMMAND", help="-- COMMAND [ARGS...]"
+    )
     p.set_defaults(run=run)
 
 
 def add_runtime_arguments(p: argparse.ArgumentParser) -> None:
-    """Options shared by ``run`` and ``demo``: profile, policy and the scenario it needs."""
+    """Options of ``run``: profile, policy and the scenario the profile policy needs."""
     p.add_argument("--profile", help="I/O profile of this node (greenckpt profile run)")
     p.add_argument(
         "--policy",
@@ -68,11 +115,25 @@ def add_runtime_arguments(p: argparse.ArgumentParser) -> None:
         choices=POLICY_NAMES,
         help="decision policy: the profile lookup (default) or a governor baseline",
     )
-    p.add_argument(
+    fail = p.add_mutually_exclusive_group()
+    fail.add_argument(
         "--mtbf",
         type=unit_type(parse_duration),
         default=None,
-        help="the job's mean time between failures, e.g. 14h (needed by the profile policy)",
+        help="mean time between failures of ONE node, e.g. 14h (the job's rate is "
+        "nodes/MTBF; needed by the profile policy)",
+    )
+    fail.add_argument(
+        "--job-mtbf",
+        type=unit_type(parse_duration),
+        default=None,
+        help="mean time between failures of the whole job, e.g. 30min (instead of --mtbf)",
+    )
+    p.add_argument(
+        "--nodes",
+        type=positive_int,
+        default=None,
+        help="nodes in the job, with --mtbf (default 1)",
     )
     p.add_argument(
         "--app-power",
@@ -85,39 +146,194 @@ def add_runtime_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="decide and account, but never change the node's frequency or C-states",
     )
-    p.add_argument(
-        "--rate-hz", type=positive_float, default=10.0, help="power sampling rate (default 10)"
-    )
+    add_meter_arguments(p)  # --meters, --meter-csv, --tdp, --rate (alias --rate-hz)
+
+
+@dataclass(frozen=True)
+class FailureRate:
+    """The job's failure rate and how it was stated (``--mtbf`` × ``--nodes`` or
+    ``--job-mtbf``)."""
+
+    rate: float
+    nodes: int | None
+    node_mtbf: float | None
+    text: str
+
+    @property
+    def job_mtbf(self) -> float:
+        return 1.0 / self.rate
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rate_per_s": self.rate,
+            "job_mtbf_s": self.job_mtbf,
+            "node_mtbf_s": self.node_mtbf,
+            "nodes": self.nodes,
+            "source": "stated",
+            "text": self.text,
+        }
+
+
+def failure_rate(ns: argparse.Namespace) -> FailureRate | None:
+    """The job's failure rate from ``--mtbf``/``--nodes`` or ``--job-mtbf`` (None: not given).
+
+    ``--mtbf`` is one node's MTBF and the job fails ``nodes`` times as often; ``--job-mtbf`` is
+    already the whole job's, so ``--nodes`` with it is refused rather than silently ignored.
+    """
+    nodes: int | None = ns.nodes
+    if ns.job_mtbf is not None:
+        if nodes is not None:
+            raise ValueError(
+                f"--nodes {nodes} has no effect with --job-mtbf, which is already the whole "
+                "job's MTBF: give --mtbf (the MTBF of one node) with --nodes, or --job-mtbf alone"
+            )
+        rate = 1.0 / ns.job_mtbf
+        text = f"job MTBF {format_duration(ns.job_mtbf)} (stated)"
+        node_mtbf = None
+    elif ns.mtbf is not None:
+        nodes = 1 if nodes is None else nodes
+        rate = nodes / ns.mtbf
+        node_mtbf = ns.mtbf
+        text = (
+            f"job MTBF {format_duration(1.0 / rate)} ({nodes} node(s) × MTBF "
+            f"{format_duration(ns.mtbf)} per node, stated)"
+        )
+    else:
+        if nodes is not None:
+            raise ValueError(
+                f"--nodes {nodes} needs --mtbf (the MTBF of one node): the job's failure rate "
+                "is nodes/MTBF"
+            )
+        return None
+    if not (math.isfinite(rate) and rate > 0):
+        raise ValueError("the MTBF is too short or too long to be a failure rate: give e.g. 14h")
+    return FailureRate(rate, nodes, node_mtbf, text)
 
 
 def load_policy_inputs(ns: argparse.Namespace) -> tuple[Profile | None, Node]:
     """The profile (if given) and this node, checked before anything starts."""
     profile = load_profile(ns.profile) if ns.profile else None
-    if profile is not None and ns.policy == "profile" and (ns.mtbf is None or ns.app_power is None):
+    missing_rate = ns.mtbf is None and ns.job_mtbf is None
+    if profile is not None and ns.policy == "profile" and (missing_rate or ns.app_power is None):
         raise ValueError(
             "the profile policy needs --mtbf and --app-power (the optimizer weighs checkpoint "
-            "cost against rework); give both, or use --policy defaults / a governor"
+            "cost against rework; --job-mtbf may replace --mtbf); give both, or use --policy "
+            "defaults / a governor"
         )
     return profile, Node.detect()
 
 
+def exit_status(returncode: int) -> int:
+    """A child's status as a shell reports it: 128 + N when signal N ended it."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+class _Forwarder:
+    """Passes the signals it catches on to the command (see the module docstring).
+
+    Installed before the runtime starts, so a node-settings session (which restores the node
+    on SIGTERM and then calls the handler it found) chains to it. ``received`` is the last
+    signal caught; one caught before the command exists is sent when it is attached.
+    """
+
+    def __init__(self, signals: Sequence[int]) -> None:
+        self._signals = tuple(signals)
+        self._previous: dict[int, Any] = {}
+        self._proc: subprocess.Popen[bytes] | None = None
+        self.received: int | None = None
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # Python delivers signals to the main thread only
+        for sig in self._signals:
+            previous = signal.getsignal(sig)
+            if previous == signal.SIG_IGN:  # meant to be ignored (nohup): keep it so
+                continue
+            self._previous[sig] = previous
+            signal.signal(sig, self._handle)
+
+    def uninstall(self) -> None:
+        previous, self._previous = self._previous, {}
+        for sig, handler in previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+
+    def attach(self, proc: subprocess.Popen[bytes]) -> None:
+        self._proc = proc
+        if self.received is not None:
+            self._send(self.received)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.received = signum
+        if signum == signal.SIGINT and _terminal_foreground():
+            return  # the terminal sent it to the command as well
+        self._send(signum)
+
+    def _send(self, signum: int) -> None:
+        proc = self._proc
+        if proc is not None:
+            with contextlib.suppress(OSError):
+                proc.send_signal(signum)  # does nothing once the command has been reaped
+
+
+def _terminal_foreground() -> bool:
+    """True when this process group is the foreground of its controlling terminal (a
+    Ctrl-C there is sent to every process of the group, the command included)."""
+    try:
+        with open("/dev/tty", "rb", buffering=0) as tty:
+            return os.tcgetpgrp(tty.fileno()) == os.getpgrp()
+    except OSError:
+        return False
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How the command ended: its status as a shell reports it, and the signal this process
+    received and forwarded (None: none)."""
+
+    status: int
+    signal: int | None = None
+    started: bool = True
+
+    @property
+    def signal_name(self) -> str | None:
+        return None if self.signal is None else signal.Signals(self.signal).name
+
+
 def run_with_runtime(
-    command: list[str], runtime: Runtime, baselines: Sequence[BaselineRun] = ()
-) -> tuple[int, RunReport]:
-    """Run ``command`` with ``runtime`` serving the notification socket; its exit status and
-    the run's report. The runtime is closed (the node restored) whatever happens."""
-    with runtime, NotifyServer(runtime) as server:
-        env = {**os.environ, **server.environ()}
-        try:
-            proc = subprocess.Popen(command, env=env)
-        except OSError as exc:
-            raise ValueError(f"cannot run {command[0]!r}: {exc.strerror}") from None
-        try:
-            code = proc.wait()
-        except KeyboardInterrupt:
-            proc.send_signal(signal.SIGINT)
-            code = proc.wait()
-    return code, runtime.report(baselines=baselines)
+    command: list[str],
+    runtime: Runtime,
+    baselines: Sequence[BaselineRun] = (),
+    *,
+    stdout: int | None = None,
+    forward: Sequence[int] = FORWARDED_SIGNALS,
+) -> tuple[RunOutcome, RunReport]:
+    """Run ``command`` with ``runtime`` serving the notification socket; how it ended and the
+    run's report. The runtime is closed (the node restored) and the socket removed whatever
+    happens; the signals in ``forward`` are passed on to the command while it runs (from the
+    main thread only). ``stdout``: where the command's standard output goes (inherited when
+    None)."""
+    forwarder = _Forwarder(forward)
+    forwarder.install()
+    try:
+        with runtime, NotifyServer(runtime) as server:
+            env = {**os.environ, **server.environ()}
+            if forwarder.received is not None:  # stopped while the runtime started
+                outcome = RunOutcome(128 + forwarder.received, forwarder.received, False)
+            else:
+                try:
+                    proc = subprocess.Popen(command, env=env, stdout=stdout)
+                except OSError as exc:
+                    raise ValueError(f"cannot run {command[0]!r}: {exc.strerror}") from None
+                forwarder.attach(proc)
+                try:
+                    code = proc.wait()
+                except KeyboardInterrupt:  # a SIGINT that no handler here caught
+                    proc.send_signal(signal.SIGINT)
+                    code = proc.wait()
+                outcome = RunOutcome(exit_status(code), forwarder.received)
+        return outcome, runtime.report(baselines=baselines)
+    finally:
+        forwarder.uninstall()
 
 
 def write_report(report: RunReport, directory: Path) -> list[Path]:
@@ -132,30 +348,164 @@ def write_report(report: RunReport, directory: Path) -> list[Path]:
     return written
 
 
+def write_report_safely(report: RunReport, directory: Path) -> tuple[list[Path], str | None]:
+    """:func:`write_report` into ``directory``, or — when that fails — into a new temporary
+    directory, so that a finished run never loses its report; the files written and, on
+    failure, one line saying what happened."""
+    try:
+        return write_report(report, directory), None
+    except OSError as exc:
+        why = f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")
+    try:
+        fallback = Path(tempfile.mkdtemp(prefix="greenckpt-report-"))
+        paths = write_report(report, fallback)
+    except OSError as exc:
+        return [], f"the report could not be written to {directory} ({why}) nor elsewhere ({exc})"
+    return paths, f"the report could not be written to {directory} ({why}); written to {fallback}"
+
+
+def prepare_report_dir(directory: Path) -> list[Path]:
+    """Make sure the report can be written before the command starts: create ``directory``
+    (returning the folders created, for :func:`_remove_created`) and write and remove a probe
+    file in it. ``ValueError`` (one line) when it cannot be written."""
+    if directory.exists() and not directory.is_dir():
+        raise ValueError(f"--report {directory} exists and is not a directory; give a directory")
+    created = [p for p in (directory, *directory.parents) if not p.exists()]
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=directory, prefix=".greenckpt-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        _remove_created(created)
+        raise ValueError(
+            f"--report {directory}: cannot write the report there ({exc.strerror or exc}); "
+            "give a directory you can write to"
+        ) from None
+    return created
+
+
+def _remove_created(created: Sequence[Path]) -> None:
+    for path in created:  # deepest first; only what is still empty
+        with contextlib.suppress(OSError):
+            path.rmdir()
+
+
+def _program(command: Sequence[str]) -> None:
+    """Refuse a program that does not exist before anything starts (nothing changed)."""
+    if shutil.which(command[0]) is None:
+        what = "no such file or not executable" if os.sep in command[0] else "not found on PATH"
+        raise ValueError(f"cannot run {command[0]!r}: {what}")
+
+
+def modelled_for_run(
+    report: RunReport,
+    *,
+    profile: Profile | None,
+    app_power: float | None,
+    rate: FailureRate | None,
+    policy: Policy,
+) -> ModelledEpe:
+    """The model's EPE at the interval the run used, or why there is none (see
+    :mod:`greenckpt.runtime.modelled`)."""
+    missing = [
+        flag
+        for flag, value in (
+            ("--profile", profile),
+            ("--app-power", app_power),
+            ("--mtbf (or --job-mtbf)", rate),
+        )
+        if value is None
+    ]
+    if missing:
+        return ModelledEpe(
+            None,
+            f"no modelled EPE: the model needs {', '.join(missing)} to say what this run's "
+            "interval should cost",
+        )
+    assert rate is not None
+    return modelled_epe(report, rate=rate.rate, app_power=app_power, policy=policy)
+
+
 def run(ns: argparse.Namespace) -> int:
     """Execute ``greenckpt run``."""
-    command = list(ns.command)
+    command = list(ns.app_command)
     if command and command[0] == "--":
         command = command[1:]
     if not command:
         raise ValueError(
             "give the command to run after --, e.g. greenckpt run -- mpiexec -n 4 python app.py"
         )
+    rate = failure_rate(ns)
     profile, node = load_policy_inputs(ns)
     baselines = [BaselineRun.from_report(load_report(path), label=f"{path}") for path in ns.compare]
+    _program(command)
+    policy = make_policy(
+        ns.policy,
+        profile,
+        node=node,
+        app_power=ns.app_power,
+        rate=None if rate is None else rate.rate,
+    )
+    meter_names(ns)  # the meter flags agree, checked before anything is created
     directory = Path(ns.report)
-    if directory.exists() and not directory.is_dir():
-        raise ValueError(f"--report {directory} exists and is not a directory; give a directory")
-    policy = make_policy(ns.policy, profile, node=node, app_power=ns.app_power, mtbf=ns.mtbf)
-    runtime = Runtime(policy, control=not ns.no_control, node=node, rate_hz=ns.rate_hz)
-    code, report = run_with_runtime(command, runtime, baselines)
-    paths = write_report(report, directory)
-    print(report.render_text())
-    print("report: " + ", ".join(str(p) for p in paths))
-    if code != 0:
+    created = prepare_report_dir(directory)
+    try:
+        with open_meters(ns) as meters:
+            runtime = Runtime(
+                policy, control=not ns.no_control, node=node, meters=meters, rate_hz=ns.rate
+            )
+            outcome, report = run_with_runtime(
+                command, runtime, baselines, stdout=2 if ns.json else None
+            )
+    except Exception:  # the command did not run (or the runtime could not start)
+        _remove_created(created)
+        raise
+    modelled = modelled_for_run(
+        report, profile=profile, app_power=ns.app_power, rate=rate, policy=policy
+    )
+    report = with_modelled_epe(report, modelled)
+    if outcome.signal_name is not None:
+        report = _with_note(report, _signal_note(outcome))
+    if ns.json:
+        paths, problem = write_report_safely(report, directory)
+        doc = {
+            "command": command,
+            "exit_status": outcome.status,
+            "signal": outcome.signal_name,
+            "failure_rate": None if rate is None else rate.to_dict(),
+            "modelled_epe": modelled.to_dict(),
+            "files": [str(p) for p in paths],
+            "report_error": problem,
+            "report": report.to_dict(include_trace=False),
+        }
+        print(dumps(doc), flush=True)
+    else:
+        print(report.render_text(), flush=True)  # first: the table is never lost
+        paths, problem = write_report_safely(report, directory)
+        if paths:
+            print("report: " + ", ".join(str(p) for p in paths))
+    if problem is not None:
+        print(f"greenckpt run: error: {problem}", file=sys.stderr)
+    if outcome.signal_name is not None:
+        print(f"greenckpt run: {_signal_note(outcome)}", file=sys.stderr)
+    elif outcome.status != 0:
         print(
-            f"greenckpt run: the command exited with status {code}; the node was restored and "
-            "the report covers what ran",
+            f"greenckpt run: the command exited with status {outcome.status}; the node was "
+            "restored and the report covers what ran",
             file=sys.stderr,
         )
-    return code
+    return outcome.status
+
+
+def _signal_note(outcome: RunOutcome) -> str:
+    if not outcome.started:
+        return f"{outcome.signal_name} received before the command started: it was not run"
+    return (
+        f"{outcome.signal_name} received and forwarded to the command, which ended with "
+        f"status {outcome.status}; the node was restored and the report covers what ran"
+    )
+
+
+def _with_note(report: RunReport, note: str) -> RunReport:
+    return replace(report, notes=(*report.notes, note))

@@ -1,0 +1,252 @@
+"""The model's EPE for the checkpoint interval a finished run actually used.
+
+Why: a run's report sets the *observed* energy per second of useful work beside the
+*modelled* one (saito2013 section 6). The planner's ``Plan.best.epe`` is the EPE at the
+model's energy-optimal interval, but a run checkpoints at whatever interval the application
+chose (the demo, for one, at fixed iteration counts), so comparing the observed EPE with
+the optimum mixes two questions: how good the model is, and how far the interval was from
+the optimum. This module answers the first: it evaluates
+:func:`greenckpt.model.epe` at the interval the run *used*, with the checkpoint and restart
+figures the profile predicts for the settings the runtime applied.
+
+Where each input comes from (stated, with its source, in :attr:`ModelledEpe.derivation`):
+
+* ``T_A``: **observed** — the mean seconds of compute between consecutive foreground
+  checkpoints (from the run's start to the first checkpoint, then from each checkpoint's end
+  to the next one's start): ``compute`` and ``rework`` records, the work a checkpoint saves
+  (iterations recomputed after a restart are checkpointed like new ones). Work a failure threw
+  away, restarts and any other span are the model's failure cost, not its interval, and are
+  left out; so is compute after the last checkpoint, which ends no interval. A run with
+  several checkpoint levels is modelled as one level: every checkpoint ends a basic unit (the
+  single-level model of saito2013).
+* ``T_C``, ``W_C``: the profile's **prediction** for the settings applied at the run's
+  checkpoints (:attr:`Settings.predicted_seconds`, :attr:`Settings.predicted_power_w`), the
+  mean time over the checkpoints and the time-weighted mean power.
+* ``T_R``, ``W_R``: the prediction for the run's restarts when it had any; otherwise the
+  policy is asked what it would apply to restart the last checkpoint (nothing is applied;
+  same level, path, per-node size and codec) and its prediction is used.
+* ``W_A`` and the failure rate λ: stated by the caller (they are not measurable in one run).
+
+The powers' source is the profile's (``measured``, ``estimated`` or ``synthetic``); when
+anything is missing — no checkpoint, no prediction because the policy did not use a profile,
+no ``W_A`` or λ — there is no modelled EPE and :attr:`ModelledEpe.derivation` says why.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from greenckpt.model import ModelForm, epe
+from greenckpt.runtime.policy import Policy
+from greenckpt.runtime.report import PhaseRecord, RunReport
+from greenckpt.runtime.settings import PhaseRequest, Settings
+from greenckpt.units import format_duration
+
+__all__ = ["ModelledEpe", "modelled_epe", "observed_interval", "with_modelled_epe"]
+
+_INTERVAL_KINDS = ("compute", "rework")
+"""The records whose seconds make up a checkpoint interval (see the module docstring)."""
+
+
+@dataclass(frozen=True)
+class ModelledEpe:
+    """The model's EPE at a run's own interval, its inputs and how they were obtained.
+
+    ``epe_w`` is None when it cannot be computed; ``derivation`` then says why. ``source``:
+    where the profile's powers behind it came from (``measured``, ``estimated``,
+    ``synthetic``). ``checkpoints``: how many checkpoints the interval was observed over.
+    """
+
+    epe_w: float | None
+    derivation: str
+    source: str | None = None
+    T_A: float | None = None
+    T_C: float | None = None
+    T_R: float | None = None
+    W_A: float | None = None
+    W_C: float | None = None
+    W_R: float | None = None
+    rate: float | None = None
+    checkpoints: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the figure, its inputs (SI units) and how each was obtained."""
+        return {
+            "epe_w": self.epe_w,
+            "source": self.source,
+            "derivation": self.derivation,
+            "interval_s": self.T_A,
+            "interval_source": None if self.T_A is None else "observed",
+            "checkpoint_s": self.T_C,
+            "restart_s": self.T_R,
+            "app_power_w": self.W_A,
+            "app_power_source": None if self.W_A is None else "stated",
+            "checkpoint_power_w": self.W_C,
+            "restart_power_w": self.W_R,
+            "rate_per_s": self.rate,
+            "checkpoints": self.checkpoints,
+        }
+
+
+def _none(why: str, **known: Any) -> ModelledEpe:
+    return ModelledEpe(None, f"no modelled EPE: {why}", **known)
+
+
+def observed_interval(records: Sequence[PhaseRecord]) -> tuple[float | None, int]:
+    """The mean seconds of compute (and rework) between foreground checkpoints, and how many
+    checkpoints it was observed over (see the module docstring); None without checkpoints."""
+    checkpoints = sorted(
+        (r for r in records if r.kind == "checkpoint" and not r.background),
+        key=lambda r: r.start_s,
+    )
+    if not checkpoints:
+        return None, 0
+    compute = [r for r in records if r.kind in _INTERVAL_KINDS]
+    total = 0.0
+    previous_end = 0.0
+    for ck in checkpoints:
+        total += sum(
+            max(0.0, min(r.end_s, ck.start_s) - max(r.start_s, previous_end)) for r in compute
+        )
+        previous_end = max(previous_end, ck.end_s)
+    return total / len(checkpoints), len(checkpoints)
+
+
+def _predicted(settings: Sequence[Settings]) -> tuple[float, float, str] | None:
+    """Mean predicted seconds, time-weighted mean predicted power and the powers' source of
+    ``settings`` that carry a prediction; None when none does."""
+    rows = [
+        s
+        for s in settings
+        if s.predicted_seconds is not None
+        and s.predicted_seconds > 0
+        and s.predicted_power_w is not None
+        and s.power_source is not None
+    ]
+    if not rows:
+        return None
+    seconds = [s.predicted_seconds or 0.0 for s in rows]
+    energy = sum((s.predicted_power_w or 0.0) * t for s, t in zip(rows, seconds, strict=True))
+    sources = {str(s.power_source) for s in rows}
+    return sum(seconds) / len(rows), energy / sum(seconds), _combined(sources)
+
+
+def _combined(sources: set[str]) -> str:
+    for label in ("synthetic", "estimated"):
+        if label in sources:
+            return label
+    return "measured"
+
+
+def _restart_prediction(
+    records: Sequence[PhaseRecord], checkpoints: Sequence[PhaseRecord], policy: Policy | None
+) -> tuple[tuple[float, float, str] | None, str]:
+    restarts = [r.settings for r in records if r.kind == "restart" and r.settings is not None]
+    found = _predicted(restarts)
+    if found is not None:
+        return (
+            found,
+            f"the profile's prediction at the settings of the run's {len(restarts)} restart(s)",
+        )
+    if restarts:
+        return None, "the run's restarts carry no profile prediction"
+    if policy is None:
+        return None, "the run had no restart and no policy was given to predict one"
+    last = checkpoints[-1]
+    settings = last.settings
+    size = max(1, round(last.size / max(1, last.notifiers)))
+    try:
+        request = PhaseRequest(
+            "restart",
+            last.path or ".",
+            size,
+            level=last.level,
+            codec=(settings.codec or "none") if settings is not None else None,
+        )
+        decided = policy.decide(request)
+    except Exception as exc:  # a policy must not raise; if it does, say so instead
+        return None, f"the policy could not predict a restart ({type(exc).__name__}: {exc})"
+    found = _predicted([decided])
+    if found is None:
+        return None, f"the policy predicts nothing for a restart ({decided.source})"
+    return found, (
+        f"the profile's prediction for a restart of the last checkpoint at the settings the "
+        f"policy would apply ({decided.label}; the run had no restart)"
+    )
+
+
+def modelled_epe(
+    report: RunReport,
+    *,
+    rate: float | None,
+    app_power: float | None,
+    policy: Policy | None = None,
+    form: ModelForm = "exact",
+) -> ModelledEpe:
+    """The model's EPE for ``report``'s run at the interval it used (see the module
+    docstring). ``rate``: the job's failure rate (1/s); ``app_power``: ``W_A`` (watts);
+    ``policy``: the run's policy, asked for a restart's prediction when the run had none."""
+    if app_power is None or rate is None:
+        missing = " and ".join(
+            name
+            for name, value in (
+                ("the application's power W_A", app_power),
+                ("the job's failure rate (MTBF)", rate),
+            )
+            if value is None
+        )
+        return _none(f"the model needs {missing}")
+    if not (math.isfinite(rate) and rate > 0 and math.isfinite(app_power) and app_power > 0):
+        return _none(f"rate ({rate!r}/s) and W_A ({app_power!r} W) must be finite and > 0")
+    known: dict[str, Any] = {"W_A": app_power, "rate": rate}
+    T_A, count = observed_interval(report.records)
+    if T_A is None:
+        return _none("the run announced no checkpoint, so it has no interval to model", **known)
+    known.update(T_A=T_A, checkpoints=count)
+    if T_A <= 0:
+        return _none("no compute was accounted before its checkpoints", **known)
+    checkpoints = sorted(
+        (r for r in report.records if r.kind == "checkpoint" and not r.background),
+        key=lambda r: r.start_s,
+    )
+    written = _predicted([r.settings for r in checkpoints if r.settings is not None])
+    if written is None:
+        sources = sorted({r.settings.source for r in checkpoints if r.settings is not None})
+        why = f" (settings from: {', '.join(sources)})" if sources else ""
+        return _none(
+            "the checkpoints' settings carry no profile prediction: the policy did not use a "
+            f"profile{why}",
+            **known,
+        )
+    T_C, W_C, write_source = written
+    known.update(T_C=T_C, W_C=W_C)
+    read, read_how = _restart_prediction(report.records, checkpoints, policy)
+    if read is None:
+        return _none(read_how, **known)
+    T_R, W_R, read_source = read
+    value = float(epe(T_A, T_C, T_R, rate, app_power, W_C, W_R, form=form))
+    source = _combined({write_source, read_source})
+    levels = sorted({r.level for r in checkpoints if r.level is not None})
+    as_one = f", levels {', '.join(map(str, levels))} as one level" if len(levels) > 1 else ""
+    derivation = (
+        f"modelled EPE {value:.2f} W at the run's own interval: T_A {T_A:.4g} s observed (mean "
+        f"compute between {count} checkpoint(s){as_one}); T_C {T_C:.4g} s, W_C "
+        f"{W_C:.1f} W ({write_source}): the profile's prediction at the applied checkpoint "
+        f"settings; T_R {T_R:.4g} s, W_R {W_R:.1f} W ({read_source}): {read_how}; W_A "
+        f"{app_power:.1f} W stated; job MTBF {format_duration(1 / rate)} stated"
+    )
+    return ModelledEpe(value, derivation, source, T_R=T_R, W_R=W_R, **known)
+
+
+def with_modelled_epe(report: RunReport, modelled: ModelledEpe) -> RunReport:
+    """``report`` with the modelled EPE as its prediction (labelled with the profile's power
+    source) and the derivation — or why there is none — among its notes."""
+    notes = (*report.notes, modelled.derivation)
+    if modelled.epe_w is None:
+        return replace(report, predicted_epe=None, predicted_source=None, notes=notes)
+    return replace(
+        report, predicted_epe=modelled.epe_w, predicted_source=modelled.source, notes=notes
+    )
