@@ -38,7 +38,7 @@ TINY = [
     *AS_FOUND,
     "--size",
     "8MiB",
-    "--repetitions",
+    "--repeats",
     "1",
     "--warmup",
     "0",
