@@ -17,7 +17,9 @@ import pytest
 
 from greenckpt.cli.args import meter_options
 from greenckpt.cli.main import build_parser, main
+from greenckpt.cli.profile_cmd import build_spec
 from greenckpt.platform.meters import MeterOptions
+from greenckpt.profile.adaptive import AdaptiveChooser
 from greenckpt.profile.grid import SweepError
 from greenckpt.profile.preflight import preflight
 from tests.conftest import EXAMPLE_PROFILE, small_profile_doc
@@ -141,6 +143,22 @@ def test_negative_value_reaches_the_unit_parser(
 ) -> None:
     err = _fails(_with(PLAN, flag, value), capsys)
     assert message in err and "expected one argument" not in err
+
+
+def test_profile_adaptive_mtbf_is_one_nodes_and_nodes_scale_the_rate(tmp_path: Path) -> None:
+    base = ["profile", "run", str(tmp_path), "-o", str(tmp_path / "o.json"), "--processes", "1"]
+    base += ["--adaptive", "--mtbf", "14h"]
+    for extra, nodes in (([], 1), (["--nodes", "4"], 4)):
+        _, chooser = build_spec(build_parser().parse_args([*base, *extra]))
+        assert isinstance(chooser, AdaptiveChooser)
+        assert [s.rate for s in chooser.scenarios] == [pytest.approx(nodes / (14 * 3600))]
+
+
+def test_profile_nodes_without_adaptive_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = sweep_args(tmp_path, tmp_path / "o.json", "--processes", "1", "--nodes", "4")
+    assert "--nodes: used only with --adaptive" in _fails(argv, capsys)
 
 
 # ------------------------------------------------------------------------- item 12

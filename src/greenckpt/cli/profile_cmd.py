@@ -419,7 +419,13 @@ def _register_run(actions: Any) -> None:
         type=_durations,
         metavar="DURATION,...",
         action="append",
-        help=f"node MTBFs to decide for, repeatable or a comma list (default {DEFAULT_MTBF})",
+        help="MTBFs of ONE node to decide for, repeatable or a comma list (default "
+        f"{DEFAULT_MTBF}); the job fails at nodes/MTBF",
+    )
+    adapt.add_argument(
+        "--nodes",
+        type=positive_int,
+        help="nodes of the job to decide for (default 1), as in greenckpt plan",
     )
     adapt.add_argument(
         "--app-power",
@@ -653,6 +659,7 @@ def _adaptive(ns: argparse.Namespace, sizes: Sequence[int]) -> dict[str, Any] | 
             ("--mtbf", ns.mtbf),
             ("--app-power", ns.app_power),
             ("--margin", ns.margin),
+            ("--nodes", ns.nodes),
         )
         if value is not None
     ]
@@ -670,19 +677,23 @@ def _adaptive(ns: argparse.Namespace, sizes: Sequence[int]) -> dict[str, Any] | 
     )
     if not ckpt or not mtbfs:
         raise ValueError("the adaptive mode needs a checkpoint size and an MTBF to decide for")
-    return {
+    adaptive: dict[str, Any] = {
         "ckpt_sizes": ckpt,
         "mtbf_s": mtbfs,
         "app_power_W": ns.app_power,
         "margin": DEFAULT_MARGIN if ns.margin is None else ns.margin,
     }
+    if ns.nodes is not None and ns.nodes != 1:  # absent: one node (profiles made before)
+        adaptive["nodes"] = ns.nodes
+    return adaptive
 
 
 def _chooser(spec: SweepSpec, adaptive: dict[str, Any] | None) -> CellChooser | None:
     if adaptive is None:
         return None
+    nodes = int(adaptive.get("nodes", 1))  # --mtbf is one node's, as in plan
     scenarios = [
-        DecisionScenario(ckpt_size=float(c), rate=1.0 / m, app_power=adaptive["app_power_W"])
+        DecisionScenario(ckpt_size=float(c), rate=nodes / m, app_power=adaptive["app_power_W"])
         for c in adaptive["ckpt_sizes"]
         for m in adaptive["mtbf_s"]
     ]
