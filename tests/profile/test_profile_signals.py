@@ -22,7 +22,7 @@ from greenckpt.profile.measure import FILE_PREFIX
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
 
 SLOW_CELL = ["--size", "256MiB", "--processes", "2", "--ops", "write", "--codecs", "zstd:19"]
-SLOW_CELL += ["--data", "field", "--repetitions", "1", "--warmup", "0", "--idle", "0", "--quiet"]
+SLOW_CELL += ["--data", "field", "--repeats", "1", "--warmup", "0", "--idle", "0", "--quiet"]
 
 
 def _profile(target: Path, out: Path, **popen: object) -> subprocess.Popen[bytes]:
