@@ -930,7 +930,9 @@ class RunReport:
         title += f" (power {source}"
         title += f": {self.power_scope})" if self.power_scope else ")"
         ax.set_title(title, fontsize=9)
-        fig.legend(handles=handles, loc="outside right upper", fontsize=8)
+        fig.legend(
+            handles=handles, loc="outside lower center", ncols=min(len(handles), 5), fontsize=8
+        )
         return fig
 
 
