@@ -303,6 +303,32 @@ def test_a_second_failure_during_the_rework_loses_the_work_since_the_first_resta
     assert "the restart that ended at" in rt.records[5].notes[-1]
 
 
+def test_a_rework_begun_inside_a_restart_leaves_the_earlier_restarts_account(
+    tmp_path: Path,
+) -> None:
+    """A misbehaving notifier begins a rework while a restart is open: its level says
+    nothing about the previous restart, whose lost work stays as it was."""
+    with make_runtime(tmp_path) as rt:
+        io(rt, "checkpoint", 0.01, level=2)
+        time.sleep(0.01)
+        io(rt, "checkpoint", 0.01, level=1)
+        time.sleep(0.01)
+        io(rt, "restart", 0.01)  # read level 1: the last compute is lost
+        time.sleep(0.01)
+        rt.begin("restart", path="/ckpt", size=MIB)
+        rt.begin("rework", level=2)
+        rt.end("rework")
+        rt.end("restart")
+    assert kinds(rt.records)[:6] == [
+        "compute",
+        "checkpoint",
+        "compute",
+        "checkpoint",
+        "lost",
+        "restart",
+    ]
+
+
 def test_lost_is_the_runtimes_to_account_not_a_phase_to_begin(tmp_path: Path) -> None:
     with make_runtime(tmp_path) as rt:
         with pytest.raises(ValueError, match="lost is not a phase to begin"):

@@ -422,7 +422,10 @@ class Runtime:
         ``checkpoint``/``restart``/``flush`` need ``path`` and ``size`` (bytes this node
         moves, >= 1); ``background`` says whether the application computes meanwhile
         (default: True for ``flush``, else False). A kind already open gets the settings of
-        its first begin (reference counting). ``compute``/``rework`` return None.
+        its first begin (reference counting). ``compute``/``rework`` return None. The
+        ``level`` of a restart, or of the rework after it, is the level of the checkpoint the
+        restart reads back: it decides which work is accounted as lost (see the module
+        docstring). ``lost`` cannot be begun: the runtime accounts it at the restart.
         """
         if kind not in RUN_KINDS:
             raise ValueError(f"phase kind must be one of {', '.join(RUN_KINDS)}, got {kind!r}")
@@ -770,9 +773,10 @@ class Runtime:
     def _relabel_lost_for_rework(self, level: int) -> None:
         """A rework names the level of the checkpoint its restart restored: account the lost
         work of the newest restart again with that level (it can only grow: the newest
-        checkpoint of one level is never newer than the newest of all)."""
+        checkpoint of one level is never newer than the newest of all). A rework begun while
+        a restart is still open (a misbehaving notifier) says nothing about an older one."""
         restarts = [r for r in self._records if r.kind == "restart"]
-        if restarts:
+        if restarts and "restart" not in self._spans:
             newest = max(restarts, key=lambda r: (r.start_s, r.index))
             self._relabel_lost(newest.start_s, level, None)
 
