@@ -25,6 +25,8 @@ from greenckpt.runtime.modelled import modelled_epe, observed_interval, with_mod
 from greenckpt.runtime.report import PhaseRecord, RunReport
 from greenckpt.runtime.settings import PhaseRequest, Settings
 from tests.ckpt.test_mpi import mpiexec
+from tests.platform import fake_power
+from tests.platform.fake_cpu import build_tree, load_spec
 from tests.test_cli_run import CHILD, greenckpt
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -314,11 +316,23 @@ def _alive(pid: int) -> bool:
     return True
 
 
-@pytest.mark.parametrize(("mode", "status"), [("default", 128 + 15), ("handle", 5)])
+@pytest.mark.parametrize(
+    ("mode", "status", "control"),
+    [("default", 128 + 15, False), ("handle", 5, False), ("default", 128 + 15, True)],
+    ids=["default-action", "child-handles-it", "with-frequency-control"],
+)
 def test_sigterm_is_forwarded_and_the_report_written(
-    tmp_path: Path, mode: str, status: int
+    tmp_path: Path, mode: str, status: int, control: bool
 ) -> None:
+    """SIGTERM to `greenckpt run` reaches the command, which ends; the report is written, the
+    socket's directory removed and the status is the command's. With frequency control (a fake
+    cpufreq tree with RAPL), the node-settings session restores the node on SIGTERM and then
+    hands the signal on to the forwarding (it must not end the process by it)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    if control:
+        tree = build_tree(load_spec("intel-acpi-cpufreq"), tmp_path / "tree")
+        fake_power.intel_tree(tree)
+        env.update(GREENCKPT_SYSROOT=str(tree), XDG_RUNTIME_DIR=str(tmp_path))
     run = subprocess.Popen(
         [sys.executable, "-m", "greenckpt", "run", "--report", "rep", "--",
          sys.executable, "-c", SLEEPER, str(tmp_path), mode],
@@ -338,6 +352,8 @@ def test_sigterm_is_forwarded_and_the_report_written(
             assert (tmp_path / "got-term").exists()
         report = json.loads((tmp_path / "rep" / "report.json").read_text())
         assert any("SIGTERM received and forwarded" in n for n in report["notes"])
+        controlled = not any("no frequency control" in n for n in report["notes"])
+        assert controlled == control
         assert not Path(socket_path).parent.exists()  # the socket's private directory
         assert "greenckpt run report" in out
         assert (
