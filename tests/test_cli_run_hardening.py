@@ -290,16 +290,17 @@ def test_demo_json_and_the_model_at_the_interval_it_used(
 # ------------------------------------------------------------------ item 18: SIGTERM
 
 # Says where its socket is and its pid, then sleeps; with argv[2] == "handle" it catches
-# SIGTERM, writes a marker and exits 5.
+# SIGTERM and SIGINT, writes a marker naming the signal and exits 5.
 SLEEPER = textwrap.dedent(
     """
     import os, signal, sys, time
     out = sys.argv[1]
     if sys.argv[2] == "handle":
         def bye(signum, frame):
-            open(os.path.join(out, "got-term"), "w").close()
+            open(os.path.join(out, "got-" + signal.Signals(signum).name), "w").close()
             sys.exit(5)
         signal.signal(signal.SIGTERM, bye)
+        signal.signal(signal.SIGINT, bye)
     with open(os.path.join(out, "child.txt"), "w") as f:
         f.write(f"{os.getpid()}\\n{os.environ['GREENCKPT_RUNTIME_SOCKET']}\\n")
     print("ready", flush=True)
@@ -317,17 +318,30 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.parametrize(
-    ("mode", "status", "control"),
-    [("default", 128 + 15, False), ("handle", 5, False), ("default", 128 + 15, True)],
-    ids=["default-action", "child-handles-it", "with-frequency-control"],
+    ("sig", "mode", "status", "control"),
+    [
+        (signal.SIGTERM, "default", 128 + 15, False),
+        (signal.SIGTERM, "handle", 5, False),
+        (signal.SIGTERM, "default", 128 + 15, True),
+        (signal.SIGHUP, "default", 128 + 1, False),
+        (signal.SIGINT, "handle", 5, False),
+    ],
+    ids=[
+        "default-action",
+        "child-handles-it",
+        "with-frequency-control",
+        "sighup",
+        "sigint-without-terminal",
+    ],
 )
 def test_sigterm_is_forwarded_and_the_report_written(
-    tmp_path: Path, mode: str, status: int, control: bool
+    tmp_path: Path, sig: signal.Signals, mode: str, status: int, control: bool
 ) -> None:
     """SIGTERM to `greenckpt run` reaches the command, which ends; the report is written, the
     socket's directory removed and the status is the command's. With frequency control (a fake
     cpufreq tree with RAPL), the node-settings session restores the node on SIGTERM and then
-    hands the signal on to the forwarding (it must not end the process by it)."""
+    hands the signal on to the forwarding (it must not end the process by it). SIGHUP the
+    same; SIGINT too when no terminal sent it to the command (a new session: no terminal)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     if control:
         tree = build_tree(load_spec("intel-acpi-cpufreq"), tmp_path / "tree")
@@ -337,6 +351,7 @@ def test_sigterm_is_forwarded_and_the_report_written(
         [sys.executable, "-m", "greenckpt", "run", "--report", "rep", "--",
          sys.executable, "-c", SLEEPER, str(tmp_path), mode],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        start_new_session=True,
     )  # fmt: skip
     child_pid = 0
     try:
@@ -344,20 +359,20 @@ def test_sigterm_is_forwarded_and_the_report_written(
         assert run.stdout.readline().strip() == "ready"
         pid_text, socket_path = (tmp_path / "child.txt").read_text().split()
         child_pid = int(pid_text)
-        run.send_signal(signal.SIGTERM)
+        run.send_signal(sig)
         out, err = run.communicate(timeout=60)
         assert run.returncode == status, err
         assert not _alive(child_pid)  # ended (and reaped by greenckpt)
         if mode == "handle":
-            assert (tmp_path / "got-term").exists()
+            assert (tmp_path / f"got-{sig.name}").exists()
         report = json.loads((tmp_path / "rep" / "report.json").read_text())
-        assert any("SIGTERM received and forwarded" in n for n in report["notes"])
+        assert any(f"{sig.name} received and forwarded" in n for n in report["notes"])
         controlled = not any("no frequency control" in n for n in report["notes"])
         assert controlled == control
         assert not Path(socket_path).parent.exists()  # the socket's private directory
         assert "greenckpt run report" in out
         assert (
-            f"SIGTERM received and forwarded to the command, which ended with status {status}"
+            f"{sig.name} received and forwarded to the command, which ended with status {status}"
             in err
         )
         assert "Traceback" not in err

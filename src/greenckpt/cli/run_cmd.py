@@ -241,6 +241,7 @@ class _Forwarder:
         self._previous: dict[int, Any] = {}
         self._proc: subprocess.Popen[bytes] | None = None
         self.received: int | None = None
+        self.forwarded = False
 
     def install(self) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -271,6 +272,7 @@ class _Forwarder:
     def _send(self, signum: int) -> None:
         proc = self._proc
         if proc is not None:
+            self.forwarded = True
             with contextlib.suppress(OSError):
                 proc.send_signal(signum)  # does nothing once the command has been reaped
 
@@ -287,12 +289,14 @@ def _terminal_foreground() -> bool:
 
 @dataclass(frozen=True)
 class RunOutcome:
-    """How the command ended: its status as a shell reports it, and the signal this process
-    received and forwarded (None: none)."""
+    """How the command ended: its status as a shell reports it, the signal this process
+    received (None: none), whether the command was started and whether the signal was
+    forwarded to it (not when a terminal's Ctrl-C reached it directly)."""
 
     status: int
     signal: int | None = None
     started: bool = True
+    forwarded: bool = False
 
     @property
     def signal_name(self) -> str | None:
@@ -330,7 +334,9 @@ def run_with_runtime(
                 except KeyboardInterrupt:  # a SIGINT that no handler here caught
                     proc.send_signal(signal.SIGINT)
                     code = proc.wait()
-                outcome = RunOutcome(exit_status(code), forwarder.received)
+                outcome = RunOutcome(
+                    exit_status(code), forwarder.received, forwarded=forwarder.forwarded
+                )
         return outcome, runtime.report(baselines=baselines)
     finally:
         forwarder.uninstall()
@@ -501,9 +507,14 @@ def run(ns: argparse.Namespace) -> int:
 def _signal_note(outcome: RunOutcome) -> str:
     if not outcome.started:
         return f"{outcome.signal_name} received before the command started: it was not run"
+    how = (
+        "received and forwarded to the command, which ended"
+        if outcome.forwarded
+        else "received (the terminal sent it to the command as well); the command ended"
+    )
     return (
-        f"{outcome.signal_name} received and forwarded to the command, which ended with "
-        f"status {outcome.status}; the node was restored and the report covers what ran"
+        f"{outcome.signal_name} {how} with status {outcome.status}; the node was restored "
+        "and the report covers what ran"
     )
 
 
