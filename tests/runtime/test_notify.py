@@ -62,6 +62,8 @@ class FakeTarget:
         self.inside = 0
         self.max_inside = 0
         self.refuse_end = False
+        self.nodes: list[int | None] = []  # begin's node, per call
+        self.ends: list[tuple[int | None, float | None]] = []  # end's node and seconds
 
     def begin(
         self,
@@ -71,7 +73,9 @@ class FakeTarget:
         size: int,
         level: int | None,
         codec: str | None = None,
+        node: int | None = None,
     ) -> Settings | None:
+        self.nodes.append(node)
         self.inside += 1
         self.max_inside = max(self.max_inside, self.inside)
         try:
@@ -83,7 +87,10 @@ class FakeTarget:
         finally:
             self.inside -= 1
 
-    def end(self, kind: WireKind, *, ok: bool) -> object:
+    def end(
+        self, kind: WireKind, *, ok: bool, node: int | None = None, seconds: float | None = None
+    ) -> object:
+        self.ends.append((node, seconds))
         self.inside += 1
         self.max_inside = max(self.max_inside, self.inside)
         try:

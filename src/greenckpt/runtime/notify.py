@@ -25,8 +25,12 @@ How it works:
   come over different connections (``greenckpt notify`` runs once per event). Phases begun
   through the socket and still open when the server closes are ended with ``ok=False``, so
   the runtime can put the node back.
-* ``end``'s ``seconds`` and ``node`` and ``begin``'s ``node`` and ``pid`` are validated but
-  not passed on: the runtime times phases itself, and this server serves one host.
+* ``begin``'s and ``end``'s ``node`` and ``end``'s ``seconds`` are passed on: the runtime
+  keeps which nodes announced a phase and the notifiers' own timing beside its measurement
+  (``seconds`` 0, the wire default, means "not given"). ``begin``'s ``pid`` is validated only.
+* Notifications that are lost or cut short — a request without its final newline when the
+  client closes, phases still open at close — are kept in :attr:`NotifyServer.incidents` and
+  handed to the target's ``note`` (the runtime's report notes), never skewed silently.
 """
 
 from __future__ import annotations
@@ -102,12 +106,16 @@ class NotifyTarget(Protocol):
         size: int,
         level: int | None,
         codec: str | None = None,
+        node: int | None = None,
     ) -> Settings | None:
-        """A ``kind`` phase starts."""
+        """A ``kind`` phase starts on ``node``."""
         ...
 
-    def end(self, kind: WireKind, *, ok: bool) -> object:
-        """The ``kind`` phase is over; ``ok`` False when it failed."""
+    def end(
+        self, kind: WireKind, *, ok: bool, node: int | None = None, seconds: float | None = None
+    ) -> object:
+        """The ``kind`` phase is over on ``node``; ``ok`` False when it failed; ``seconds``
+        the notifier's own timing (None: not given)."""
         ...
 
 
@@ -268,7 +276,11 @@ class NotifyServer:
     def _begin(self, request: BeginRequest) -> dict[str, Any]:
         with self._lock:
             settings = self.target.begin(
-                request.kind, path=request.path or None, size=request.size, level=request.level
+                request.kind,
+                path=request.path or None,
+                size=request.size,
+                level=request.level,
+                node=request.node,
             )
             self._open[request.kind] = self._open.get(request.kind, 0) + 1
         if settings is None:
@@ -289,7 +301,9 @@ class NotifyServer:
 
     def _end(self, request: EndRequest) -> dict[str, Any]:
         with self._lock:
-            self.target.end(request.kind, ok=request.ok)
+            # 0 s is the wire format's default: "not given"
+            seconds = request.seconds if request.seconds > 0 else None
+            self.target.end(request.kind, ok=request.ok, node=request.node, seconds=seconds)
             held = self._open.get(request.kind, 0)
             if held > 1:
                 self._open[request.kind] = held - 1

@@ -155,6 +155,9 @@ class PhaseRecord:
     ``ok`` is False when any of them ended in failure. ``background``: the phase ran while the
     application went on (an asynchronous flush), so its time and energy overlap other records.
     ``gaps``: per domain, meter readings in the span that failed or were degraded.
+    ``nodes``: the job's node indices whose notifiers announced the phase (empty when none
+    said); ``reported_seconds``: the longest duration the notifiers reported by their own
+    clocks (``None`` when none did) — ``seconds`` is always the runtime's own measurement.
     """
 
     kind: RunKind
@@ -175,6 +178,8 @@ class PhaseRecord:
     notifiers: int = 1
     gaps: Mapping[str, int] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    nodes: tuple[int, ...] = ()
+    reported_seconds: float | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in RUN_KINDS:
@@ -234,6 +239,8 @@ class PhaseRecord:
             "background": self.background,
             "ok": self.ok,
             "notifiers": self.notifiers,
+            "nodes": list(self.nodes),
+            "reported_seconds": self.reported_seconds,
             "reliable": self.reliable,
             "settings": None if self.settings is None else settings_to_dict(self.settings),
             "notes": list(self.notes),
@@ -261,6 +268,8 @@ class PhaseRecord:
             ok=bool(doc.get("ok", True)),
             background=bool(doc.get("background", False)),
             notifiers=int(doc.get("notifiers", 1)),
+            nodes=tuple(int(n) for n in doc.get("nodes", ())),
+            reported_seconds=_opt_float(doc.get("reported_seconds")),
             gaps={k: int(v.get("gaps", 0)) for k, v in domains.items()},
             notes=tuple(doc.get("notes", ())),
         )
@@ -746,6 +755,8 @@ class RunReport:
                     int(r.background),
                     int(r.ok),
                     r.notifiers,
+                    " ".join(str(n) for n in r.nodes),
+                    _cell(r.reported_seconds),
                     int(r.reliable),
                     _cell(r.size),
                     "" if s is None else _cell(s.frequency_hz),
@@ -993,6 +1004,8 @@ _CSV_FIXED = (
     "background",
     "ok",
     "notifiers",
+    "nodes",
+    "reported_seconds",
     "reliable",
     "size_bytes",
     "frequency_hz",

@@ -76,6 +76,7 @@ attempt that died: it ends there, and its late end notification is ignored.
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -147,6 +148,8 @@ class _Span:
     background: bool = False
     ok: bool = True
     notes: list[str] = field(default_factory=list)
+    nodes: set[int] = field(default_factory=set)
+    reported_s: float | None = None
 
 
 @dataclass
@@ -370,6 +373,13 @@ class Runtime:
         with self._lock:
             return tuple(self._notes)
 
+    def note(self, text: str) -> None:
+        """Add a run-level statement to the report, e.g. a notification that was lost (the
+        notification socket reports those here, so a skewed phase never goes unsaid)."""
+        with self._lock:
+            if text not in self._notes:
+                self._notes.append(text)
+
     @property
     def records(self) -> tuple[PhaseRecord, ...]:
         """The finished records so far, in the order the phases started."""
@@ -393,6 +403,7 @@ class Runtime:
         level: int | None = None,
         codec: str | None = None,
         background: bool | None = None,
+        node: int | None = None,
     ) -> Settings: ...
 
     @overload
@@ -405,6 +416,7 @@ class Runtime:
         level: int | None = None,
         codec: str | None = None,
         background: bool | None = None,
+        node: int | None = None,
     ) -> None: ...
 
     def begin(
@@ -416,6 +428,7 @@ class Runtime:
         level: int | None = None,
         codec: str | None = None,
         background: bool | None = None,
+        node: int | None = None,
     ) -> Settings | None:
         """A phase of ``kind`` starts; for an I/O phase return the settings now applied.
 
@@ -426,6 +439,7 @@ class Runtime:
         ``level`` of a restart, or of the rework after it, is the level of the checkpoint the
         restart reads back: it decides which work is accounted as lost (see the module
         docstring). ``lost`` cannot be begun: the runtime accounts it at the restart.
+        ``node``: the notifier's node index in the job, kept in the record (``nodes``).
         """
         if kind not in RUN_KINDS:
             raise ValueError(f"phase kind must be one of {', '.join(RUN_KINDS)}, got {kind!r}")
@@ -448,6 +462,8 @@ class Runtime:
             if span is not None:
                 span.refs += 1
                 span.notifiers += 1
+                if node is not None:
+                    span.nodes.add(node)
                 span.size += max(size, 0)
                 if level is not None:
                     span.levels.add(level)
@@ -461,6 +477,8 @@ class Runtime:
             self._order += 1
             index = self._take_index() if request is not None else -1  # recorded per segment
             span = _Span(kind, index, mark, self._order, path=path, size=size)
+            if node is not None:
+                span.nodes.add(node)
             if level is not None:
                 span.level = level
                 span.levels.add(level)
@@ -480,8 +498,20 @@ class Runtime:
             self._reconcile()
             return span.settings
 
-    def end(self, kind: RunKind, ok: bool = True) -> PhaseRecord | None:
+    def end(
+        self,
+        kind: RunKind,
+        ok: bool = True,
+        *,
+        node: int | None = None,
+        seconds: float | None = None,
+    ) -> PhaseRecord | None:
         """A phase of ``kind`` ends (``ok`` False: it failed).
+
+        ``node`` and ``seconds``: the notifier's node and how long the phase took by its own
+        clock (a checkpoint tool's timing). The runtime times every phase itself from its
+        meter readings; the longest notifier timing is kept beside it in the record
+        (``reported_seconds``), so a reader can see how late notifications came.
 
         Returns the record it closed: the I/O phase's, or for ``compute``/``rework`` the
         compute or rework span that ends here; None while other notifiers still hold the
@@ -494,6 +524,13 @@ class Runtime:
                     self._abandoned[kind] -= 1
                     return None
                 raise ValueError(f"no {kind} phase is open")
+            if seconds is not None and not (math.isfinite(seconds) and seconds >= 0):
+                raise ValueError(f"seconds must be a finite number >= 0, got {seconds!r}")
+            span = self._spans[kind]
+            if node is not None:
+                span.nodes.add(node)
+            if seconds is not None:
+                span.reported_s = max(seconds, span.reported_s or 0.0)
             return self._end_locked(kind, ok)
 
     def _end_locked(self, kind: RunKind, ok: bool) -> PhaseRecord | None:
@@ -888,6 +925,8 @@ class Runtime:
             ok=span.ok,
             background=span.background,
             notifiers=span.notifiers,
+            nodes=tuple(sorted(span.nodes)),
+            reported_seconds=span.reported_s,
             notes=tuple(notes),
         )
 
@@ -939,10 +978,12 @@ class RuntimeHook:
         """Start the phase; advise the policy's I/O processes (and say why in the note).
         Rework is only accounted: no settings, no advice."""
         if kind == "rework":  # its level: that of the checkpoint the restart restored
-            self.runtime.begin("rework", level=level)
+            self.runtime.begin("rework", level=level, node=node)
             settings = None
         else:
-            settings = self.runtime.begin(kind, path=path, size=max(1, size), level=level)
+            settings = self.runtime.begin(
+                kind, path=path, size=max(1, size), level=level, node=node
+            )
         with self._lock:
             self._open[(kind, node)] = self._open.get((kind, node), 0) + 1
         if settings is None:
@@ -950,13 +991,14 @@ class RuntimeHook:
         return PhaseAdvice(io_processes=settings.io_processes, note=advice_note(settings))
 
     def end(self, kind: HookKind, *, node: int, ok: bool, seconds: float) -> None:
-        """End the phase begun for ``node`` (the runtime measures its own time)."""
+        """End the phase begun for ``node``; the runtime measures its own time and keeps
+        the library's ``seconds`` beside it."""
         with self._lock:
             held = self._open.get((kind, node), 0)
             if held == 0:
                 return
             self._open[(kind, node)] = held - 1
-        self.runtime.end(kind, ok=ok)
+        self.runtime.end(kind, ok=ok, node=node, seconds=seconds)
 
 
 def advice_note(settings: Settings) -> str:
