@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import json
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,3 +63,20 @@ def small_profile_path(tmp_path: Path, small_doc: dict[str, Any]) -> Path:
     p = tmp_path / "small.json"
     p.write_text(json.dumps(small_doc))
     return p
+
+
+@pytest.fixture
+def alarm() -> Iterator[None]:
+    """Turn a call that would block forever (reading a FIFO, say) into a TimeoutError after
+    5 s, so a regression fails the test instead of hanging the suite."""
+
+    def fire(signum: int, frame: object) -> None:
+        raise TimeoutError("blocked for 5 s")
+
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.alarm(5)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)

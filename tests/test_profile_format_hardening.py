@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -21,22 +19,6 @@ from tests.conftest import small_profile_doc
 
 GIB = 2**30
 SCN = Scenario(ckpt_size=8 * GIB, rate=1 / 7200, app_power=250.0)
-
-
-@pytest.fixture
-def alarm() -> Iterator[None]:
-    """Turn a read that would block forever (the bug) into a failure after 5 s."""
-
-    def fire(signum: int, frame: object) -> None:
-        raise TimeoutError("load_profile blocked")
-
-    old = signal.signal(signal.SIGALRM, fire)
-    signal.alarm(5)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def with_copy(doc: dict[str, Any], index: int, **changes: Any) -> dict[str, Any]:

@@ -6,9 +6,7 @@ Every log here is SYNTHETIC.
 from __future__ import annotations
 
 import os
-import signal
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -103,20 +101,6 @@ def test_utf8_bom_header_is_accepted(tmp_path: Path) -> None:
     p.write_bytes("\ufefftimestamp,watts\n100,100\n101,100\n".encode())
     assert PowerLog.load(p).energy_between(100, 101) == pytest.approx(100.0)
     assert PowerLog.parse(["\ufefftimestamp,watts", "100,1", "101,1"]).span == (100.0, 101.0)
-
-
-@pytest.fixture
-def alarm() -> Iterator[None]:
-    def fire(signum: int, frame: object) -> None:
-        raise TimeoutError("blocked on a FIFO")
-
-    old = signal.signal(signal.SIGALRM, fire)
-    signal.alarm(5)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def test_a_fifo_is_refused(tmp_path: Path, alarm: None) -> None:
