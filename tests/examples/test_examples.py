@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from greenckpt.ckpt.comm import find_mpiexec
-from greenckpt.ckpt.inject import ENV, erase_node_storage
+from greenckpt.ckpt.inject import ENV, erase_node_storage, flip_bits_in_file
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -73,7 +73,12 @@ class Run:
 
 
 def launch(
-    example: Example, root: Path, *, ranks: int | None = 4, inject: str | None = None
+    example: Example,
+    root: Path,
+    *,
+    ranks: int | None = 4,
+    inject: str | None = None,
+    env_extra: dict[str, str] | None = None,
 ) -> Run:
     """Run ``example`` with its checkpoint directories under ``root`` (created if missing).
 
@@ -89,6 +94,7 @@ def launch(
     env["PYTHONPATH"] = str(ROOT)
     if inject is not None:
         env[ENV] = inject
+    env.update(env_extra or {})
     command = [sys.executable, str(EXAMPLES / example.script), *example.args]
     command += ["--local-dir", str(local), "--global-dir", str(global_)]
     command += ["--result", str(result)]
@@ -284,3 +290,25 @@ def test_kills_inside_the_library_lose_nothing(reference: References, tmp_path: 
     restarted = ok(launch(HEAT, root))
     assert restarted["restored"]["iteration"] == newest_before(ref, HEAT.kill_at)
     assert restarted["digest"] == ref["digest"]
+
+
+@pytest.mark.parametrize("example", EXAMPLE_LIST)
+def test_unrestorable_checkpoints_start_afresh_in_one_run(example: Example, tmp_path: Path) -> None:
+    """Every checkpoint damaged: with GREENCKPT_ON_UNRECOVERABLE=fresh the example moves them
+    aside, puts its arrays back to their initial values (a failed restore may have left part
+    of a checkpoint in them) and computes the failure-free result in that same run."""
+    clean = ok(launch(example, tmp_path / "clean", ranks=None))
+    killed(example, tmp_path / "damaged", ranks=None, rank=0)
+    data = sorted((tmp_path / "damaged").rglob("*.data"))
+    assert data
+    for path in data:
+        flip_bits_in_file(path, positions=[8 * 64])
+    refused = launch(example, tmp_path / "damaged", ranks=None)
+    assert refused.returncode == 1 and "GREENCKPT_ON_UNRECOVERABLE=fresh" in refused.output
+    fresh = launch(
+        example, tmp_path / "damaged", ranks=None, env_extra={"GREENCKPT_ON_UNRECOVERABLE": "fresh"}
+    )
+    result = ok(fresh)
+    assert result["restored"] is None
+    assert result["digest"] == clean["digest"]
+    assert list((tmp_path / "damaged").rglob("*.unrestorable-*"))

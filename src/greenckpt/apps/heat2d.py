@@ -95,6 +95,13 @@ class Grid:
         source = (nx * 3 // 8 <= i) & (i < nx * 5 // 8) & (ny // 4 <= j) & (j < ny // 2)
         self.fixed = edge | source
         self.values: Field = np.where(source, SOURCE, np.where(i == 0, HOT, COLD))
+        self.reset()
+
+    def reset(self) -> None:
+        """Put the plate back to its initial temperatures, in place (the protected rows stay
+        the same array): what a run that starts afresh after unrestorable checkpoints needs,
+        since a failed restore may have left part of a checkpoint in them."""
+        self.u.fill(0.0)
         np.copyto(self.owned, self.values, where=self.fixed)
 
     @property
@@ -182,7 +189,9 @@ def solve(args: argparse.Namespace, comm: Comm) -> int:
         exchange.halos(grid)
         grid.step()
 
-    outcome = common.run_iterations(ck, args.iterations, step, prog=PROG, rank=rank)
+    outcome = common.run_iterations(
+        ck, args.iterations, step, prog=PROG, rank=rank, reset=grid.reset
+    )
     full = exchange.gather(grid)
     if full is not None:
         result = {

@@ -82,13 +82,24 @@ class Stream:
     """One rank's three arrays, the kernels, and the best time of each kernel so far."""
 
     def __init__(self, elements: int, rank: int) -> None:
+        self._rank = rank
+        self.a: Array = np.empty(elements)
+        self.b: Array = np.empty(elements)
+        self.c: Array = np.empty(elements)
+        self.reset()
+        self.best = dict.fromkeys(KERNELS, math.inf)
+
+    def reset(self) -> None:
+        """The arrays' initial values, written in place (the protected arrays stay the same
+        objects): for a run that starts afresh after unrestorable checkpoints, whose failed
+        restore may have left part of a checkpoint in them."""
         # Values differ between ranks and elements, so a restore into the wrong rank or a
         # shifted array would show in the digest.
-        index = np.arange(rank * elements, (rank + 1) * elements, dtype=np.int64)
-        self.a: Array = 1.0 + (index % 997).astype(np.float64) / 997.0
-        self.b: Array = np.full(elements, 2.0)
-        self.c: Array = np.zeros(elements)
-        self.best = dict.fromkeys(KERNELS, math.inf)
+        n = self.a.size
+        index = np.arange(self._rank * n, (self._rank + 1) * n, dtype=np.int64)
+        np.copyto(self.a, 1.0 + (index % 997).astype(np.float64) / 997.0)
+        self.b.fill(2.0)
+        self.c.fill(0.0)
 
     def iterate(self) -> None:
         """STREAM's four kernels, each timed, then the untimed fold that bounds ``a``."""
@@ -158,7 +169,9 @@ def benchmark(args: argparse.Namespace, comm: Comm) -> int:
     ck.protect("a", stream.a)
     ck.protect("b", stream.b)
     ck.protect("c", stream.c)
-    outcome = common.run_iterations(ck, args.iterations, stream.iterate, prog=PROG, rank=rank)
+    outcome = common.run_iterations(
+        ck, args.iterations, stream.iterate, prog=PROG, rank=rank, reset=stream.reset
+    )
 
     rates = bandwidth(comm, stream)
     full = gather(comm, stream)

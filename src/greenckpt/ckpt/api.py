@@ -1206,9 +1206,9 @@ class Checkpointer:
             self._last_iteration[number] = 0
         self._verified.clear()
         self._progress = 0
+        with contextlib.suppress(OSError):  # every rank's note of the old run: no rework
+            self._progress_path().unlink(missing_ok=True)
         if self.rank == 0:
-            with contextlib.suppress(OSError):  # the old run's progress: no rework to announce
-                self._progress_path().unlink(missing_ok=True)
             shown = ", ".join(map(str, self.set_aside)) or "nowhere (none was left)"
             warnings.warn(
                 f'greenckpt: {failure}. on_unrecoverable = "fresh": moved them aside to '
