@@ -11,9 +11,12 @@ the optimizer (the default), the stock-governor baselines and the stated default
 a profile. :mod:`greenckpt.runtime.session` applies them per phase and always restores the node
 (:class:`Runtime`, and :class:`RuntimeHook` for the checkpoint library);
 :mod:`greenckpt.runtime.report` accounts time and energy per phase (:class:`RunReport`);
-:mod:`greenckpt.runtime.notify` serves the same to other processes over a local socket.
+:mod:`greenckpt.runtime.modelled` puts the model's EPE at the interval a run used beside the
+observed one (:func:`modelled_epe`); :mod:`greenckpt.runtime.notify` serves the same to other
+processes over a local socket.
 """
 
+from greenckpt.runtime.modelled import ModelledEpe, modelled_epe, with_modelled_epe
 from greenckpt.runtime.policy import (
     DEFAULT_IO_PROCESSES,
     GOVERNOR_POLICIES,
@@ -47,6 +50,7 @@ __all__ = [
     "BaselineRun",
     "DefaultPolicy",
     "GovernorPolicy",
+    "ModelledEpe",
     "Node",
     "PhaseKind",
     "PhaseRecord",
@@ -60,6 +64,8 @@ __all__ = [
     "StorageLookup",
     "load_report",
     "make_policy",
+    "modelled_epe",
     "percent_difference",
     "storage_key_of",
+    "with_modelled_epe",
 ]
