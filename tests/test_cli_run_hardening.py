@@ -402,7 +402,7 @@ def test_unwritable_report_directory_is_refused_before_the_command_runs(
     code = f"open({str(marker)!r}, 'w').close()"
     proc = greenckpt("run", "--report", where, "--", sys.executable, "-c", code, cwd=tmp_path)
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert proc.stderr.startswith(f"greenckpt run: error: --report {where}: cannot write")
+    assert proc.stderr.startswith(f"greenckpt run: error: --output {where}: cannot write")
     assert len(proc.stderr.strip().splitlines()) == 1
     assert not marker.exists()
 

@@ -375,7 +375,7 @@ def prepare_report_dir(directory: Path) -> list[Path]:
     (returning the folders created, for :func:`_remove_created`) and write and remove a probe
     file in it. ``ValueError`` (one line) when it cannot be written."""
     if directory.exists() and not directory.is_dir():
-        raise ValueError(f"--report {directory} exists and is not a directory; give a directory")
+        raise ValueError(f"--output {directory} exists and is not a directory; give a directory")
     created = [p for p in (directory, *directory.parents) if not p.exists()]
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -385,7 +385,7 @@ def prepare_report_dir(directory: Path) -> list[Path]:
     except OSError as exc:
         _remove_created(created)
         raise ValueError(
-            f"--report {directory}: cannot write the report there ({exc.strerror or exc}); "
+            f"--output {directory}: cannot write the report there ({exc.strerror or exc}); "
             "give a directory you can write to"
         ) from None
     return created
