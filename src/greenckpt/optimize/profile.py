@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, cast
+
+from greenckpt.files import read_regular
 
 FORMAT_NAME = "greenckpt-profile"
 FORMAT_VERSION = 2
@@ -430,48 +430,11 @@ def profile_from_json(data: Any) -> Profile:
     )
 
 
-def _read_regular_file(p: Path) -> bytes:
-    """The bytes of ``p``, refusing anything but a regular file (symlinks to one are fine).
-
-    Why: reading a FIFO blocks until a writer comes (forever, in a batch job), and a device
-    such as /dev/zero never ends. The file is opened non-blocking (opening a FIFO for reading
-    then returns at once) and checked with fstat on the open descriptor, so nothing can swap
-    the file between the check and the read.
-    """
-    fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        mode = os.fstat(fd).st_mode
-    except BaseException:
-        os.close(fd)
-        raise
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        if stat.S_ISDIR(mode):
-            raise ProfileError(
-                f"cannot read profile file {str(p)!r}: it is a directory, give a profile file"
-            )
-        kind = _FILE_KINDS.get(stat.S_IFMT(mode), "special file")
-        raise ProfileError(
-            f"cannot read profile file {str(p)!r}: not a regular file (it is a {kind}); give "
-            "a profile saved to disk"
-        )
-    with os.fdopen(fd, "rb") as fh:
-        return fh.read()
-
-
-_FILE_KINDS = {
-    stat.S_IFIFO: "FIFO (named pipe)",
-    stat.S_IFSOCK: "socket",
-    stat.S_IFCHR: "character device",
-    stat.S_IFBLK: "block device",
-}
-
-
 def load_profile(path: str | Path) -> Profile:
     """Read and validate a profile file; errors name the file and the bad field."""
     p = Path(path)
     try:
-        text = _read_regular_file(p).decode("utf-8")
+        text = read_regular(p).decode("utf-8")
     except FileNotFoundError:
         raise ProfileError(f"profile file {str(p)!r} does not exist") from None
     except OSError as exc:

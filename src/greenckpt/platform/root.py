@@ -28,6 +28,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from greenckpt.files import FileTooLargeError, NotRegularFileError, read_regular
+
 ENV_VAR = "GREENCKPT_SYSROOT"
 """Environment variable that overrides the default root (``/``)."""
 
@@ -214,36 +216,29 @@ def read_state_text(path: str | os.PathLike[str]) -> str | None:
     """Text of a small state file, None when it does not exist.
 
     Refuses (:class:`PlatformError`) what is not a regular file: a FIFO would block the read
-    forever, a device or a huge file would be read without end. Opened non-blocking, so even
-    the open of a FIFO returns at once.
+    forever, a device or a huge file would be read without end (see
+    :func:`greenckpt.files.read_regular`).
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        data = read_regular(path, limit=MAX_STATE_BYTES)
     except (FileNotFoundError, NotADirectoryError):
         return None
+    except NotRegularFileError as exc:
+        raise PlatformError(
+            f"state file {path} is {exc.strerror}; greenckpt writes plain files: remove it or "
+            "name the right file"
+        ) from None
+    except FileTooLargeError:
+        raise PlatformError(
+            f"state file {path} is more than a greenckpt state file can be "
+            f"({MAX_STATE_BYTES} bytes); inspect it and remove it"
+        ) from None
     except OSError as exc:
         raise PlatformError(f"cannot read the state file {path}: {exc.strerror or exc}") from exc
-    with open(fd, "rb", closefd=True) as fh:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise PlatformError(
-                f"state file {path} is not a regular file (a FIFO, device or directory); "
-                "greenckpt writes plain files: remove it or name the right file"
-            )
-        if info.st_size > MAX_STATE_BYTES:
-            raise PlatformError(
-                f"state file {path} is {info.st_size} bytes, more than a greenckpt state file "
-                f"can be ({MAX_STATE_BYTES}); inspect it and remove it"
-            )
-        try:
-            data = fh.read(MAX_STATE_BYTES + 1)
-            return data.decode("utf-8")
-        except OSError as exc:
-            raise PlatformError(
-                f"cannot read the state file {path}: {exc.strerror or exc}"
-            ) from exc
-        except UnicodeDecodeError as exc:
-            raise PlatformError(f"state file {path} is not UTF-8 text ({exc.reason})") from exc
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PlatformError(f"state file {path} is not UTF-8 text ({exc.reason})") from exc
 
 
 class ClosesOnExit:

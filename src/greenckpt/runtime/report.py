@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 
+from greenckpt.files import read_regular
 from greenckpt.io.atomic import write_atomic
 from greenckpt.platform.meters.base import Source
 from greenckpt.platform.sampler import Series
@@ -1071,11 +1072,15 @@ def load_report(path: str | os.PathLike[str]) -> RunReport:
     with a restart gets a note saying what that definition hides)."""
     target = Path(path)
     try:
-        doc = json.loads(target.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"cannot read the run report {target}: {exc}") from exc
+        doc = json.loads(read_regular(target).decode("utf-8"))
+    except OSError as exc:  # a FIFO or directory too: never wait on one
+        raise ValueError(f"cannot read the run report {target}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{target} is not a run report: not UTF-8 text") from None
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{target} is not JSON ({exc.msg} at line {exc.lineno})") from exc
+        raise ValueError(f"{target} is not JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:
+        raise ValueError(f"{target}: JSON nested too deeply to be a run report") from None
     if not isinstance(doc, dict) or doc.get("format") != REPORT_FORMAT:
         raise ValueError(f"{target} is not a greenckpt run report (format {REPORT_FORMAT!r})")
     version = doc.get("format_version", 1)

@@ -69,7 +69,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import stat
 import statistics
 import time
 import warnings
@@ -82,6 +81,7 @@ from typing import ClassVar, Self
 import numpy as np
 import numpy.typing as npt
 
+from greenckpt.files import NotRegularFileError, open_regular, read_regular
 from greenckpt.platform.meters.base import (
     Clock,
     Meter,
@@ -270,14 +270,10 @@ def _summary(where: str, dropped: Sequence[DroppedRow], shown: int = 5) -> str:
 def _read_regular(path: str | os.PathLike[str]) -> bytes:
     """The bytes of a regular file; PlatformError for a FIFO, device or directory (reading a
     FIFO would wait for a writer forever)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise PlatformError(f"power log {path} is not a regular file: give the logger's file")
-        with os.fdopen(os.dup(fd), "rb") as fh:
-            return fh.read()
-    finally:
-        os.close(fd)
+        return read_regular(path)
+    except NotRegularFileError as exc:
+        raise PlatformError(f"power log {path} is {exc.strerror}: give the logger's file") from None
 
 
 @dataclass(frozen=True)
@@ -410,10 +406,12 @@ class ExternalCsvMeter(Meter):
         self._wall = wall_clock
         self.max_hold_s = max_hold_s
         self._rows = _Rows(time_unit, wall_clock)  # ValueError for an unknown unit
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise PlatformError(f"power log {path} is not a regular file: give the logger's file")
+        try:
+            fd = open_regular(path)
+        except NotRegularFileError as exc:
+            raise PlatformError(
+                f"power log {path} is {exc.strerror}: give the logger's file"
+            ) from None
         self._fh = os.fdopen(fd, "rb")  # held open for tailing; closed in close()
         self._offset = 0
         self._line = 0  # lines consumed, for naming dropped rows
