@@ -11,4 +11,8 @@ Layers (imports point downward only, see docs/architecture.md)::
     model/ sim/ pure math: expected times and energy; Monte Carlo simulation
 """
 
+from greenckpt.errors import GreenckptError
+
+__all__ = ["GreenckptError"]
+
 __version__ = "0.1.0"

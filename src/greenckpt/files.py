@@ -16,6 +16,8 @@ import errno
 import os
 import stat
 
+from greenckpt.errors import GreenckptError
+
 __all__ = [
     "FileTooLargeError",
     "NotRegularFileError",
@@ -33,14 +35,14 @@ _KINDS = {
 }
 
 
-class NotRegularFileError(OSError):
+class NotRegularFileError(GreenckptError, OSError):
     """The path names a directory, FIFO, socket or device, not a regular file.
 
     An :class:`OSError` whose ``strerror`` reads "not a regular file (it is a FIFO (named
     pipe))", so callers that already report ``exc.strerror`` say the right thing."""
 
 
-class FileTooLargeError(OSError):
+class FileTooLargeError(GreenckptError, OSError):
     """The file holds more bytes than its reader accepts (``strerror`` says how many)."""
 
 

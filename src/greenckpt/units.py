@@ -34,6 +34,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Context, Decimal
 
+from greenckpt.errors import GreenckptError
+
 __all__ = [
     "UnitError",
     "format_duration",
@@ -53,7 +55,7 @@ __all__ = [
 ]
 
 
-class UnitError(ValueError):
+class UnitError(GreenckptError, ValueError):
     """A quantity could not be parsed.
 
     The message is a single line that quotes the offending text (as ``repr``,

@@ -16,6 +16,7 @@ setting or directory (as argparse's own errors).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -38,6 +39,7 @@ from greenckpt.ckpt.api import (
 )
 from greenckpt.ckpt.comm import Comm, world
 from greenckpt.ckpt.inject import maybe_fail
+from greenckpt.errors import GreenckptError
 
 __all__ = [
     "AppError",
@@ -58,7 +60,7 @@ __all__ = [
 ]
 
 
-class AppError(Exception):
+class AppError(GreenckptError):
     """A failure the application reports in one line (``PROG: error: ...``) before exiting
     with ``code``; raised where it is found, reported once by :func:`run_app`, so that the
     applications need no status plumbing through their functions."""
@@ -67,6 +69,10 @@ class AppError(Exception):
         super().__init__(message)
         self.message = message
         self.code = code
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle with ``code``, which the constructor requires (keyword-only)."""
+        return (functools.partial(type(self), code=self.code), self.args, self.__dict__)
 
 
 # ------------------------------------------------------------------------------ command line

@@ -91,6 +91,7 @@ from greenckpt.ckpt.redundancy import ErasureLevel, PartnerLevel
 from greenckpt.ckpt.store import CheckpointStore, StoreError
 from greenckpt.ckpt.topology import Topology, write_waves
 from greenckpt.ckpt.transfer import first_cause
+from greenckpt.errors import GreenckptError
 from greenckpt.io import Chunk, ConcatSink, ConcatSource, parse_codec, run_chunks
 from greenckpt.io.atomic import fsync_directory
 from greenckpt.io.checksum import digest_bytes
@@ -107,11 +108,11 @@ __all__ = [
 LEVEL_NAMES = {1: "node-local", 2: "partner copy", 3: "erasure code", 4: "global file system"}
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(GreenckptError, RuntimeError):
     """A checkpoint failed on some rank; nothing of it was committed, older ones are intact."""
 
 
-class RecoveryError(RuntimeError):
+class RecoveryError(GreenckptError, RuntimeError):
     """Checkpoints exist but none could be restored; the message says why for each."""
 
 

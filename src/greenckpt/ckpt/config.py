@@ -141,6 +141,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NoReturn, SupportsFloat, SupportsIndex, TypedDict, cast
 
+from greenckpt.errors import GreenckptError
 from greenckpt.io.checksum import CHECKSUMS
 from greenckpt.io.codec import CODEC_LEVEL_RANGES
 from greenckpt.units import UnitError, parse_duration
@@ -177,7 +178,7 @@ _TRUE_WORDS = ("1", "true", "yes", "on")
 _FALSE_WORDS = ("0", "false", "no", "off")
 
 
-class ConfigError(ValueError):
+class ConfigError(GreenckptError, ValueError):
     """The checkpoint configuration is invalid.
 
     The message is one line that names where the value came from (a keyword, an environment

@@ -72,6 +72,8 @@ from typing import Any, Literal, NamedTuple, TypeAlias
 import numpy as np
 import zfec
 
+from greenckpt.errors import GreenckptError
+
 __all__ = [
     "MAX_RS_PIECES",
     "Buffer",
@@ -95,7 +97,7 @@ MAX_RS_PIECES = 256
 _SCHEMES: tuple[Scheme, ...] = ("xor", "reed-solomon")
 
 
-class ErasureError(ValueError):
+class ErasureError(GreenckptError, ValueError):
     """A code, a layout or a set of pieces that cannot work; the message says what would."""
 
 

@@ -36,6 +36,7 @@ from greenckpt.ckpt.comm import Comm
 from greenckpt.ckpt.erasure import Buffer, ErasureError, GroupLayout, Scheme
 from greenckpt.ckpt.topology import Topology
 from greenckpt.ckpt.transfer import PEER, SEGMENT, SegmentWriter, one_line, read_segment
+from greenckpt.errors import GreenckptError
 from greenckpt.io.checksum import file_digest
 
 __all__ = [
@@ -52,7 +53,7 @@ _GATHER_BUDGET: Final = 32 * 1024 * 1024
 """Bytes a gathering member may hold per round: one segment from every member."""
 
 
-class GroupError(ValueError):
+class GroupError(GreenckptError, ValueError):
     """The job's layout cannot form erasure groups of members on different nodes."""
 
 

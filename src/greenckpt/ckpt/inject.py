@@ -58,6 +58,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from greenckpt.errors import GreenckptError
+
 __all__ = [
     "ENV",
     "POINTS",
@@ -91,7 +93,7 @@ _POINT_SET: Final = frozenset(POINTS)
 _UINT: Final = re.compile(r"[0-9]+")
 
 
-class InjectError(ValueError):
+class InjectError(GreenckptError, ValueError):
     """A fault plan that cannot be parsed; the one-line message names the bad token, the
     valid choices and the syntax."""
 

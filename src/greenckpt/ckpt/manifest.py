@@ -59,6 +59,7 @@ from typing import Any, Final, Literal, cast
 import numpy as np
 
 from greenckpt import __version__
+from greenckpt.errors import GreenckptError
 from greenckpt.io.atomic import write_atomic, write_durable
 from greenckpt.io.checksum import CHECKSUMS, digest_bytes, digest_hex_length
 
@@ -99,7 +100,7 @@ VariableKind = Literal["array", "buffer", "state"]
 VARIABLE_KINDS: Final[tuple[VariableKind, ...]] = ("array", "buffer", "state")
 
 
-class ManifestError(ValueError):
+class ManifestError(GreenckptError, ValueError):
     """A manifest file or object is malformed; the message names the JSON path and what is
     valid."""
 

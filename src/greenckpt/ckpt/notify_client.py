@@ -91,6 +91,7 @@ from types import TracebackType
 from typing import Any, Final, Literal, get_args
 
 from greenckpt.ckpt.hooks import HookKind, PhaseAdvice, PhaseHook, PhaseKind
+from greenckpt.errors import GreenckptError
 
 __all__ = [
     "IO_KINDS",
@@ -138,11 +139,11 @@ _MAX_INT = 2**63 - 1
 _MAX_TEXT = 300
 
 
-class ProtocolError(ValueError):
+class ProtocolError(GreenckptError, ValueError):
     """A message does not follow the wire format; the text is one line naming the problem."""
 
 
-class NotifyError(RuntimeError):
+class NotifyError(GreenckptError, RuntimeError):
     """The runtime could not be reached, broke the connection, or refused the request.
 
     The message is one line and names the socket path. The checkpoint library reports it as a
@@ -378,7 +379,7 @@ def advice_from_reply(reply: Mapping[str, Any]) -> PhaseAdvice:
 # ------------------------------------------------------------------------------ client
 
 
-class _RetryError(Exception):
+class _RetryError(GreenckptError):
     """The connection broke before the runtime answered: reconnect and send again (once)."""
 
 

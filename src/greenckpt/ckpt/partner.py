@@ -22,13 +22,14 @@ from __future__ import annotations
 from typing import Final
 
 from greenckpt.ckpt.topology import Topology
+from greenckpt.errors import GreenckptError
 
 __all__ = ["PartnerError", "copy_name", "inverse", "partner_holders"]
 
 COPY_PREFIX: Final = "partner-"
 
 
-class PartnerError(ValueError):
+class PartnerError(GreenckptError, ValueError):
     """The job's layout cannot give every rank a partner on another node."""
 
 

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from greenckpt.ckpt.manifest import Variable, VariableKind
+from greenckpt.errors import GreenckptError
 from greenckpt.io import as_bytes_view
 from greenckpt.io.checksum import new_hasher
 
@@ -71,7 +72,7 @@ class Identity:
         return f"checkpoint {self.id} of job {self.name!r} at iteration {self.iteration}"
 
 
-class IdentityMismatchError(ValueError):
+class IdentityMismatchError(GreenckptError, ValueError):
     """The data restored belong to another checkpoint than the manifest says."""
 
 

@@ -54,6 +54,7 @@ from greenckpt.ckpt.manifest import (
     read_manifest,
     write_manifest,
 )
+from greenckpt.errors import GreenckptError
 from greenckpt.io.atomic import fsync_directory
 from greenckpt.io.checksum import file_digest
 
@@ -64,7 +65,7 @@ _PARTIAL: Final = re.compile(r"\.ckpt-(\d{8,})\.partial")
 _DELETING: Final = re.compile(r"\.ckpt-(\d{8,})\.deleting")
 
 
-class StoreError(ValueError):
+class StoreError(GreenckptError, ValueError):
     """A checkpoint store cannot do what was asked (unusable directory, commit of a missing or
     existing checkpoint, ...); the one-line message says what is wrong and what would be right."""
 

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, cast
 import numpy as np
 import xxhash
 
+from greenckpt.errors import GreenckptError
+
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
 
@@ -60,7 +62,7 @@ small enough to stay in cache-friendly territory and not hold much memory."""
 _HEX_LENGTH: Final[dict[str, int]] = {"xxh3_64": 16, "crc32": 8}
 
 
-class ChecksumError(ValueError):
+class ChecksumError(GreenckptError, ValueError):
     """An unknown checksum name; the message lists the valid names."""
 
 

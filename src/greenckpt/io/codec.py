@@ -29,6 +29,8 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from greenckpt.errors import GreenckptError
+
 __all__ = [
     "CODECS",
     "CODEC_LEVEL_RANGES",
@@ -58,7 +60,7 @@ MAX_BLOCK = RAW_FLAG - 1
 """Largest block a frame can describe (lengths are 31-bit)."""
 
 
-class CodecError(ValueError):
+class CodecError(GreenckptError, ValueError):
     """A codec name is malformed or unknown, or a compressed stream is corrupt."""
 
 

@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, get_args
 
+from greenckpt.errors import GreenckptError
 from greenckpt.io.codec import CodecSpec, parse_codec
 from greenckpt.io.sources import DATA_KINDS, DataKind, DataSource, make_source
 from greenckpt.io.worker import (
@@ -95,7 +96,7 @@ ReadMethodRequest = Literal["auto", "o_direct", "fadvise_dontneed", "cached"]
 StartMethod = Literal["spawn", "forkserver"]
 
 
-class IOJobError(RuntimeError):
+class IOJobError(GreenckptError, RuntimeError):
     """A worker failed or died; the job was stopped and its files removed."""
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from greenckpt.errors import GreenckptError
 from greenckpt.model import (
     IntervalRule,
     ModelForm,
@@ -46,7 +47,7 @@ MIN_RATE = 1e-15
 """Smallest failure rate (1/s) planned for: intervals scale as 1/√λ and overflow beyond it."""
 
 
-class PlanError(ValueError):
+class PlanError(GreenckptError, ValueError):
     """The inputs cannot give a plan; the message says which value and what would be valid."""
 
 

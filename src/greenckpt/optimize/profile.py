@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, cast
 
+from greenckpt.errors import GreenckptError
 from greenckpt.files import read_regular
 
 FORMAT_NAME = "greenckpt-profile"
@@ -45,7 +46,7 @@ GOVERNORS = ("performance", "powersave", "ondemand", "schedutil", "conservative"
 baseline unevaluable, so unknown names are refused)."""
 
 
-class ProfileError(ValueError):
+class ProfileError(GreenckptError, ValueError):
     """A profile file or object is malformed; the message names the field and what is valid."""
 
 

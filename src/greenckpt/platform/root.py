@@ -28,13 +28,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from greenckpt.errors import GreenckptError
 from greenckpt.files import FileTooLargeError, NotRegularFileError, read_regular
 
 ENV_VAR = "GREENCKPT_SYSROOT"
 """Environment variable that overrides the default root (``/``)."""
 
 
-class PlatformError(RuntimeError):
+class PlatformError(GreenckptError, RuntimeError):
     """The machine cannot do what was asked; the message says what is missing and why."""
 
 

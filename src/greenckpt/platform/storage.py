@@ -75,6 +75,7 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Literal, TypeVar
 
+from greenckpt.errors import GreenckptError
 from greenckpt.platform.root import PlatformError, SysRoot
 
 __all__ = [
@@ -207,7 +208,7 @@ _T = TypeVar("_T")
 _OCTAL = re.compile(r"\\([0-7]{3})")
 
 
-class _NotFoundError(Exception):
+class _NotFoundError(GreenckptError):
     """A path component does not exist under the root (internal to path resolution)."""
 
 

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from greenckpt.errors import GreenckptError
 from greenckpt.io import remove_files, run_io
 from greenckpt.optimize.profile import OPERATIONS, Operation
 from greenckpt.units import format_size
@@ -68,7 +69,7 @@ SPACE_MARGIN_FRACTION = 0.05
 Tool = Literal["fio", "engine"]
 
 
-class FioError(RuntimeError):
+class FioError(GreenckptError, RuntimeError):
     """fio is missing, failed, or printed something that is not its JSON report."""
 
 

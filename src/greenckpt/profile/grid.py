@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from greenckpt.errors import GreenckptError
 from greenckpt.io.codec import CodecError, parse_codec
 from greenckpt.io.sources import DATA_KINDS
 from greenckpt.optimize.profile import GOVERNORS, OPERATIONS, Operation
@@ -26,7 +27,7 @@ LAYOUTS = ("file_per_process", "shared_file")
 READ_METHODS = ("auto", "o_direct", "fadvise_dontneed", "cached")
 
 
-class SweepError(ValueError):
+class SweepError(GreenckptError, ValueError):
     """A sweep request is invalid; the message says which value and what would be valid."""
 
 

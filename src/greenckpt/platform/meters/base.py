@@ -80,6 +80,10 @@ class MeterUnavailable(PlatformError):  # noqa: N818 - reads as "raise MeterUnav
         self.meter = meter
         self.reason = reason
 
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickle by the constructor's two arguments (the message alone cannot rebuild it)."""
+        return (type(self), (self.meter, self.reason), self.__dict__)
+
 
 @dataclass(frozen=True)
 class Resolution:

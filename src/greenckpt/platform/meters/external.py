@@ -81,6 +81,7 @@ from typing import ClassVar, Self
 import numpy as np
 import numpy.typing as npt
 
+from greenckpt.errors import GreenckptError
 from greenckpt.files import NotRegularFileError, open_regular, read_regular
 from greenckpt.platform.meters.base import (
     Clock,
@@ -140,7 +141,7 @@ class DroppedRow:
     reason: str
 
 
-class _RowError(ValueError):
+class _RowError(GreenckptError, ValueError):
     """A line that is not a usable reading (the message says why)."""
 
 
