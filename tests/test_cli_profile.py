@@ -345,14 +345,14 @@ def test_interrupt_keeps_the_finished_cells(
     out = tmp_path / "out.json"
     argv = sweep_args(data, out, "--processes", "1,2", "--quiet")
     monkeypatch.setattr(_Interrupting, "runs", 0)
-    monkeypatch.setattr(profile_cmd, "NodeMeasurer", _Interrupting)
+    monkeypatch.setattr("greenckpt.profile.run.NodeMeasurer", _Interrupting)
     assert main(argv) == 130
     err = capsys.readouterr().err
     assert f"interrupted: the profile in {out} keeps 1 finished cells; rerun with --resume" in err
     prof = load_profile(out)
     assert prof.status == "partial" and len(prof.points) == 2
     assert list(data.iterdir()) == []  # the interrupted cell's files were removed
-    monkeypatch.setattr(profile_cmd, "NodeMeasurer", NodeMeasurer)
+    monkeypatch.setattr("greenckpt.profile.run.NodeMeasurer", NodeMeasurer)
     assert main([*argv, "--resume"]) == 0
     assert load_profile(out).status == "complete"
 
@@ -362,7 +362,7 @@ def test_interrupt_before_the_first_cell_writes_nothing(
 ) -> None:
     out = tmp_path / "out.json"
     monkeypatch.setattr(_Interrupting, "runs", 2)
-    monkeypatch.setattr(profile_cmd, "NodeMeasurer", _Interrupting)
+    monkeypatch.setattr("greenckpt.profile.run.NodeMeasurer", _Interrupting)
     assert main(sweep_args(tmp_path, out, "--processes", "1", "--quiet")) == 130
     assert "before the first cell finished" in capsys.readouterr().err
     assert not out.exists()

@@ -30,7 +30,6 @@ import math
 import os
 import sys
 from collections.abc import Callable, Sequence
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -46,7 +45,6 @@ from greenckpt.cli.args import (
     add_meter_arguments,
     meter_names,
     non_negative_int,
-    open_meters,
     positive_int,
     unit_type,
 )
@@ -57,13 +55,10 @@ from greenckpt.optimize.profile import (
     OPERATIONS,
     Operation,
     Profile,
-    ProfileError,
     load_profile,
     profile_to_json,
 )
-from greenckpt.platform.restore import NodeSettings
-from greenckpt.platform.sampler import Sampler
-from greenckpt.profile.adaptive import DEFAULT_MARGIN, AdaptiveChooser, DecisionScenario
+from greenckpt.profile.adaptive import DEFAULT_MARGIN
 from greenckpt.profile.export import profile_to_csv
 from greenckpt.profile.fio import (
     TARGET_RATIO,
@@ -77,13 +72,10 @@ from greenckpt.profile.grid import (
     LAYOUTS,
     READ_METHODS,
     Cell,
-    CpuSetting,
-    SweepError,
     SweepSpec,
     default_process_counts,
 )
 from greenckpt.profile.labels import power_label
-from greenckpt.profile.measure import NodeMeasurer
 from greenckpt.profile.merge import (
     COMPARISON_COLUMNS,
     DEFAULT_THRESHOLD,
@@ -91,12 +83,19 @@ from greenckpt.profile.merge import (
     compare_profiles,
     merge_profiles,
 )
-from greenckpt.profile.meta import collect_metadata
-from greenckpt.profile.power import choose_power_domains
-from greenckpt.profile.preflight import default_settings, preflight
 from greenckpt.profile.progress import Eta, LineProgress, ProgressSink, format_eta
+from greenckpt.profile.run import (
+    AdaptiveRequest,
+    MeterRequest,
+    cells_kept,
+    cpu_settings,
+    file_identity,
+    measure_profile,
+    prepare_profile,
+    sweep_extra,
+)
 from greenckpt.profile.store import check_writable_target, save_profile
-from greenckpt.profile.sweep import CellChooser, SweepContext, run_sweep
+from greenckpt.profile.sweep import CellChooser
 from greenckpt.report.jsonout import dumps
 
 T = TypeVar("T")
@@ -128,6 +127,8 @@ FLAG_OF = {
     "extra.adaptive": "--adaptive and its scenario",
 }
 """The flag behind each recorded sweep field (to say which option differs on --resume)."""
+SPELLING = {"resume": "--resume", "force": "--force", **FLAG_OF}
+"""How the library's messages name the choices and fields: by this command's flags."""
 BYTES_PER_MB = 1e6
 BYTES_PER_GB = 1e9
 
@@ -613,45 +614,27 @@ class RichProgress:
         self._progress.stop()
 
 
-def _progress_sink(ns: argparse.Namespace) -> ProgressSink | None:
-    if ns.quiet or ns.json:
+def progress_sink(*, quiet: bool = False) -> ProgressSink | None:
+    """How a sweep's progress is shown on stderr: a bar on a terminal, a line per finished
+    cell otherwise, nothing when ``quiet`` (``greenckpt demo`` shows its sweep the same way)."""
+    if quiet:
         return None
     if sys.stderr.isatty():
         return RichProgress()
     return LineProgress(sys.stderr)
 
 
+def stop_progress(progress: ProgressSink | None) -> None:
+    """Stop drawing a bar (after the sweep, an interrupt or an error); lines need nothing."""
+    if isinstance(progress, RichProgress):
+        progress.close()
+
+
 # --------------------------------------------------------------------------- run
 
 
-def _settings(ns: argparse.Namespace) -> tuple[CpuSetting, ...]:
-    """The CPU settings asked for (see the --frequencies and --governors help)."""
-    offered = default_settings()
-    freqs = [s for s in offered if s.kind == "frequency"]
-    govs = [s for s in offered if s.kind == "governor"]
-    chosen: list[CpuSetting]
-    if ns.frequencies is None:
-        chosen = freqs or [CpuSetting.uncontrolled()]
-    elif ns.frequencies == "asfound":
-        chosen = [CpuSetting.uncontrolled()]
-    elif ns.frequencies == "all":
-        if not freqs:
-            raise SweepError(
-                "this node offers no CPU frequencies to fix (no cpufreq control): profile "
-                "with the frequency as found (--frequencies asfound)"
-            )
-        chosen = freqs
-    else:
-        chosen = [CpuSetting.frequency(hz) for hz in ns.frequencies]
-    if ns.governors is not None:
-        chosen += [CpuSetting.of_governor(g) for g in ns.governors]
-    elif ns.frequencies != "asfound":
-        chosen += govs
-    return tuple(chosen)
-
-
-def _adaptive(ns: argparse.Namespace, sizes: Sequence[int]) -> dict[str, Any] | None:
-    """The adaptive mode's scenarios as recorded in the sweep (None without --adaptive)."""
+def _adaptive(ns: argparse.Namespace, sizes: Sequence[int]) -> AdaptiveRequest | None:
+    """The adaptive mode asked for (None without --adaptive; its flags alone are refused)."""
     given = [
         flag
         for flag, value in (
@@ -669,54 +652,35 @@ def _adaptive(ns: argparse.Namespace, sizes: Sequence[int]) -> dict[str, Any] | 
                 f"{', '.join(given)}: used only with --adaptive (add it, or leave them out)"
             )
         return None
-    ckpt = list(ns.ckpt_size) if ns.ckpt_size is not None else [max(sizes, default=0)]
-    mtbfs = (
-        [m for group in ns.mtbf for m in group]
-        if ns.mtbf is not None
-        else [units.parse_duration(DEFAULT_MTBF)]
+    return AdaptiveRequest(
+        ckpt_sizes=tuple(ns.ckpt_size) if ns.ckpt_size is not None else (max(sizes, default=0),),
+        mtbf_s=(
+            tuple(m for group in ns.mtbf for m in group)
+            if ns.mtbf is not None
+            else (units.parse_duration(DEFAULT_MTBF),)
+        ),
+        app_power_w=ns.app_power,
+        margin=DEFAULT_MARGIN if ns.margin is None else ns.margin,
+        nodes=1 if ns.nodes is None else ns.nodes,  # --mtbf is one node's, as in plan
     )
-    if not ckpt or not mtbfs:
-        raise ValueError("the adaptive mode needs a checkpoint size and an MTBF to decide for")
-    adaptive: dict[str, Any] = {
-        "ckpt_sizes": ckpt,
-        "mtbf_s": mtbfs,
-        "app_power_W": ns.app_power,
-        "margin": DEFAULT_MARGIN if ns.margin is None else ns.margin,
-    }
-    if ns.nodes is not None and ns.nodes != 1:  # absent: one node (profiles made before)
-        adaptive["nodes"] = ns.nodes
-    return adaptive
 
 
-def _chooser(spec: SweepSpec, adaptive: dict[str, Any] | None) -> CellChooser | None:
-    if adaptive is None:
-        return None
-    nodes = int(adaptive.get("nodes", 1))  # --mtbf is one node's, as in plan
-    scenarios = [
-        DecisionScenario(ckpt_size=float(c), rate=nodes / m, app_power=adaptive["app_power_W"])
-        for c in adaptive["ckpt_sizes"]
-        for m in adaptive["mtbf_s"]
-    ]
-    return AdaptiveChooser(spec, scenarios, margin=adaptive["margin"])
+def _meters(ns: argparse.Namespace) -> MeterRequest:
+    """The meters the flags ask for, checked against each other before anything opens."""
+    meter_names(ns)
+    return MeterRequest(names=ns.meters, csv_path=ns.meter_csv, tdp_w=ns.tdp, rate_hz=ns.rate)
 
 
-def build_spec(ns: argparse.Namespace) -> tuple[SweepSpec, CellChooser | None]:
-    """The sweep and its cell chooser from the parsed flags (raises on invalid values)."""
+def _request(ns: argparse.Namespace) -> tuple[SweepSpec, MeterRequest, AdaptiveRequest | None]:
+    """The library call's inputs from the parsed flags (raises on invalid values)."""
     processes = (
         ns.processes if ns.processes is not None else default_process_counts(os.cpu_count() or 1)
     )
     adaptive = _adaptive(ns, ns.size)
-    meter_names(ns)  # the meter flags agree, checked before anything starts
-    extra: dict[str, Any] = {"meters": ns.meters, "rate_hz": ns.rate}
-    if ns.meter_csv is not None:
-        extra["meter_csv"] = os.path.abspath(ns.meter_csv)
-    if ns.tdp is not None:
-        extra["tdp_W"] = ns.tdp
-    if adaptive is not None:
-        extra["adaptive"] = adaptive
+    meters = _meters(ns)
     spec = SweepSpec(
         path=os.path.abspath(ns.path),
-        settings=_settings(ns),
+        settings=cpu_settings(ns.frequencies, ns.governors),
         processes=tuple(processes),
         ops=ns.ops,
         sizes=ns.size,
@@ -729,129 +693,60 @@ def build_spec(ns: argparse.Namespace) -> tuple[SweepSpec, CellChooser | None]:
         repetitions=ns.repetitions,
         warmup=ns.warmup,
         idle_seconds=ns.idle,
-        extra=extra,
+        extra=sweep_extra(meters, adaptive),
     )
     spec.validate()
-    return spec, _chooser(spec, adaptive)
+    return spec, meters, adaptive
 
 
-def _resumable(out: Path, ns: argparse.Namespace, spec: SweepSpec) -> Profile | None:
-    """The partial profile in OUT to continue, None to start anew; raises for a bad OUT."""
-    if not out.exists():
-        if ns.resume and not ns.quiet:
-            print(f"{out} does not exist yet: starting a new sweep", file=sys.stderr)
-        return None
-    if out.is_dir():
-        raise ValueError(f"cannot write {out}: it is a directory, give a file name")
-    if ns.force:
-        return None
-    if not ns.resume:
-        raise ValueError(f"{out} exists: --resume to continue it or --force to overwrite")
-    previous = load_profile(out)
-    if previous.status == "complete":
-        return previous
-    recorded = previous.sweep.get("spec")
-    if not isinstance(recorded, dict):
-        raise SweepError(f"{out} records no sweep, so it cannot be resumed: profile anew")
-    old = SweepSpec.from_json(recorded)
-    diff = [d for d in spec.differences(old) if d != "extra"]
-    for key in sorted(set(spec.extra) | set(old.extra)):
-        if spec.extra.get(key) != old.extra.get(key):
-            diff.append(f"extra.{key}")
-    if diff:
-        named = ", ".join(f"{d} ({FLAG_OF[d]})" if d in FLAG_OF else d for d in diff)
-        raise SweepError(
-            f"{out} was made by a different sweep (differs in {named}): repeat the original "
-            "options to resume, or write a new file"
-        )
-    return previous
+def build_spec(ns: argparse.Namespace) -> tuple[SweepSpec, CellChooser | None]:
+    """The sweep and its cell chooser from the parsed flags (raises on invalid values)."""
+    spec, _, adaptive = _request(ns)
+    return spec, None if adaptive is None else adaptive.chooser(spec)
 
 
-def _file_id(path: Path) -> tuple[int, int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return st.st_ino, st.st_mtime_ns
-
-
-def _cells_kept(out: Path, before: tuple[int, int] | None, resumed: bool) -> int | None:
-    """Finished cells in OUT after an interrupted sweep; None when this run did not write it."""
-    now = _file_id(out)
-    if now is None or (now == before and not resumed):
-        return None
-    try:
-        sweep = load_profile(out).sweep
-    except ProfileError:
-        return None
-    return sum(len(v) for k in ("done", "quick") if isinstance(v := sweep.get(k), list))
-
-
-def _measure(
-    spec: SweepSpec,
-    ns: argparse.Namespace,
-    out: Path,
-    resume: Profile | None,
-    chooser: CellChooser | None,
-    progress: ProgressSink | None,
-) -> Profile:
-    """Open meters, sampler and (if needed) the node session, and run the sweep."""
-    needs_node = any(s.kind != "uncontrolled" for s in spec.settings) or any(
-        c is not None for c in spec.cstates
-    )
-    with ExitStack() as stack:
-        selection = stack.enter_context(open_meters(ns))
-        sampler = stack.enter_context(Sampler(selection, rate_hz=ns.rate))
-        choice = choose_power_domains(sampler.domains, sampler.sources)
-        if resume is not None and tuple(resume.power_domains) != choice.keys:
-            raise SweepError(
-                f"{out} holds power over {', '.join(resume.power_domains) or 'no domain'}, "
-                f"these meters give {', '.join(choice.keys)}: resume with the same meters"
-            )
-        machine, storage = collect_metadata(
-            spec.path, meter_lines=[m.describe() for m in selection.meters]
-        )
-        context = SweepContext(
-            machine=machine, storage=storage, meters=tuple(m.name for m in selection.meters)
-        )
-        node = stack.enter_context(NodeSettings()) if needs_node else None
-        measurer = NodeMeasurer(spec, sampler, choice, node)
-        return run_sweep(
-            spec,
-            measurer,
-            out,
-            context=context,
-            resume=resume,
-            progress=progress,
-            chooser=chooser,
-        )
+def _note(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 def run_profile(ns: argparse.Namespace) -> int:
-    """Execute ``greenckpt profile run``."""
-    spec, chooser = build_spec(ns)
-    preflight(spec)
+    """Execute ``greenckpt profile run``: the library's checks and sweep
+    (:mod:`greenckpt.profile.run`), then the table, the fio cross-check and the plots."""
+    spec, meters, adaptive = _request(ns)
     out = Path(ns.output)
-    resume = _resumable(out, ns, spec)
-    if resume is not None and resume.status == "complete":
-        done = f"{out} is already complete ({len(resume.points)} points): nothing to resume"
+    previous = prepare_profile(
+        spec,
+        out,
+        resume=ns.resume,
+        force=ns.force,
+        spelling=SPELLING,
+        note=None if ns.quiet else _note,
+    )
+    if previous is not None and previous.status == "complete":
+        done = f"{out} is already complete ({len(previous.points)} points): nothing to resume"
         if ns.json:
             print(done, file=sys.stderr)
-            print(dumps({**profile_to_json(resume), "file": str(out)}))
+            print(dumps({**profile_to_json(previous), "file": str(out)}))
         else:
             print(done)
         return 0
-    check_writable_target(out)
     if ns.plot is not None and Path(ns.plot).exists() and not Path(ns.plot).is_dir():
         raise ValueError(f"--plot {ns.plot}: it exists and is not a directory")
 
-    before = _file_id(out)
-    progress = _progress_sink(ns)
+    before = file_identity(out)
+    progress = progress_sink(quiet=ns.quiet or ns.json)
     try:
-        final = _measure(spec, ns, out, resume, chooser, progress)
+        final = measure_profile(
+            spec,
+            out,
+            previous=previous,
+            meters=meters,
+            chooser=None if adaptive is None else adaptive.chooser(spec),
+            progress=progress,
+        )
     except KeyboardInterrupt:
-        _stop(progress)
-        kept = _cells_kept(out, before, resume is not None)
+        stop_progress(progress)
+        kept = cells_kept(out, before, resumed=previous is not None)
         if kept:
             print(
                 f"interrupted: the profile in {out} keeps {kept} finished cells; "
@@ -865,13 +760,13 @@ def run_profile(ns: argparse.Namespace) -> int:
             )
         return EXIT_INTERRUPTED
     except (IOJobError, OSError) as exc:
-        _stop(progress)
-        kept = _cells_kept(out, before, resume is not None)
+        stop_progress(progress)
+        kept = cells_kept(out, before, resumed=previous is not None)
         where = f"; {out} keeps {kept} finished cells (--resume)" if kept else ""
         print(f"greenckpt profile run: error: the sweep failed: {exc}{where}", file=sys.stderr)
         return EXIT_FAILED
     finally:
-        _stop(progress)
+        stop_progress(progress)
 
     validation, validation_note = _validate_after(spec, ns)
     plots = draw_profile(final, ns.plot) if ns.plot is not None else []
@@ -893,11 +788,6 @@ def run_profile(ns: argparse.Namespace) -> int:
     for path in plots:
         console.print(escape(str(path)), highlight=False)
     return 0
-
-
-def _stop(progress: ProgressSink | None) -> None:
-    if isinstance(progress, RichProgress):
-        progress.close()
 
 
 def _validate_after(
