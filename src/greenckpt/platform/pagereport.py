@@ -28,7 +28,6 @@ whose pid now belongs to another process is a dead holder's.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -38,6 +37,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from greenckpt.durable import fsync_directory, write_atomic
 from greenckpt.platform.root import (
     ClosesOnExit,
     PlatformError,
@@ -268,30 +268,13 @@ def _write_json(path: Path, doc: dict[str, Any], root: SysRoot | None = None) ->
     check_inside()  # before creating any directory (realpath resolves the existing part)
     path.parent.mkdir(parents=True, exist_ok=True)
     check_inside()
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        try:
-            fd = os.open(tmp, flags, 0o644)
-        except FileExistsError:  # left by a killed process that had this pid: ours to replace
-            tmp.unlink()
-            fd = os.open(tmp, flags, 0o644)
-        with open(fd, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(doc), mode=0o644, temp="pid", sync_directory=False)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         raise PlatformError(
             f"cannot write {path}: {exc.strerror or exc}; nothing was changed"
         ) from None
-    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_directory(path.parent)  # outside: the file is in place, "nothing changed" is untrue
 
 
 class PageReportingHold(ClosesOnExit):

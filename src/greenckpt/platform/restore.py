@@ -127,6 +127,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Self
 
+from greenckpt.durable import fsync_directory, write_atomic
 from greenckpt.platform.cpufreq import (
     CPU_DIR,
     CPUFREQ_DIR,
@@ -223,19 +224,6 @@ def default_state_file(
         digest = hashlib.sha256(str(chosen.path.resolve()).encode()).hexdigest()[:12]
         name = name.removesuffix(".json") + f"-{digest}.json"
     return base / name
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _make_state_dir(path: Path) -> None:
@@ -548,59 +536,30 @@ def _write_state_file(path: Path, doc: Mapping[str, Any], *, exclusive: bool) ->
     """Atomically publish ``doc`` at ``path``: temp file + fsync + link/rename + dir fsync.
 
     ``exclusive`` (the first save of a session) publishes with a hard link, which fails when the
-    file exists: another session's record is never replaced.
+    file exists: another session's record is never replaced. The temporary name is predictable
+    (``temp="pid"``), so it is created exclusively and never through a link; one left by an
+    earlier process with this pid (killed mid-write) is this pid's to replace.
     """
     data = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode("utf-8")
     _make_state_dir(path)
-    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
     try:
-        # Exclusive and never through a link: the name is predictable. One left by an earlier
-        # process with this pid (killed mid-write) is this pid's to replace.
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        try:
-            fd = os.open(tmp, flags, 0o600)
-        except FileExistsError:
-            tmp.unlink()
-            fd = os.open(tmp, flags, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if not exclusive:
-            os.replace(tmp, path)
-        else:
-            try:
-                os.link(tmp, path)
-            except FileExistsError:
-                raise PlatformError(
-                    f"state file {path} appeared: another greenckpt session is changing this "
-                    "node's settings; nothing was changed by this one"
-                ) from None
-            except OSError as exc:  # no hard links on this file system: check, then rename
-                if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV):
-                    raise
-                if path.exists():
-                    raise PlatformError(
-                        f"state file {path} appeared: another greenckpt session is changing "
-                        "this node's settings; nothing was changed by this one"
-                    ) from None
-                os.rename(tmp, path)
-    except PlatformError:
-        raise
+        published = write_atomic(path, data, temp="pid", exclusive=exclusive, sync_directory=False)
     except OSError as exc:
         raise PlatformError(
             f"cannot write the state file {path}: {exc.strerror or exc}; nothing was changed"
         ) from exc
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-    _fsync_dir(path.parent)
+    if not published:
+        raise PlatformError(
+            f"state file {path} appeared: another greenckpt session is changing this "
+            "node's settings; nothing was changed by this one"
+        )
+    fsync_directory(path.parent, best_effort=True)
 
 
 def _remove_state_file(path: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
-    _fsync_dir(path.parent)
+    fsync_directory(path.parent, best_effort=True)
 
 
 def _check_doc(doc: object, path: Path) -> dict[str, Any]:
