@@ -73,11 +73,10 @@ from typing import Any
 
 from greenckpt.ckpt.comm import Comm, world
 from greenckpt.ckpt.config import ON_UNRECOVERABLE, Config, ConfigError, LevelConfig, load_config
-from greenckpt.ckpt.erasure import GroupLayout
 from greenckpt.ckpt.flush import Flush
-from greenckpt.ckpt.groups import parity_name
 from greenckpt.ckpt.hooks import HookKind, NullHook, PhaseAdvice, PhaseHook, PhaseKind
 from greenckpt.ckpt.inject import maybe_fail
+from greenckpt.ckpt.levels import BUILTIN_LEVELS, LevelSpec, Storage, level_spec
 from greenckpt.ckpt.manifest import (
     MANIFEST_NAME,
     Manifest,
@@ -85,12 +84,10 @@ from greenckpt.ckpt.manifest import (
     RankEntry,
     utc_now_iso,
 )
-from greenckpt.ckpt.partner import copy_name
 from greenckpt.ckpt.protect import Identity, IdentityMismatchError, Protected
-from greenckpt.ckpt.redundancy import ErasureLevel, PartnerLevel
+from greenckpt.ckpt.redundancy import NoRedundancy, Redundancy, build_redundancy
 from greenckpt.ckpt.store import CheckpointStore, StoreError
 from greenckpt.ckpt.topology import Topology, write_waves
-from greenckpt.ckpt.transfer import first_cause
 from greenckpt.errors import GreenckptError
 from greenckpt.io import Chunk, ConcatSink, ConcatSource, parse_codec, run_chunks
 from greenckpt.io.atomic import fsync_directory
@@ -105,7 +102,8 @@ __all__ = [
     "RecoveryInfo",
 ]
 
-LEVEL_NAMES = {1: "node-local", 2: "partner copy", 3: "erasure code", 4: "global file system"}
+LEVEL_NAMES = {spec.number: spec.name for spec in BUILTIN_LEVELS}
+"""The built-in levels' names (every level's is its :class:`~greenckpt.ckpt.levels.LevelSpec`'s)."""
 
 
 class CheckpointError(GreenckptError, RuntimeError):
@@ -299,23 +297,17 @@ class Checkpointer:
         self.rank = self.comm.rank
         self.topology = Topology.discover(self.comm, self.config.ranks_per_node)
         self.node = self.topology.node_of(self.rank)
-        enabled = self.config.enabled_levels
-        checksum = self.config.checksum
-        self._partner = PartnerLevel(self.comm, self.topology, checksum) if 2 in enabled else None
-        l3 = self._level(3)
-        self._erasure = (
-            ErasureLevel(self.comm, self.topology, l3.group_size, l3.parity, checksum)
-            if 3 in enabled
-            else None
-        )
-        self._async_flush = 4 in enabled and self._level(4).async_flush
-        if self._async_flush and self.config.local_dir is None:
-            raise ValueError(
-                "level 4 with async = true flushes from node-local storage: set local_dir too "
-                "(checkpoints are written there first), or set async = false"
+        # every rank builds the same levels' redundancy in the same order (it may be collective)
+        self._redundancy: dict[int, Redundancy] = {
+            n: build_redundancy(
+                level_spec(n).scheme, self.comm, self.topology, self._level(n), self.config.checksum
             )
-        if self._async_flush:
-            self._check_flush_codec()
+            for n in self.config.enabled_levels
+        }
+        # the level whose checkpoints are flushed in the background from another's store
+        flushed = [n for n in self.config.enabled_levels if self._level(n).async_flush]
+        self._flush_level: int | None = flushed[0] if flushed else None
+        self._flush_source = 0 if self._flush_level is None else self._flush_via()
         self._flush: Flush | None = None
         self._flush_manifest: Manifest | None = None
         self.protected = Protected()
@@ -343,21 +335,34 @@ class Checkpointer:
         """Where the last ``recover(on_unrecoverable="fresh")`` moved the checkpoints it could
         not restore (every node's directories); empty when it moved none."""
 
-    def _check_flush_codec(self) -> None:
+    def _flush_via(self) -> int:
+        """The level whose store an asynchronous checkpoint is written to first; checked."""
+        flush = self._flush_level
+        via = None if flush is None else level_spec(flush).async_via
+        assert flush is not None and via is not None  # async applies only to such levels
+        if level_spec(via).storage is Storage.NODE_LOCAL and self.config.local_dir is None:
+            raise ValueError(
+                f"level {flush} with async = true flushes from node-local storage: set local_dir "
+                "too (checkpoints are written there first), or set async = false"
+            )
+        self._check_flush_codec(flush, via)
+        return via
+
+    def _check_flush_codec(self, flush: int, via: int) -> None:
         """Refuse a level-4 codec that an asynchronous flush would ignore: the flush copies
         the level-1 files byte for byte (their digests must hold on both copies), so the
         level-4 copy always has level 1's codec. Silently storing it otherwise would surprise
         whoever sized the global file system for the codec they asked for."""
-        wanted, used = self._codec_label(4), self._codec_label(1)
+        wanted, used = self._codec_label(flush), self._codec_label(via)
         # a Config built directly has no sources: only a codec it names counts as asked for
-        source = self.config.sources.get("l4.codec", "Config")
+        source = self.config.sources.get(f"l{flush}.codec", "Config")
         asked = wanted is not None or source not in ("default", "Config")
         if asked and wanted != used:
             raise ConfigError(
-                f"{source}: l4 codec = {wanted or 'none'!r} cannot apply with async = true: the "
-                "background flush copies the level-1 files as they are, with level 1's codec "
-                f"({used or 'none'!r}); set the same codec for l1, remove it from l4, or set "
-                "async = false"
+                f"{source}: l{flush} codec = {wanted or 'none'!r} cannot apply with async = true: "
+                f"the background flush copies the level-{via} files as they are, with level "
+                f"{via}'s codec ({used or 'none'!r}); set the same codec for l{via}, remove it "
+                f"from l{flush}, or set async = false"
             )
 
     # ------------------------------------------------------------------ set-up
@@ -379,29 +384,26 @@ class Checkpointer:
     def _level(self, number: int) -> LevelConfig:
         return self.config.level(number)
 
+    def _spec(self, number: int) -> LevelSpec:
+        return level_spec(number)
+
     def _store_base(self, number: int) -> Path:
-        """Where a level's store lives. Levels 2 and 3 get their own subdirectory of the
-        node-local directory (``level2``, ``level3``): each level's checkpoints must be
-        listed, kept (keep-last-k) and removed apart from the other levels' — sharing one
-        directory, a level-1 cleanup would delete the older level-2 checkpoint that a node
-        loss needs."""
-        if number == 4:
-            assert self.config.global_dir is not None
-            return Path(os.path.expanduser(self.config.global_dir))
-        assert self.config.local_dir is not None
-        base = self.topology.local_base(self.config.local_dir, self.node)
-        return base if number == 1 else base / f"level{number}"
+        """Where a level's store lives on this node (:meth:`LevelSpec.base`)."""
+        spec = self._spec(number)
+        directory = getattr(self.config, spec.storage.setting)
+        assert isinstance(directory, str)  # the Config checked it is set for enabled levels
+        return spec.base(directory, self.topology, self.node)
 
     def _open_stores(self) -> dict[int, CheckpointStore]:
         """The stores of the enabled levels, checked on every rank (collective)."""
         stores: dict[int, CheckpointStore] = {}
         problem = None
         try:
-            levels = set(self.config.enabled_levels) | ({1} if self._async_flush else set())
+            levels = set(self.config.enabled_levels) | ({self._flush_source} - {0})
             for number in sorted(levels):
                 base = self._store_base(number)
-                local = self.config.local_dir
-                if number != 4 and local is not None and Path(os.path.expanduser(local)).is_dir():
+                top = getattr(self.config, self._spec(number).storage.setting)
+                if base != Path(os.path.expanduser(top)) and Path(os.path.expanduser(top)).is_dir():
                     base.mkdir(parents=True, exist_ok=True)  # node<k>/, level2/, level3/
                 store = CheckpointStore(base, self.config.name)
                 store.check_usable()
@@ -422,13 +424,16 @@ class Checkpointer:
 
     def _is_leader(self, level: int) -> bool:
         """Whether this rank commits and cleans its directory of ``level``."""
-        if level == 4:
-            return self.rank == 0
-        return self.rank == self.topology.leader(self.node)
+        return self.rank == self._spec(level).storage.leader(self.topology, self.node)
 
     def _dir_ranks(self, level: int) -> tuple[int, ...] | None:
         """The ranks whose files this rank's directory of ``level`` holds (None: all)."""
-        return None if level == 4 else self.topology.nodes[self.node]
+        return self._spec(level).storage.dir_ranks(self.topology, self.node)
+
+    def _redundancy_of(self, level: int) -> Redundancy:
+        """A level's redundancy (none for a level used only as an asynchronous flush's
+        source)."""
+        return self._redundancy.get(level) or NoRedundancy()
 
     # ------------------------------------------------------------------ when
 
@@ -583,11 +588,11 @@ class Checkpointer:
             which = "higher" if alternative > number else "lower"
             meanwhile = (
                 f"meanwhile its due checkpoints go to level {alternative} "
-                f"({LEVEL_NAMES[alternative]}), the next {which} level that can be written"
+                f"({self._spec(alternative).name}), the next {which} level that can be written"
                 + ("" if alternative > number else " (no higher one can)")
             )
         warnings.warn(
-            f"greenckpt: a level-{number} ({LEVEL_NAMES[number]}) checkpoint failed: {exc}. "
+            f"greenckpt: a level-{number} ({self._spec(number).name}) checkpoint failed: {exc}. "
             f"Backing off: level {number} is offered again {held.describe()}, the wait "
             f"doubling with each further failure (up to {_BACKOFF_MAX_FACTOR} intervals); "
             f"{meanwhile}. Said once until a level-{number} checkpoint succeeds",
@@ -635,10 +640,10 @@ class Checkpointer:
                 f"level {number} is not enabled: enabled levels are "
                 f"{', '.join(map(str, self._stores))}"
             )
-        flushing = number == 4 and self._async_flush
+        flushing = number == self._flush_level
         covering, self._covering = self._covering.get(number, ()), {}
         self._poll_flush(wait=flushing)
-        written = 1 if flushing else number
+        written = self._flush_source if flushing else number
         try:
             self._check_space(written, flush=flushing)
             info = self._checkpoint_at(written, iteration)
@@ -649,7 +654,7 @@ class Checkpointer:
         self._committed(written, info.id)
         if flushing:
             self._start_flush(info)
-            info = replace(info, level=4, flushing=True)
+            info = replace(info, level=number, flushing=True)
         self._last_seconds[number] = info.seconds
         for lower in self._stores:  # a checkpoint at a level also serves every lower one
             if lower <= number or lower in covering:  # and those it stood in for
@@ -675,30 +680,14 @@ class Checkpointer:
         before the first checkpoint). ``flush``: an asynchronous level-4 checkpoint, written
         to level 1 first and then copied to the global file system — both must have room.
         """
-        for target in (level, 4) if flush else (level,):
+        for target in (level, self._flush_level or level) if flush else (level,):
             problem = self._space_problem(target, level)
             if problem is not None:
                 raise CheckpointError(problem)
 
     def _directories(self, level: int) -> list[tuple[int, tuple[int, ...]]]:
         """The directories of ``level`` as (the rank that measures it, the ranks it holds)."""
-        if level == 4:
-            return [(0, tuple(range(self.comm.size)))]
-        return [(self.topology.leader(n), ranks) for n, ranks in enumerate(self.topology.nodes)]
-
-    def _extra_bytes(self, level: int, sizes: list[int]) -> list[int]:
-        """Per rank, the redundant bytes its directory holds at ``level`` besides its file."""
-        if level == 2 and self._partner is not None:
-            return [sizes[self._partner.owners[r]] for r in range(len(sizes))]
-        extra = [0] * len(sizes)
-        if level == 3 and self._erasure is not None:
-            tolerance = self._erasure.layout.tolerance
-            for group in self._erasure.groups:
-                layout = GroupLayout(len(group), tolerance)
-                piece = layout.piece_size(max(sizes[r] for r in group))
-                for r in group:
-                    extra[r] = tolerance * piece
-        return extra
+        return self._spec(level).storage.directories(self.topology)
 
     def _space_problem(self, level: int, codec_level: int) -> str | None:
         """Why some directory of ``level`` cannot take this checkpoint, or None (collective).
@@ -718,7 +707,7 @@ class Checkpointer:
 
         seen = self.comm.allgather((estimate, free() if measuring else None))
         sizes = [e for e, _ in seen]
-        extra = self._extra_bytes(level, sizes)
+        extra = self._redundancy_of(level).extra_bytes(sizes)
         needs = {
             leader: sum(_blocks(sizes[r]) + _blocks(extra[r]) for r in ranks)
             + _DIRECTORY_ALLOWANCE
@@ -749,10 +738,10 @@ class Checkpointer:
         r = still[0]
         available, held, count, where = details[r]
         assert available is not None
-        node = "the global file system" if level == 4 else f"node {self.topology.node_of(r)}"
+        node = self._spec(level).storage.where(self.topology, r)
         keep = self.config.keep
         return (
-            f"checkpoint at level {level} ({LEVEL_NAMES[level]}) refused before writing "
+            f"checkpoint at level {level} ({self._spec(level).name}) refused before writing "
             f"anything: {where} on {node} needs {_size(needs[r])} for it and {_size(available)} "
             f"is free (the {count} checkpoints kept there hold {_size(held)}; with keep = "
             f"{keep} a level needs room for about keep + 1 = {keep + 1} checkpoints, level 2 "
@@ -792,7 +781,8 @@ class Checkpointer:
             if lower >= level or not self._is_leader(lower):
                 continue
             newer = sorted({i for n, ids in self._verified.items() if n >= lower for i in ids})
-            flushing = self._flush.ckpt_id if self._flush is not None and lower == 1 else None
+            source = self._flush is not None and lower == self._flush_source
+            flushing = self._flush.ckpt_id if self._flush is not None and source else None
             for old in store.committed():
                 if old != flushing and sum(1 for i in newer if i > old) >= keep:
                     _tidy(
@@ -851,7 +841,8 @@ class Checkpointer:
                 "committed and the previous checkpoints are intact"
             )
         entries = tuple(e for e, _, _ in outcomes if e is not None)
-        redundancy, problem = self._protect(number, store, ckpt_id, entries)
+        stage = store.staging_path(ckpt_id)
+        redundancy, problem = self._redundancy_of(number).encode(stage, entries)
         if problem is not None:
             self._abort(number, store, ckpt_id)
             raise CheckpointError(
@@ -890,7 +881,8 @@ class Checkpointer:
                 f"{commits[r]}; the previous checkpoints are intact"
             )
         if self._is_leader(number):
-            flushing = [self._flush.ckpt_id] if self._flush is not None and number == 1 else []
+            source = self._flush is not None and number == self._flush_source
+            flushing = [self._flush.ckpt_id] if self._flush is not None and source else []
             keep = self.config.keep
             kept = [ckpt_id, *flushing]
             _tidy(lambda: store.cleanup(keep, protect=kept, wait=False), "remove old checkpoints")
@@ -949,8 +941,9 @@ class Checkpointer:
     def _start_flush(self, info: CheckpointInfo) -> None:
         """Copy this rank's files of level-1 checkpoint ``info.id`` to the global store's
         staging directory in the background (see :mod:`greenckpt.ckpt.flush`)."""
-        local, global_ = self._stores[1], self._stores[4]
-        self._begin("flush", 4, global_.job_dir)
+        assert self._flush_level is not None  # only a level flushed asynchronously gets here
+        local, global_ = self._stores[self._flush_source], self._stores[self._flush_level]
+        self._begin("flush", self._flush_level, global_.job_dir)
         try:
             manifest = local.read(info.id)
             source = local.committed_path(info.id) / manifest.ranks[self.rank].file
@@ -960,14 +953,14 @@ class Checkpointer:
             # kept as a failed flush: reported on every rank at the next call, like any other
             self._flush = Flush.failed(info.id, info.iteration, _one_line(exc))
             return
-        self._flush_manifest = replace(manifest, level=4, redundancy={})
+        self._flush_manifest = replace(manifest, level=self._flush_level, redundancy={})
         self._flush = Flush(info.id, [source], stage, self.rank, info.iteration)
 
     def _poll_flush(self, *, wait: bool) -> None:
         """Commit the level-4 copy once every rank's flush is over, or raise its failure
         (collective while a flush is under way; nothing otherwise)."""
-        flush, manifest = self._flush, self._flush_manifest
-        if flush is None:
+        flush, manifest, level = self._flush, self._flush_manifest, self._flush_level
+        if flush is None or level is None:
             return
         if wait:
             flush.wait()
@@ -975,10 +968,10 @@ class Checkpointer:
         if not all(done for done, _ in states):
             return
         self._flush = self._flush_manifest = None
-        store = self._stores[4]
+        store = self._stores[level]
         errors = [e for _, e in states]
         self._end("flush", not any(errors), flush.seconds or 0.0)
-        if not any(errors) and self.rank == 0:
+        if not any(errors) and self._is_leader(level):
             assert manifest is not None  # rank 0's flush started, or it would have an error
             try:
                 store.commit(flush.ckpt_id, manifest)
@@ -987,49 +980,30 @@ class Checkpointer:
         errors[0] = self.comm.bcast(errors[0])
         bad = next(((r, e) for r, e in enumerate(errors) if e), None)
         if bad is not None:
-            self._abort(4, store, flush.ckpt_id)
+            self._abort(level, store, flush.ckpt_id)
             error = CheckpointError(
                 f"the asynchronous flush of checkpoint {flush.ckpt_id} to the global file "
                 f"system failed on rank {bad[0]}: {bad[1]}; it was not committed there "
                 "(the checkpoint is still on node-local storage)"
             )
-            self._note_failure(4, error, flush.iteration, (), stacklevel=5)
+            self._note_failure(level, error, flush.iteration, (), stacklevel=5)
             raise error
-        if self.rank == 0:
+        if self._is_leader(level):
             keep, done = self.config.keep, flush.ckpt_id
             _tidy(lambda: store.cleanup(keep, protect=[done]), "remove old checkpoints")
-        self._committed(4, flush.ckpt_id)
+        self._committed(level, flush.ckpt_id)
         assert manifest is not None  # no rank failed, so every rank started its flush
         mine = manifest.ranks[self.rank]
         self.history.append(
             CheckpointInfo(
                 flush.ckpt_id,
-                4,
+                level,
                 flush.iteration,
                 flush.seconds or 0.0,
                 mine.logical_bytes,
                 mine.stored_bytes,
             )
         )
-
-    def _protect(
-        self, level: int, store: CheckpointStore, ckpt_id: int, entries: tuple[RankEntry, ...]
-    ) -> tuple[dict[str, Any], str | None]:
-        """Levels 2 and 3: the redundant files next to the rank files (collective); the
-        manifest's ``redundancy`` object, or the first rank's error."""
-        stage = store.staging_path(ckpt_id)
-        if level == 2 and self._partner is not None:
-            bad = first_cause(self.comm.allgather(self._partner.protect(stage, entries)))
-            if bad is not None:
-                return {}, f"rank {bad[0]}: {bad[1]}"
-            return self._partner.redundancy(), None
-        if level == 3 and self._erasure is not None:
-            outcomes = self.comm.allgather(self._erasure.protect(stage, entries))
-            bad = first_cause([e for _, e in outcomes])
-            if bad is not None:
-                return {}, f"rank {bad[0]}: {bad[1]}"
-            return self._erasure.redundancy([info or {} for info, _ in outcomes]), None
-        return {}, None
 
     def _codec_label(self, level: int) -> str | None:
         spec = parse_codec(self._level(level).codec)
@@ -1124,8 +1098,8 @@ class Checkpointer:
 
         def held(ckpt_id: int, number: int) -> bool:
             holders = [ckpt_id in other.get(number, ()) for other in everyone]
-            # levels 2 and 3 rebuild what a node lost; levels 1 and 4 need every copy
-            return any(holders) if number in (2, 3) else all(holders)
+            # a level with redundancy rebuilds what a node lost; the others need every copy
+            return any(holders) if self._redundancy_of(number).rebuilds else all(holders)
 
         # newest first; of one checkpoint's copies (an L1 checkpoint flushed to L4 keeps its
         # id), the lowest level first: node-local storage is the fastest to read back
@@ -1313,7 +1287,7 @@ class Checkpointer:
             problems = self.comm.allgather(problem)
             bad = [(r, p) for r, p in enumerate(problems) if p]
             rebuilt: tuple[int, ...] = ()
-            if bad and number in (2, 3):
+            if bad and self._redundancy_of(number).rebuilds:
                 lost = {r for r, _ in bad}
                 failure = self._rebuild(number, ckpt_id, manifest, lost)
                 if failure is None:
@@ -1375,11 +1349,12 @@ class Checkpointer:
     ) -> tuple[Manifest | None, str]:
         """The checkpoint's manifest, the same on every rank (collective).
 
-        Levels 1 and 4: each rank reads its own directory's copy (they must all be readable).
-        Levels 2 and 3: read by the first rank whose node holds a readable copy and broadcast,
-        so ranks of a node that lost everything learn what to rebuild.
+        Levels without redundancy (1, 4): each rank reads its own directory's copy (they must all
+        be readable). Levels with redundancy (2, 3): read by the first rank whose node holds a
+        readable copy and broadcast, so ranks of a node that lost everything learn what to
+        rebuild.
         """
-        if level not in (2, 3):
+        if not self._redundancy_of(level).rebuilds:
             try:
                 manifest: Manifest | None = self._stores[level].read(ckpt_id, level=level)
                 problem = ""
@@ -1425,8 +1400,7 @@ class Checkpointer:
         store = self._stores[level]
         committed = store.committed_path(ckpt_id)
         present = committed.is_dir()
-        redundancy = self._partner if level == 2 else self._erasure
-        assert redundancy is not None
+        redundancy = self._redundancy_of(level)
         problem: str | None = None
         try:
             target = committed if present else store.staging(ckpt_id)
@@ -1471,13 +1445,9 @@ class Checkpointer:
         there too? (The store checks only the rank files.)"""
         directory = store.committed_path(ckpt_id)
         for rank in self.topology.nodes[self.node]:
-            name = manifest.ranks[rank].file
-            if level == 2 and self._partner is not None:
-                name = copy_name(manifest.ranks[self._partner.owners[rank]].file)
-            elif level == 3:
-                name = parity_name(name)
-            if not (directory / name).is_file():
-                return f"the rebuilt {directory} lacks {name}"
+            for name in self._redundancy_of(level).extra_files(manifest, rank):
+                if not (directory / name).is_file():
+                    return f"the rebuilt {directory} lacks {name}"
         return None
 
     def _abort_rebuild(

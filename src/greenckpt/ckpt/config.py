@@ -141,6 +141,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NoReturn, SupportsFloat, SupportsIndex, TypedDict, cast
 
+from greenckpt.ckpt.levels import Storage, level_numbers, level_spec, level_specs, numbers_text
 from greenckpt.errors import GreenckptError
 from greenckpt.io.checksum import CHECKSUMS
 from greenckpt.io.codec import CODEC_LEVEL_RANGES
@@ -165,7 +166,6 @@ CODECS: Mapping[str, tuple[int, int] | None] = MappingProxyType(CODEC_LEVEL_RANG
 #: Prefix of the environment variables read by :func:`load_config`.
 ENV_PREFIX = "GREENCKPT_"
 
-_LEVELS = (1, 2, 3, 4)
 _CONFIG_ENV = ENV_PREFIX + "CONFIG"
 _DEFAULT = "default"
 _DIRECT = "Config"  # the source of a value given to Config(...) directly
@@ -486,6 +486,48 @@ _GROUP_SIZE_DEFAULT = 4
 _PARITY_DEFAULT = 1
 
 
+@dataclass(frozen=True)
+class _LevelSetting:
+    """A setting that only the levels whose spec names it take (``LevelSpec.settings``)."""
+
+    key: str
+    """Its TOML key, level keyword key and ``GREENCKPT_L<n>_<KEY>`` suffix."""
+    convert: _Convert
+    default: object
+
+
+#: The level-specific settings: LevelConfig field -> how it is read.
+_LEVEL_SETTINGS: Mapping[str, _LevelSetting] = MappingProxyType(
+    {
+        "group_size": _LevelSetting("group_size", _to_int_required(2), _GROUP_SIZE_DEFAULT),
+        "parity": _LevelSetting("parity", _to_int_required(1), _PARITY_DEFAULT),
+        "async_flush": _LevelSetting("async", _to_bool, False),
+    }
+)
+
+
+def _settings_of(level: int) -> dict[str, _LevelSetting]:
+    """The level-specific settings of ``level``, by LevelConfig field, in table order."""
+    names = level_spec(level).settings
+    return {name: setting for name, setting in _LEVEL_SETTINGS.items() if name in names}
+
+
+def _levels_phrase(levels: tuple[int, ...]) -> str:
+    """``level 4``, ``levels 1-3`` or ``levels 1, 2 and 5``."""
+    if len(levels) == 1:
+        return f"level {levels[0]}"
+    if list(levels) == list(range(levels[0], levels[-1] + 1)):
+        return f"levels {levels[0]}-{levels[-1]}"
+    return f"levels {numbers_text(levels, 'and')}"
+
+
+def _only(field_name: str) -> str:
+    """``level 3 only``: the levels that take a level-specific setting."""
+    return (
+        f"{_levels_phrase(tuple(s.number for s in level_specs() if field_name in s.settings))} only"
+    )
+
+
 def _level_keys(level: int) -> dict[str, _Convert]:
     """TOML keys of ``[checkpoint.l<level>]`` (also the keys of a level keyword dict)."""
     keys: dict[str, _Convert] = {
@@ -494,11 +536,8 @@ def _level_keys(level: int) -> dict[str, _Convert]:
         "enabled": _to_bool,
         "codec": _to_codec,
     }
-    if level == 3:
-        keys["group_size"] = _to_int_required(2)
-        keys["parity"] = _to_int_required(1)
-    if level == 4:
-        keys["async"] = _to_bool
+    for setting in _settings_of(level).values():
+        keys[setting.key] = setting.convert
     return keys
 
 
@@ -508,8 +547,9 @@ def _merged_key(level: int, toml_key: str) -> str:
 
 
 def _level_env() -> dict[str, tuple[int, str]]:
+    """``GREENCKPT_L<n>_<KEY>`` -> (level, TOML key), for the levels registered now."""
     table = {}
-    for level in _LEVELS:
+    for level in level_numbers():
         for key in _level_keys(level):
             if key != "every_iterations":
                 table[f"{ENV_PREFIX}L{level}_{key.upper()}"] = (level, key)
@@ -517,7 +557,6 @@ def _level_env() -> dict[str, tuple[int, str]]:
 
 
 _TOP_ENV: Mapping[str, str] = MappingProxyType({ENV_PREFIX + k.upper(): k for k in _TOP})
-_LEVEL_ENV: Mapping[str, tuple[int, str]] = MappingProxyType(_level_env())
 _LEVEL_ENV_PATTERN = re.compile(rf"{ENV_PREFIX}L[0-9]")
 
 
@@ -557,8 +596,8 @@ class LevelConfig:
 
     def __post_init__(self) -> None:
         level = self.level
-        if not _is_int(level) or level not in _LEVELS:
-            raise ConfigError(f"LevelConfig: level must be 1, 2, 3 or 4, not {_show(level)}")
+        if not _is_int(level) or level not in level_numbers():
+            raise ConfigError(f"LevelConfig: level must be {numbers_text()}, not {_show(level)}")
         where = f"LevelConfig(level={level})"
 
         def reading(name: str) -> _Reading:
@@ -581,16 +620,14 @@ class LevelConfig:
             raise ConfigError(f"{where}: give only one of {', '.join(given)}")
         if given and not self.enabled:
             raise ConfigError(f"{where}: {given[0]} is set on a disabled level: set enabled=True")
-        if level == 3:
-            _to_int_required(2)(self.group_size, reading("group_size"))
-            _to_int_required(1)(self.parity, reading("parity"))
-            _check_parity(self.group_size, self.parity, where, where)
-        else:
-            for name, default in (("group_size", _GROUP_SIZE_DEFAULT), ("parity", _PARITY_DEFAULT)):
-                if getattr(self, name) != default:
-                    raise ConfigError(f"{where}: {name} applies to level 3 only")
-        if level != 4 and self.async_flush:
-            raise ConfigError(f"{where}: async_flush applies to level 4 only")
+        own = _settings_of(level)
+        for name, setting in _LEVEL_SETTINGS.items():
+            if name in own:
+                setting.convert(getattr(self, name), reading(name))
+            elif getattr(self, name) != setting.default:
+                raise ConfigError(f"{where}: {name} applies to {_only(name)}")
+            if name == "parity" and name in own:
+                _check_parity(self.group_size, self.parity, where, where)
 
     @property
     def has_interval(self) -> bool:
@@ -608,17 +645,21 @@ def _check_parity(group_size: int, parity: int, group_where: str, parity_where: 
 
 
 def _default_levels() -> tuple[LevelConfig, ...]:
-    return tuple(LevelConfig(level) for level in _LEVELS)
+    return tuple(LevelConfig(level) for level in level_numbers())
+
+
+_COUNT_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 
 
 @dataclass(frozen=True)
 class Config:
     """The checkpoint library's settings, merged and checked (see the module docs for names).
 
-    Quantities are SI (``mtbf`` in seconds). ``levels`` holds the four :class:`LevelConfig`
-    for levels 1 to 4 in order. ``sources`` maps each :meth:`describe` key to the source of its
-    value; it does not take part in equality. Built directly, a Config is checked like one
-    built by :func:`load_config`, with "Config" as the source of its values.
+    Quantities are SI (``mtbf`` in seconds). ``levels`` holds a :class:`LevelConfig` per
+    registered level (:mod:`greenckpt.ckpt.levels`: levels 1 to 4) in order. ``sources`` maps
+    each :meth:`describe` key to the source of its value; it does not take part in equality.
+    Built directly, a Config is checked like one built by :func:`load_config`, with "Config"
+    as the source of its values.
     """
 
     name: str = "greenckpt"
@@ -640,11 +681,14 @@ class Config:
             value = convert(getattr(self, name), _Reading(self._source(name), name))
             object.__setattr__(self, name, value)
         levels = tuple(self.levels)
-        if [getattr(lvl, "level", None) for lvl in levels] != list(_LEVELS) or not all(
+        known = level_numbers()
+        if [getattr(lvl, "level", None) for lvl in levels] != list(known) or not all(
             isinstance(lvl, LevelConfig) for lvl in levels
         ):
+            count = _COUNT_WORDS[len(known)] if len(known) < len(_COUNT_WORDS) else len(known)
             raise ConfigError(
-                f"{_DIRECT}: levels must be four LevelConfig for levels 1, 2, 3 and 4 in order"
+                f"{_DIRECT}: levels must be {count} LevelConfig for levels "
+                f"{numbers_text(known, 'and')} in order"
             )
         object.__setattr__(self, "levels", levels)
         if not self.enabled_levels:
@@ -652,7 +696,7 @@ class Config:
         for lvl in levels:
             if not lvl.enabled:
                 continue
-            setting = "global_dir" if lvl.level == 4 else "local_dir"
+            setting = level_spec(lvl.level).storage.setting
             if getattr(self, setting) is None:
                 raise ConfigError(
                     f"{self._source(f'l{lvl.level}.enabled')}: level {lvl.level} is enabled but "
@@ -669,10 +713,11 @@ class Config:
         return self.sources.get(key, _DIRECT)
 
     def level(self, number: int) -> LevelConfig:
-        """The settings of level ``number`` (1 to 4)."""
-        if number not in _LEVELS:
-            raise ValueError(f"level must be 1, 2, 3 or 4, not {number!r}")
-        return self.levels[number - 1]
+        """The settings of level ``number`` (1 to 4, or a registered level)."""
+        found = next((lvl for lvl in self.levels if lvl.level == number), None)
+        if found is None or isinstance(number, bool):
+            raise ValueError(f"level must be {numbers_text()}, not {number!r}")
+        return found
 
     @property
     def enabled_levels(self) -> tuple[int, ...]:
@@ -693,8 +738,7 @@ class Config:
             out[name] = {"value": getattr(self, name), "source": self._source(name)}
         for lvl in self.levels:
             names = ["enabled", "every_s", "every_iterations", "auto", "codec"]
-            names += ["group_size", "parity"] if lvl.level == 3 else []
-            names += ["async_flush"] if lvl.level == 4 else []
+            names += list(_settings_of(lvl.level))
             for name in names:
                 key = f"l{lvl.level}.{name}"
                 out[key] = {"value": getattr(lvl, name), "source": self._source(key)}
@@ -763,7 +807,8 @@ def _read_toml(given: object, given_by: str, env: Mapping[str, str]) -> _Merged:
         )
     section: dict[str, Any] = doc.get("checkpoint", {})
     merged: _Merged = {}
-    level_tables = {f"l{level}": level for level in _LEVELS}
+    known = level_numbers()
+    level_tables = {f"l{level}": level for level in known}
     valid = [*_TOP, *level_tables]
     for key, value in section.items():
         where = f"{shown}: [checkpoint] {key}"
@@ -778,16 +823,16 @@ def _read_toml(given: object, given_by: str, env: Mapping[str, str]) -> _Merged:
         else:
             raise ConfigError(
                 f"{shown}: [checkpoint] unknown key {key!r}{_suggest(key, valid)}: valid keys: "
-                f"{', '.join(_TOP)}, and tables [checkpoint.l1] to [checkpoint.l4]"
+                f"{', '.join(_TOP)}, and tables [checkpoint.l{known[0]}] to "
+                f"[checkpoint.l{known[-1]}]"
             )
     return merged
 
 
 def _level_specific_hint(key: str) -> str:
-    if key in ("group_size", "parity"):
-        return f"; {key} applies to level 3 only"
-    if key in ("async", "async_flush"):
-        return "; async applies to level 4 only"
+    for name, setting in _LEVEL_SETTINGS.items():
+        if key in (name, setting.key):
+            return f"; {setting.key} applies to {_only(name)}"
     return ""
 
 
@@ -828,6 +873,7 @@ def _check_one_interval(table: Mapping[str, object], where: str) -> None:
 
 def _read_env(env: Mapping[str, str]) -> _Merged:
     merged: _Merged = {}
+    level_env = _level_env()
     for name in sorted(env):
         if not name.startswith(ENV_PREFIX):
             continue
@@ -837,21 +883,21 @@ def _read_env(env: Mapping[str, str]) -> _Merged:
             if not value:
                 raise ConfigError(f"{name}: {key} is empty: give a value or unset {name}")
             merged[key] = (_TOP[key](value, _Reading(name, key, text=True, env=env)), name)
-        elif name in _LEVEL_ENV:
-            level, key = _LEVEL_ENV[name]
+        elif name in level_env:
+            level, key = level_env[name]
             r = _Reading(name, f"l{level} {key}", text=True)
             merged[_merged_key(level, key)] = (_level_keys(level)[key](value, r), name)
         elif _LEVEL_ENV_PATTERN.match(name):
             raise ConfigError(
-                f"{name} is not a greenckpt setting{_suggest(name, list(_LEVEL_ENV))}: valid "
-                f"level variables: {', '.join(_LEVEL_ENV)}"
+                f"{name} is not a greenckpt setting{_suggest(name, list(level_env))}: valid "
+                f"level variables: {', '.join(level_env)}"
             )
     return merged
 
 
 def _read_keywords(kwargs: Mapping[str, object], env: Mapping[str, str]) -> _Merged:
     merged: _Merged = {}
-    levels = {f"l{level}": level for level in _LEVELS}
+    levels = {f"l{level}": level for level in level_numbers()}
     for key, value in kwargs.items():
         where = f"keyword {key}"
         if key in _TOP:
@@ -881,11 +927,8 @@ def _read_level_keyword(level: int, value: object) -> _Merged:
         merged[f"{name}.every"] = (interval, where)
         merged[f"{name}.enabled"] = (value.enabled, where)
         merged[f"{name}.codec"] = (value.codec, where)
-        if level == 3:
-            merged["l3.group_size"] = (value.group_size, where)
-            merged["l3.parity"] = (value.parity, where)
-        if level == 4:
-            merged["l4.async"] = (value.async_flush, where)
+        for field_name, setting in _settings_of(level).items():
+            merged[f"{name}.{setting.key}"] = (getattr(value, field_name), where)
         return merged
     if not isinstance(value, Mapping):
         raise ConfigError(
@@ -911,7 +954,7 @@ def _build(merged: _Merged) -> Config:
     intervals: dict[int, tuple[_Interval | None, str]] = {}
     enabled: dict[int, tuple[bool, str]] = {}
     explicit: dict[int, bool] = {}
-    for level in _LEVELS:
+    for level in level_numbers():
         interval, source = merged.get(f"l{level}.every", (None, _DEFAULT))
         assert interval is None or isinstance(interval, _Interval)
         intervals[level] = (interval, source)
@@ -933,23 +976,20 @@ def _build(merged: _Merged) -> Config:
             f"default (no interval given: level {default} for explicit checkpoints)",
         )
 
-    group_size, group_where = merged["l3.group_size"]
-    parity, parity_where = merged["l3.parity"]
-    assert isinstance(group_size, int) and isinstance(parity, int)
-    _check_parity(group_size, parity, group_where, parity_where)
+    for level in level_numbers():
+        if "parity" in _settings_of(level):
+            group_size, group_where = merged[f"l{level}.group_size"]
+            parity, parity_where = merged[f"l{level}.parity"]
+            assert isinstance(group_size, int) and isinstance(parity, int)
+            _check_parity(group_size, parity, group_where, parity_where)
 
     levels = []
-    for level in _LEVELS:
+    for level in level_numbers():
         interval, interval_source = intervals[level]
         flag, flag_source = enabled[level]
         extra: dict[str, Any] = {}
-        if level == 3:
-            extra = {"group_size": group_size, "parity": parity}
-            sources["l3.group_size"] = group_where
-            sources["l3.parity"] = parity_where
-        if level == 4:
-            extra = {"async_flush": merged["l4.async"][0]}
-            sources["l4.async_flush"] = merged["l4.async"][1]
+        for field_name, setting in _settings_of(level).items():
+            extra[field_name], sources[f"l{level}.{field_name}"] = merged[f"l{level}.{setting.key}"]
         codec, sources[f"l{level}.codec"] = merged[f"l{level}.codec"]
         sources[f"l{level}.enabled"] = flag_source
         for name in ("every_s", "every_iterations", "auto"):
@@ -970,26 +1010,31 @@ def _build(merged: _Merged) -> Config:
 
 
 def _default_level(top: Mapping[str, object], explicit: Mapping[int, bool]) -> int:
-    """The level enabled when no source gives any interval: 1 if local, else 4."""
-    if top["local_dir"] is not None and explicit.get(1, True):
-        return 1
-    if top["global_dir"] is not None and explicit.get(4, True):
-        return 4
-    if top["local_dir"] is None and top["global_dir"] is None:
+    """The level enabled when no source gives any interval: the lowest node-local one (1) if
+    local_dir is set, else the lowest global one (4)."""
+    on: dict[Storage, tuple[int, ...]] = {
+        storage: tuple(s.number for s in level_specs() if s.storage is storage)
+        for storage in Storage
+    }
+    for storage, stored in on.items():
+        if stored and top[storage.setting] is not None and explicit.get(stored[0], True):
+            return stored[0]
+    if all(top[storage.setting] is None for storage in Storage):
+        local, global_ = on[Storage.NODE_LOCAL], on[Storage.GLOBAL]
         raise ConfigError(
-            "no checkpoint directory: set local_dir for node-local levels 1-3 "
-            f"({_how_to_set('local_dir')}) or global_dir for level 4 ({_how_to_set('global_dir')})"
+            f"no checkpoint directory: set local_dir for node-local {_levels_phrase(local)} "
+            f"({_how_to_set('local_dir')}) or global_dir for {_levels_phrase(global_)} "
+            f"({_how_to_set('global_dir')})"
         )
     raise ConfigError(_NO_LEVEL)
 
 
 def _defaults() -> _Merged:
     merged: _Merged = {key: (value, _DEFAULT) for key, value in _TOP_DEFAULTS.items()}
-    for level in _LEVELS:
+    for level in level_numbers():
         merged[f"l{level}.codec"] = (None, _DEFAULT)
-    merged["l3.group_size"] = (_GROUP_SIZE_DEFAULT, _DEFAULT)
-    merged["l3.parity"] = (_PARITY_DEFAULT, _DEFAULT)
-    merged["l4.async"] = (False, _DEFAULT)
+        for setting in _settings_of(level).values():
+            merged[f"l{level}.{setting.key}"] = (setting.default, _DEFAULT)
     return merged
 
 

@@ -59,6 +59,7 @@ from typing import Any, Final, Literal, cast
 import numpy as np
 
 from greenckpt import __version__
+from greenckpt.ckpt.levels import BUILTIN_LEVELS, level_specs
 from greenckpt.errors import GreenckptError
 from greenckpt.io.atomic import write_atomic, write_durable
 from greenckpt.io.checksum import CHECKSUMS, digest_bytes, digest_hex_length
@@ -93,8 +94,9 @@ MANIFEST_DIGEST_KEY: Final = "manifest_digest"
 MANIFEST_NAME: Final = "manifest.json"
 """File name of the manifest inside a checkpoint directory (no rank file may use it)."""
 
-LEVELS: Final = (1, 2, 3, 4)
-"""L1 node-local, L2 partner copy, L3 erasure-coded group, L4 global file system."""
+LEVELS: Final = tuple(spec.number for spec in BUILTIN_LEVELS)
+"""L1 node-local, L2 partner copy, L3 erasure-coded group, L4 global file system (a manifest
+may also name a level added by :func:`greenckpt.ckpt.levels.register_level`)."""
 
 VariableKind = Literal["array", "buffer", "state"]
 VARIABLE_KINDS: Final[tuple[VariableKind, ...]] = ("array", "buffer", "state")
@@ -468,10 +470,12 @@ def manifest_from_json(data: Any) -> Manifest:
     name = _str(data, "name", "manifest")
     ckpt_id = _int(data, "id", "manifest", minimum=1)
     level = data.get("level")
-    if isinstance(level, bool) or level not in LEVELS:
+    specs = level_specs()
+    if isinstance(level, bool) or level not in [spec.number for spec in specs]:
+        known = ", ".join(str(spec.number) for spec in specs)
+        names = ", ".join(f"L{spec.number} {spec.name}" for spec in specs)
         raise ManifestError(
-            f"manifest.level: expected one of {', '.join(map(str, LEVELS))} (L1 node-local, "
-            f"L2 partner, L3 erasure code, L4 global file system), got {_got(data, 'level')}"
+            f"manifest.level: expected one of {known} ({names}), got {_got(data, 'level')}"
         )
     created = _created(data, "manifest")
     iteration = (

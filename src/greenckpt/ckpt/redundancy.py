@@ -1,13 +1,18 @@
-"""The redundancy of levels 2 and 3: made after the rank files, used to rebuild lost ones.
+"""The redundancy of a level: made after the rank files, used to rebuild lost ones.
 
 A level-2 or level-3 checkpoint is a level-1 checkpoint (every rank's file in its node's local
 directory) plus redundant data on *other* nodes: a partner copy (:class:`PartnerLevel`) or
-erasure-code parity (:class:`ErasureLevel`). Both classes have the same two jobs:
+erasure-code parity (:class:`ErasureLevel`); levels 1 and 4 have none (:class:`NoRedundancy`).
+Each implements :class:`Redundancy`, the one interface the checkpointer uses, and is named by
+a scheme in :data:`SCHEMES` that a level's spec (:mod:`greenckpt.ckpt.levels`) refers to. The
+jobs of a redundancy:
 
-* ``protect`` — after every rank wrote its file into the staging directory and all agreed, make
-  the redundant files next to them (collective; returns this rank's error, if any, so that the
-  checkpoint can fail on every rank together) and describe them for the manifest's
-  ``redundancy`` object;
+* ``encode`` — after every rank wrote its file into the staging directory and all agreed, make
+  the redundant files next to them and describe them for the manifest's ``redundancy`` object
+  (collective; it returns the first rank's error on every rank, so that the checkpoint fails
+  on every rank together);
+* ``extra_bytes`` and ``extra_files`` — what each rank's directory holds for its peers (for
+  the space check before a checkpoint, and the check of a rebuilt node directory);
 * ``rebuild`` — at recovery, when some ranks' files are missing or corrupt (a node lost, a
   bad disk), write them again from the redundant data, plus the redundant files that were lost
   with them, as hidden temporary files in the node's directory. The caller renames them into
@@ -22,9 +27,9 @@ when the node lost everything) and the commit afterwards are the caller's job
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias
 
 from greenckpt.ckpt.comm import Comm
 from greenckpt.ckpt.erasure import GroupLayout, Scheme
@@ -35,7 +40,21 @@ from greenckpt.ckpt.topology import Topology
 from greenckpt.ckpt.transfer import first_cause, shift_file
 from greenckpt.io.checksum import file_digest
 
-__all__ = ["ErasureLevel", "PartnerLevel", "Rebuilt", "rebuild_name"]
+if TYPE_CHECKING:
+    from greenckpt.ckpt.config import LevelConfig
+
+__all__ = [
+    "SCHEMES",
+    "ErasureLevel",
+    "NoRedundancy",
+    "PartnerLevel",
+    "Rebuilt",
+    "Redundancy",
+    "SchemeFactory",
+    "build_redundancy",
+    "rebuild_name",
+    "register_scheme",
+]
 
 Rebuilt = list[tuple[Path, Path]]
 """(temporary file, final file) pairs this rank wrote during a rebuild."""
@@ -69,6 +88,70 @@ def _first(comm: Comm, error: str | None, about: int | None = None) -> str | Non
     return bad[1] if subject == _NOBODY else f"rank {subject}: {bad[1]}"
 
 
+def _agreed(comm: Comm, error: str | None) -> str | None:
+    """The first rank's error (a cause before its echoes) prefixed with its rank, the same on
+    every rank (collective), or None when every rank succeeded."""
+    bad = first_cause(comm.allgather(error))
+    return None if bad is None else f"rank {bad[0]}: {bad[1]}"
+
+
+class Redundancy(Protocol):
+    """What a level adds to its rank files so that lost ones can be rebuilt (see the module
+    documentation). Every method but ``extra_bytes`` and ``extra_files`` is collective."""
+
+    @property
+    def rebuilds(self) -> bool:
+        """Whether lost rank files can be rebuilt: then a checkpoint is a recovery candidate
+        when *any* node holds it, else only when every node does."""
+        ...
+
+    def encode(
+        self, stage: Path, entries: Sequence[RankEntry]
+    ) -> tuple[dict[str, Any], str | None]:
+        """Make the redundant files in ``stage`` (collective): the manifest's ``redundancy``
+        object, or the first rank's error (the same on every rank)."""
+        ...
+
+    def extra_bytes(self, sizes: Sequence[int]) -> list[int]:
+        """Per rank, the redundant bytes its directory holds besides its own file, given
+        every rank's stored size."""
+        ...
+
+    def extra_files(self, manifest: Manifest, rank: int) -> list[str]:
+        """The redundant files ``rank``'s directory holds for checkpoint ``manifest``."""
+        ...
+
+    def rebuild(self, manifest: Manifest, lost: set[int], target: Path) -> tuple[Rebuilt, str]:
+        """Write the ``lost`` ranks' files and the redundancy they held again, under
+        :func:`rebuild_name` in ``target`` (collective): this rank's temporary files and ''
+        on success, or the first error (the same on every rank)."""
+        ...
+
+
+class NoRedundancy:
+    """The rank files alone (levels 1 and 4): nothing to encode, nothing to rebuild from."""
+
+    rebuilds = False
+
+    def encode(
+        self, stage: Path, entries: Sequence[RankEntry]
+    ) -> tuple[dict[str, Any], str | None]:
+        """Nothing to make: an empty ``redundancy`` object (not collective)."""
+        return {}, None
+
+    def extra_bytes(self, sizes: Sequence[int]) -> list[int]:
+        """No rank holds anything for another."""
+        return [0] * len(sizes)
+
+    def extra_files(self, manifest: Manifest, rank: int) -> list[str]:
+        """No redundant files."""
+        return []
+
+    def rebuild(self, manifest: Manifest, lost: set[int], target: Path) -> tuple[Rebuilt, str]:
+        """Never called (``rebuilds`` is false); says why if it were."""
+        return [], "this level keeps no redundancy to rebuild from"
+
+
 class PartnerLevel:
     """Level 2: each rank's file copied to its partner on another node (see
     :mod:`greenckpt.ckpt.partner`)."""
@@ -79,6 +162,24 @@ class PartnerLevel:
         self.topology = topology
         self.holders = partner_holders(topology)
         self.owners = inverse(self.holders)
+
+    rebuilds = True
+
+    def encode(
+        self, stage: Path, entries: Sequence[RankEntry]
+    ) -> tuple[dict[str, Any], str | None]:
+        """Every rank's file copied to its partner (collective): the manifest's
+        ``redundancy`` object, or the first rank's error."""
+        problem = _agreed(self.comm, self.protect(stage, entries))
+        return ({}, problem) if problem is not None else (self.redundancy(), None)
+
+    def extra_bytes(self, sizes: Sequence[int]) -> list[int]:
+        """Each rank's directory also holds the copy of its owner's file."""
+        return [sizes[self.owners[r]] for r in range(len(sizes))]
+
+    def extra_files(self, manifest: Manifest, rank: int) -> list[str]:
+        """The copy of ``rank``'s owner's file."""
+        return [copy_name(manifest.ranks[self.owners[rank]].file)]
 
     def redundancy(self) -> dict[str, Any]:
         """The manifest's ``redundancy`` object: who holds whose copy."""
@@ -187,6 +288,34 @@ class ErasureLevel:
         self.layout = GroupLayout(len(self.group), parity)
         self.scheme: Scheme = self.layout.code().scheme
         self.gcomm = comm.split(self.index, comm.rank)
+
+    rebuilds = True
+
+    def encode(
+        self, stage: Path, entries: Sequence[RankEntry]
+    ) -> tuple[dict[str, Any], str | None]:
+        """Every group's parity, each rank writing its parity file (collective): the
+        manifest's ``redundancy`` object, or the first rank's error."""
+        outcomes = self.comm.allgather(self.protect(stage, entries))
+        bad = first_cause([e for _, e in outcomes])
+        if bad is not None:
+            return {}, f"rank {bad[0]}: {bad[1]}"
+        return self.redundancy([info or {} for info, _ in outcomes]), None
+
+    def extra_bytes(self, sizes: Sequence[int]) -> list[int]:
+        """Each rank's directory also holds its parity piece: the group's tolerance times
+        the piece size its largest member needs."""
+        extra = [0] * len(sizes)
+        tolerance = self.layout.tolerance
+        for group in self.groups:
+            piece = GroupLayout(len(group), tolerance).piece_size(max(sizes[r] for r in group))
+            for r in group:
+                extra[r] = tolerance * piece
+        return extra
+
+    def extra_files(self, manifest: Manifest, rank: int) -> list[str]:
+        """``rank``'s parity file."""
+        return [parity_name(manifest.ranks[rank].file)]
 
     def _lengths(self, entries: Sequence[RankEntry]) -> list[int]:
         return [entries[r].stored_bytes for r in self.group]
@@ -317,3 +446,50 @@ class ErasureLevel:
             else:
                 done.append((tmp, my_parity))
         return done, _first(self.comm, error) or ""
+
+
+SchemeFactory: TypeAlias = "Callable[[Comm, Topology, LevelConfig, str], Redundancy]"
+"""Builds a level's redundancy from the job's communicator and topology, the level's settings
+and the checksum (collective: every rank builds the same levels in the same order)."""
+
+
+def _no_redundancy(
+    comm: Comm, topology: Topology, settings: LevelConfig, checksum: str
+) -> NoRedundancy:
+    return NoRedundancy()
+
+
+def _partner(comm: Comm, topology: Topology, settings: LevelConfig, checksum: str) -> PartnerLevel:
+    return PartnerLevel(comm, topology, checksum)
+
+
+def _erasure(comm: Comm, topology: Topology, settings: LevelConfig, checksum: str) -> ErasureLevel:
+    return ErasureLevel(comm, topology, settings.group_size, settings.parity, checksum)
+
+
+SCHEMES: dict[str, SchemeFactory] = {
+    "none": _no_redundancy,
+    "partner": _partner,
+    "erasure": _erasure,
+}
+"""Redundancy schemes by the name a :class:`~greenckpt.ckpt.levels.LevelSpec` gives."""
+
+
+def register_scheme(name: str, factory: SchemeFactory) -> None:
+    """Add a redundancy scheme that level specs can name."""
+    if name in SCHEMES:
+        raise ValueError(f"redundancy scheme {name!r} is already registered")
+    SCHEMES[name] = factory
+
+
+def build_redundancy(
+    scheme: str, comm: Comm, topology: Topology, settings: LevelConfig, checksum: str
+) -> Redundancy:
+    """The redundancy named ``scheme`` for one level of this job (collective)."""
+    try:
+        factory = SCHEMES[scheme]
+    except KeyError:
+        raise ValueError(
+            f"unknown redundancy scheme {scheme!r}: known schemes are {', '.join(SCHEMES)}"
+        ) from None
+    return factory(comm, topology, settings, checksum)

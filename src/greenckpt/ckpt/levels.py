@@ -1,0 +1,187 @@
+"""Checkpoint levels as data: each level is a :class:`LevelSpec` in one registry.
+
+Why: a level differs from another only in facts — where it stores, what it survives, which
+redundancy it adds and which settings it takes besides its interval and codec — so those facts
+are written once here, and the configuration (:mod:`greenckpt.ckpt.config`), the manifest
+check and the :class:`~greenckpt.ckpt.api.Checkpointer` read them instead of testing level
+numbers. Adding a level is one spec and one :func:`register_level` call (plus, for a new kind
+of redundancy, one class implementing :class:`~greenckpt.ckpt.redundancy.Redundancy` and one
+:func:`~greenckpt.ckpt.redundancy.register_scheme` entry), as SCR describes its levels by
+redundancy descriptors over a few encode/rebuild schemes.
+
+The numbers are what users see (``l1`` … ``l4`` in the configuration, ``checkpoint(level)``,
+the manifest's ``level``) and they order the levels: a higher level survives everything a
+lower one survives, so a checkpoint at a level also serves the lower levels' schedules and
+may retire their older checkpoints.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from greenckpt.ckpt.topology import Topology
+
+__all__ = [
+    "BUILTIN_LEVELS",
+    "LevelSpec",
+    "Storage",
+    "level_numbers",
+    "level_spec",
+    "level_specs",
+    "numbers_text",
+    "register_level",
+    "unregister_level",
+]
+
+
+class Storage(enum.Enum):
+    """Where a level's checkpoints live; the value is the setting naming the directory.
+
+    Node-local storage has one directory per node (a subdirectory per emulated node), whose
+    lowest rank commits and cleans it; the global file system has one directory for the whole
+    job, committed and cleaned by rank 0.
+    """
+
+    NODE_LOCAL = "local_dir"
+    GLOBAL = "global_dir"
+
+    @property
+    def setting(self) -> str:
+        """The configuration setting that names the base directory."""
+        return self.value
+
+    def base(self, directory: str, topology: Topology, node: int) -> Path:
+        """This node's base directory under the configured ``directory``."""
+        if self is Storage.GLOBAL:
+            return Path(os.path.expanduser(directory))
+        return topology.local_base(directory, node)
+
+    def leader(self, topology: Topology, node: int) -> int:
+        """The rank that commits and cleans the directory that ``node``'s ranks write to."""
+        return 0 if self is Storage.GLOBAL else topology.leader(node)
+
+    def dir_ranks(self, topology: Topology, node: int) -> tuple[int, ...] | None:
+        """The ranks whose files ``node``'s directory holds (None: every rank's)."""
+        return None if self is Storage.GLOBAL else topology.nodes[node]
+
+    def directories(self, topology: Topology) -> list[tuple[int, tuple[int, ...]]]:
+        """Every directory as (its leader, the ranks whose files it holds)."""
+        if self is Storage.GLOBAL:
+            return [(0, tuple(range(topology.nranks)))]
+        return [(topology.leader(n), ranks) for n, ranks in enumerate(topology.nodes)]
+
+    def where(self, topology: Topology, rank: int) -> str:
+        """Where the directory measured by ``rank`` is, for messages."""
+        if self is Storage.GLOBAL:
+            return "the global file system"
+        return f"node {topology.node_of(rank)}"
+
+
+@dataclass(frozen=True)
+class LevelSpec:
+    """One checkpoint level, as data.
+
+    ``subdir``: the level's own subdirectory of its storage's base (each level's checkpoints
+    must be listed, kept and removed apart from the others', or a level-1 cleanup would delete
+    the older level-2 checkpoint that a node loss needs). ``scheme``: the name of its
+    redundancy (:data:`greenckpt.ckpt.redundancy.SCHEMES`; ``"none"``: the rank files only).
+    ``settings``: the :class:`~greenckpt.ckpt.config.LevelConfig` fields that apply to this
+    level besides the interval and codec every level has. ``async_via``: the level whose
+    store an asynchronous checkpoint of this one is written to first (with the ``async``
+    setting), before a background copy commits it here.
+    """
+
+    number: int
+    name: str
+    storage: Storage
+    survives: str
+    scheme: str = "none"
+    subdir: str | None = None
+    settings: tuple[str, ...] = ()
+    async_via: int | None = None
+
+    def base(self, directory: str, topology: Topology, node: int) -> Path:
+        """This node's base directory of the level's store."""
+        base = self.storage.base(directory, topology, node)
+        return base if self.subdir is None else base / self.subdir
+
+
+BUILTIN_LEVELS: tuple[LevelSpec, ...] = (
+    LevelSpec(1, "node-local", Storage.NODE_LOCAL, "the failure of a process"),
+    LevelSpec(
+        2,
+        "partner copy",
+        Storage.NODE_LOCAL,
+        "the loss of any one node",
+        scheme="partner",
+        subdir="level2",
+    ),
+    LevelSpec(
+        3,
+        "erasure code",
+        Storage.NODE_LOCAL,
+        "the loss of up to parity nodes of each group",
+        scheme="erasure",
+        subdir="level3",
+        settings=("group_size", "parity"),
+    ),
+    LevelSpec(
+        4,
+        "global file system",
+        Storage.GLOBAL,
+        "the loss of every node",
+        settings=("async_flush",),
+        async_via=1,
+    ),
+)
+"""Levels 1 (node-local) to 4 (global file system), always registered."""
+
+_REGISTRY: dict[int, LevelSpec] = {spec.number: spec for spec in BUILTIN_LEVELS}
+
+
+def register_level(spec: LevelSpec) -> None:
+    """Add a level; its number must be new and above every registered one (the numbers order
+    the levels, and the configuration's ``l<n>`` follow them)."""
+    if not isinstance(spec.number, int) or isinstance(spec.number, bool) or spec.number < 1:
+        raise ValueError(f"a level number is an integer >= 1, not {spec.number!r}")
+    if spec.number in _REGISTRY:
+        raise ValueError(f"level {spec.number} is already registered ({_REGISTRY[spec.number]})")
+    if spec.number < max(_REGISTRY):
+        raise ValueError(f"level {spec.number} must be above level {max(_REGISTRY)}")
+    if spec.async_via is not None and spec.async_via not in _REGISTRY:
+        raise ValueError(f"level {spec.number}: async_via names unknown level {spec.async_via}")
+    _REGISTRY[spec.number] = spec
+
+
+def unregister_level(number: int) -> None:
+    """Remove a level added by :func:`register_level` (the built-in levels stay)."""
+    if any(spec.number == number for spec in BUILTIN_LEVELS):
+        raise ValueError(f"level {number} is built in and cannot be removed")
+    _REGISTRY.pop(number, None)
+
+
+def level_specs() -> tuple[LevelSpec, ...]:
+    """Every registered level, in increasing order."""
+    return tuple(_REGISTRY[n] for n in sorted(_REGISTRY))
+
+
+def level_numbers() -> tuple[int, ...]:
+    """The registered level numbers, in increasing order."""
+    return tuple(sorted(_REGISTRY))
+
+
+def level_spec(number: int) -> LevelSpec:
+    """The spec of level ``number``; :class:`ValueError` naming the valid ones if unknown."""
+    try:
+        return _REGISTRY[number]
+    except (KeyError, TypeError):
+        raise ValueError(f"level must be {numbers_text()}, not {number!r}") from None
+
+
+def numbers_text(numbers: tuple[int, ...] | None = None, last: str = "or") -> str:
+    """``1, 2, 3 or 4``: the level numbers as messages write them."""
+    shown = [str(n) for n in (level_numbers() if numbers is None else numbers)]
+    return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} {last} {shown[-1]}"
