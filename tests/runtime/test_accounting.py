@@ -659,3 +659,35 @@ def test_heat2d_killed_after_a_checkpoint_loses_work_and_never_looks_cheaper(
     assert failed.lost_seconds > 0
     assert clean.observed_epe is not None and failed.observed_epe is not None
     assert failed.observed_epe >= clean.observed_epe
+
+
+def test_a_failed_restart_loses_all_the_work_before_it(tmp_path: Path) -> None:
+    """A restart that restores nothing (every checkpoint damaged), after which the library
+    starts afresh (on_unrecoverable="fresh") and computes everything again: the first pass is
+    lost in full, not only what followed its last checkpoint — else the fresh run would count
+    both passes as useful work and look cheaper per unit of work than a clean run."""
+    with make_runtime(tmp_path, "clean") as clean:
+        time.sleep(0.06)
+        io(clean, "checkpoint", 0.01, level=1)
+        time.sleep(0.06)
+    with make_runtime(tmp_path, "fresh") as rt:
+        time.sleep(0.06)  # the first pass, saved by a checkpoint that will not restore
+        io(rt, "checkpoint", 0.01, level=1)
+        time.sleep(0.03)  # the first pass goes on, then the crash
+        with pytest.raises(RuntimeError), rt.phase("restart", path="/ckpt", size=MIB):
+            time.sleep(0.01)
+            raise RuntimeError("no checkpoint could be restored")
+        time.sleep(0.06)  # the fresh start: the same work again
+        io(rt, "checkpoint", 0.01, level=1)
+        time.sleep(0.06)
+    records = rt.records
+    restart = next(r for r in records if r.kind == "restart")
+    assert not restart.ok
+    before = [r for r in records if r.end_s <= restart.start_s and r.kind != "checkpoint"]
+    assert before and all(r.kind == "lost" for r in before)
+    assert any("which failed: no checkpoint was restored" in n for r in before for n in r.notes)
+    after = [r for r in records if r.start_s >= restart.end_s]
+    assert "lost" not in kinds(tuple(after))
+    a, b = clean.report(), rt.report()
+    assert a.observed_epe is not None and b.observed_epe is not None
+    assert b.observed_epe >= a.observed_epe

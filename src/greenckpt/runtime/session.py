@@ -70,7 +70,10 @@ before it read one written before the runtime started: nothing is re-labelled (t
 before it is the job's start-up, as in any run). The same iterations done again after the
 restart are ``rework`` (announced by the library), the copy that survived: useful compute (see
 :mod:`greenckpt.runtime.report`). A rework still open when a restart begins belonged to the
-attempt that died: it ends there, and its late end notification is ignored.
+attempt that died: it ends there, and its late end notification is ignored. A restart that
+ends failed restored nothing: every compute and rework record before it becomes ``lost`` (the
+application stops, or starts afresh from its initial state with the library's
+``on_unrecoverable="fresh"``; either way none of that work survived).
 """
 
 from __future__ import annotations
@@ -547,6 +550,8 @@ class Runtime:
         self._reconcile()
         mark = sampler.mark()
         record = self._make_record(span, mark)
+        if kind == "restart" and not span.ok:
+            self._relabel_all_lost(record.start_s)
         self._records.append(record)
         self._resegment(mark)
         return record
@@ -837,6 +842,23 @@ class Runtime:
         )
         for i, r in enumerate(self._records):
             if r.background or not (from_s <= r.start_s and r.end_s <= before_s):
+                continue
+            if r.kind in USEFUL_KINDS or r.kind == "lost":
+                notes = tuple(n for n in r.notes if not n.startswith(_LOST))
+                self._records[i] = replace(r, kind="lost", notes=(*notes, note))
+
+    def _relabel_all_lost(self, before_s: float) -> None:
+        """A restart that failed restored nothing: whatever the application goes on to do —
+        stop, or start afresh from its initial state (the library's
+        ``on_unrecoverable="fresh"``) — none of the work computed before it survived, so every
+        compute and rework record before ``before_s`` becomes ``lost``. Without this, a run
+        that starts afresh would count its first pass and its second as useful work."""
+        note = (
+            f"{_LOST} before the restart at {before_s:.3f} s, which failed: no checkpoint was "
+            "restored, so no work before it survived"
+        )
+        for i, r in enumerate(self._records):
+            if r.background or r.end_s > before_s:
                 continue
             if r.kind in USEFUL_KINDS or r.kind == "lost":
                 notes = tuple(n for n in r.notes if not n.startswith(_LOST))
