@@ -9,6 +9,7 @@ takes to run greenckpt again.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -54,8 +55,12 @@ def run(ns: argparse.Namespace) -> int:
     script or a node health check can act on it without parsing sentences.
     """
     root = SysRoot.default(ns.root)
-    # Free page reporting that a killed holder left off (platform.pagereport) comes back too.
-    page = restore_page_reporting(root, force=ns.force)
+    # Free page reporting that a killed holder left off (platform.pagereport) comes back too;
+    # one that a running process holds is its own to restore, and never stops the node's
+    # other settings from being restored here.
+    held = pending_page_reporting(root)
+    live = held is not None and held.alive and held.pid != os.getpid() and not ns.force
+    page = None if live else restore_page_reporting(root, force=ns.force)
     pending = pending_state(root, ns.state_file)
     doc: dict[str, Any] = {"outcome": "nothing", "state_file": None, "written": []}
     if pending is None:
@@ -92,6 +97,13 @@ def run(ns: argparse.Namespace) -> int:
         doc["written"].append({"path": f"{PARAMS_DIR}/min_free_ms", "value": str(page.original)})
         text = line if pending is None else f"{line}\n{text}"
         doc["outcome"] = "restored" if pending is None else doc["outcome"]
+    if live and held is not None:
+        line = (
+            f"free page reporting left alone: process {held.pid} holds it off and still runs "
+            "(it restores it when it ends; --force if that pid is not greenckpt)"
+        )
+        doc["page_reporting"] = "held by a running process"
+        text = f"{text}\n{line}"
     doc["message"] = text.splitlines()[0]
     print(dumps(doc) if ns.json else text)
     return 0
