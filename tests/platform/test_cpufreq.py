@@ -5,6 +5,7 @@ order, what is read back, and that invalid requests write nothing."""
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,8 @@ from hypothesis import strategies as st
 
 from greenckpt.platform.cpufreq import (
     CpufreqController,
+    CpufreqResult,
+    Method,
     SysfsWrite,
     format_hz,
     limit_writes,
@@ -30,6 +33,21 @@ def make(tmp_path: Path, name: str, **kw: object) -> tuple[FakeSysfsRoot, Cpufre
     build_tree(name, tmp_path / name)
     root = FakeSysfsRoot(tmp_path / name, **kw)  # type: ignore[arg-type]
     return root, CpufreqController(root)
+
+
+def set_frequency(
+    ctl: CpufreqController, hz: float, cpus: Iterable[int] | None = None, method: Method = "auto"
+) -> CpufreqResult:
+    """Plan and apply with no state file: the bare writes under test (a session that must be
+    restored goes through NodeSettings, which records first)."""
+    return ctl.apply(ctl.plan_frequency(hz, cpus, method))
+
+
+def set_governor(
+    ctl: CpufreqController, governor: str, cpus: Iterable[int] | None = None
+) -> CpufreqResult:
+    """Plan and apply a governor switch with no state file (see :func:`set_frequency`)."""
+    return ctl.apply(ctl.plan_governor(governor, cpus))
 
 
 # --------------------------------------------------------------------------------------------
@@ -140,7 +158,7 @@ def test_no_cpufreq_is_a_clear_error(tmp_path: Path) -> None:
         "cpufreq (virtual machine or driver not loaded)"
     )
     with pytest.raises(PlatformError, match="not available"):
-        ctl.set_frequency(2e9)
+        set_frequency(ctl, 2e9)
 
 
 def test_this_machine_without_cpufreq_says_so() -> None:
@@ -170,7 +188,7 @@ def test_inactive_policy_is_skipped(tmp_path: Path) -> None:
 
 def test_acpi_userspace_writes_governor_then_setspeed(tmp_path: Path) -> None:
     root, ctl = make(tmp_path, "intel-acpi-cpufreq")
-    res = ctl.set_frequency(2.0e9)
+    res = set_frequency(ctl, 2.0e9)
     assert res.plan.method == "userspace"
     assert root.log == [
         (f"{P0}/scaling_governor", "userspace"),
@@ -184,7 +202,7 @@ def test_acpi_userspace_writes_governor_then_setspeed(tmp_path: Path) -> None:
     assert "policy0: governor schedutil -> userspace" in res.notes
     # Already under userspace: only setspeed is written the second time.
     root.log.clear()
-    ctl.set_frequency(1.5e9)
+    set_frequency(ctl, 1.5e9)
     assert root.log == [
         (f"{P0}/scaling_setspeed", "1500000"),
         (f"{P2}/scaling_setspeed", "1500000"),
@@ -193,9 +211,9 @@ def test_acpi_userspace_writes_governor_then_setspeed(tmp_path: Path) -> None:
 
 def test_userspace_widens_limits_that_exclude_the_frequency(tmp_path: Path) -> None:
     root, ctl = make(tmp_path, "intel-acpi-cpufreq")
-    ctl.set_frequency(1.4e9, method="clamp")
+    set_frequency(ctl, 1.4e9, method="clamp")
     root.log.clear()
-    res = ctl.set_frequency(2.4e9, cpus=[0])
+    res = set_frequency(ctl, 2.4e9, cpus=[0])
     assert root.log == [
         (f"{P0}/scaling_governor", "userspace"),
         (f"{P0}/scaling_max_freq", "2400000"),  # max first: the new range lies above
@@ -207,16 +225,16 @@ def test_userspace_widens_limits_that_exclude_the_frequency(tmp_path: Path) -> N
 def test_clamp_order_raising_and_lowering(tmp_path: Path) -> None:
     """The fake refuses min > max (EINVAL): the writes must come in the safe order."""
     root, ctl = make(tmp_path, "intel-acpi-cpufreq")
-    ctl.set_frequency(1.2e9, cpus=[0], method="clamp")
+    set_frequency(ctl, 1.2e9, cpus=[0], method="clamp")
     assert root.log == [(f"{P0}/scaling_max_freq", "1200000")]  # min already 1.2 GHz
     root.log.clear()
-    ctl.set_frequency(2.6e9, cpus=[0], method="clamp")  # raising: max before min
+    set_frequency(ctl, 2.6e9, cpus=[0], method="clamp")  # raising: max before min
     assert root.log == [
         (f"{P0}/scaling_max_freq", "2600000"),
         (f"{P0}/scaling_min_freq", "2600000"),
     ]
     root.log.clear()
-    res = ctl.set_frequency(1.5e9, cpus=[0], method="clamp")  # lowering: min before max
+    res = set_frequency(ctl, 1.5e9, cpus=[0], method="clamp")  # lowering: min before max
     assert root.log == [
         (f"{P0}/scaling_min_freq", "1500000"),
         (f"{P0}/scaling_max_freq", "1500000"),
@@ -235,7 +253,7 @@ def test_naive_order_would_fail_on_the_fake(tmp_path: Path) -> None:
 
 def test_intel_pstate_hwp_clamps_and_notes_override(tmp_path: Path) -> None:
     root, ctl = make(tmp_path, "intel-pstate-hwp")
-    res = ctl.set_frequency(2.05e9, cpus=[1])  # no table: any kHz in the range
+    res = set_frequency(ctl, 2.05e9, cpus=[1])  # no table: any kHz in the range
     assert res.plan.method == "clamp"
     pol1 = "sys/devices/system/cpu/cpufreq/policy1"
     assert root.log == [
@@ -251,7 +269,7 @@ def test_intel_pstate_hwp_clamps_and_notes_override(tmp_path: Path) -> None:
 def test_driver_rounding_is_reported(tmp_path: Path) -> None:
     """intel_pstate turns kHz into P-state ratios: the read-back says what really applies."""
     _, ctl = make(tmp_path, "intel-pstate-hwp", limit_step_khz=100_000)
-    res = ctl.set_frequency(2.05e9, cpus=[0])
+    res = set_frequency(ctl, 2.05e9, cpus=[0])
     s = res.applied[0]
     assert (s.min_hz, s.max_hz, s.cur_hz) == (2_000_000_000,) * 3
     assert not res.holds
@@ -261,7 +279,7 @@ def test_driver_rounding_is_reported(tmp_path: Path) -> None:
 
 def test_amd_pstate_passive_userspace_with_range(tmp_path: Path) -> None:
     root, ctl = make(tmp_path, "amd-pstate-passive")
-    res = ctl.set_frequency(2.05e9, cpus=[3])
+    res = set_frequency(ctl, 2.05e9, cpus=[3])
     pol3 = "sys/devices/system/cpu/cpufreq/policy3"
     assert root.log == [
         (f"{pol3}/scaling_governor", "userspace"),
@@ -280,12 +298,12 @@ def test_partial_policy_is_noted(tmp_path: Path) -> None:
 
 def test_set_governor(tmp_path: Path) -> None:
     root, ctl = make(tmp_path, "intel-acpi-cpufreq")
-    res = ctl.set_governor("performance", cpus=(0, 1))
+    res = set_governor(ctl, "performance", cpus=(0, 1))
     assert root.log == [(f"{P0}/scaling_governor", "performance")]
     assert res.applied[0].governor == "performance"
     assert res.applied[0].cur_hz == 2_601_000_000
     root.log.clear()
-    assert ctl.set_governor("performance", cpus=[0]).written == ()
+    assert set_governor(ctl, "performance", cpus=[0]).written == ()
     assert root.log == []
 
 
@@ -298,12 +316,12 @@ def test_frequency_not_in_table_names_nearest_and_writes_nothing(tmp_path: Path)
     root, ctl = make(tmp_path, "intel-acpi-cpufreq")
     before = snapshot(root.path)
     with pytest.raises(PlatformError) as err:
-        ctl.set_frequency(2.05e9)
+        set_frequency(ctl, 2.05e9)
     assert str(err.value) == "2.05 GHz is not offered by policy0: nearest 2.00 GHz, 2.10 GHz"
     with pytest.raises(
         PlatformError, match=r"^0.50 GHz is not offered by policy0: nearest 1.20 GHz$"
     ):
-        ctl.set_frequency(0.5e9)
+        set_frequency(ctl, 0.5e9)
     assert root.log == []
     assert snapshot(root.path) == before
 
@@ -312,13 +330,13 @@ def test_frequency_out_of_range_names_range(tmp_path: Path) -> None:
     root, ctl = make(tmp_path, "amd-pstate-passive")
     before = snapshot(root.path)
     with pytest.raises(PlatformError) as err:
-        ctl.set_frequency(5e9)
+        set_frequency(ctl, 5e9)
     assert str(err.value) == (
         "5.00 GHz is not offered by policy0: its range is 0.40 GHz to 4.35 GHz"
     )
     for bad in (0.0, -1e9, float("nan"), float("inf")):
         with pytest.raises(PlatformError, match="positive number of hertz"):
-            ctl.set_frequency(bad)
+            set_frequency(ctl, bad)
     assert snapshot(root.path) == before
 
 
@@ -328,7 +346,7 @@ def test_one_invalid_policy_blocks_all_writes(tmp_path: Path) -> None:
     (root.path / P2 / "scaling_available_frequencies").write_text("1800000 1600000 1200000\n")
     before = snapshot(root.path)
     with pytest.raises(PlatformError, match=r"^2.00 GHz is not offered by policy2"):
-        ctl.set_frequency(2e9)
+        set_frequency(ctl, 2e9)
     assert root.log == [] and snapshot(root.path) == before
 
 
@@ -336,13 +354,13 @@ def test_unknown_governor_names_available_and_writes_nothing(tmp_path: Path) -> 
     root, ctl = make(tmp_path, "intel-pstate-hwp")
     before = snapshot(root.path)
     with pytest.raises(PlatformError) as err:
-        ctl.set_governor("userspace")
+        set_governor(ctl, "userspace")
     assert str(err.value) == (
         "governor 'userspace' is not available on policy0 (driver intel_pstate): "
         "available performance, powersave"
     )
     with pytest.raises(PlatformError, match="not a governor name"):
-        ctl.set_governor("../../etc")
+        set_governor(ctl, "../../etc")
     assert snapshot(root.path) == before
 
 
@@ -352,13 +370,13 @@ def test_unknown_governor_among_many_names_the_nearest(tmp_path: Path) -> None:
     spec["cpufreq"]["governors"] += ["interactive", "sched_ext", "walt", "ondemand_plus"]
     root = FakeSysfsRoot(build_tree(spec, tmp_path / "t"))
     with pytest.raises(PlatformError) as err:
-        CpufreqController(root).set_governor("performence")
+        set_governor(CpufreqController(root), "performence")
     assert str(err.value) == (
         "governor 'performence' is not available on policy0 (driver acpi-cpufreq): "
         "nearest performance (of 10)"
     )
     with pytest.raises(PlatformError, match=r"nearest ondemand, ondemand_plus \(of 10\)$"):
-        CpufreqController(root).set_governor("ondemnd")
+        set_governor(CpufreqController(root), "ondemnd")
     assert root.log == []
 
 
@@ -401,18 +419,18 @@ def test_parse_cpu_list_refuses_garbage() -> None:
 def test_unknown_cpu_and_method(tmp_path: Path) -> None:
     root, ctl = make(tmp_path, "intel-acpi-cpufreq")
     with pytest.raises(PlatformError, match=r"CPU 9 has no active cpufreq policy.*0-3"):
-        ctl.set_frequency(2e9, cpus=[0, 9])
+        set_frequency(ctl, 2e9, cpus=[0, 9])
     with pytest.raises(PlatformError, match="unknown method"):
-        ctl.set_frequency(2e9, method="fast")  # type: ignore[arg-type]
+        set_frequency(ctl, 2e9, method="fast")  # type: ignore[arg-type]
     with pytest.raises(PlatformError, match="no CPUs given"):
-        ctl.set_frequency(2e9, cpus=[])
+        set_frequency(ctl, 2e9, cpus=[])
     assert root.log == []
 
 
 def test_permission_denied_says_root_is_needed(tmp_path: Path) -> None:
     _, ctl = make(tmp_path, "intel-acpi-cpufreq", deny_writes=True)
     with pytest.raises(PlatformError) as err:
-        ctl.set_frequency(2e9)
+        set_frequency(ctl, 2e9)
     msg = str(err.value)
     assert "\n" not in msg
     assert "permission denied" in msg and "root (or write access to the cpufreq files)" in msg
@@ -422,7 +440,7 @@ def test_permission_denied_says_root_is_needed(tmp_path: Path) -> None:
 def test_os_error_mid_sequence_is_one_line(tmp_path: Path) -> None:
     _, ctl = make(tmp_path, "intel-acpi-cpufreq", fail_on="policy2/scaling_governor")
     with pytest.raises(PlatformError) as err:
-        ctl.set_frequency(2e9)
+        set_frequency(ctl, 2e9)
     assert "Input/output error" in str(err.value)
     assert "after 2 earlier write(s)" in str(err.value)
 

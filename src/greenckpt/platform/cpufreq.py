@@ -547,7 +547,10 @@ class CpufreqController:
     """Detects the cpufreq setup under a root and plans/applies frequency and governor changes.
 
     The controller holds no state besides the root: every call reads the tree afresh, so plans
-    reflect the current settings (another tool may have changed them in between).
+    reflect the current settings (another tool may have changed them in between). It records
+    nothing for restoring the node, so it offers no one-call "set": a session changes settings
+    through :class:`greenckpt.platform.restore.NodeSettings`, which saves every attribute to its
+    state file before :meth:`apply` writes it.
     """
 
     def __init__(self, root: SysRoot | None = None) -> None:
@@ -742,13 +745,3 @@ class CpufreqController:
             setspeed_hz=_opt_hz(_read_optional_khz(root, f"{path}/scaling_setspeed")),
             cur_hz=_opt_hz(_read_optional_khz(root, f"{path}/scaling_cur_freq")),
         )
-
-    def set_frequency(
-        self, hz: float, cpus: Iterable[int] | None = None, method: Method = "auto"
-    ) -> CpufreqResult:
-        """Plan and apply a frequency request (no restoration: use NodeSettings for that)."""
-        return self.apply(self.plan_frequency(hz, cpus, method))
-
-    def set_governor(self, governor: str, cpus: Iterable[int] | None = None) -> CpufreqResult:
-        """Plan and apply a governor switch (no restoration: use NodeSettings for that)."""
-        return self.apply(self.plan_governor(governor, cpus))
