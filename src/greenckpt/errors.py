@@ -10,8 +10,8 @@ failure it is (``ValueError`` for a bad request, ``RuntimeError`` for a machine 
 exception class defined in greenckpt has this base and survives a pickle round trip (MPI sends
 some of them between ranks).
 
-A leaf module like :mod:`greenckpt.units`: it imports nothing of greenckpt, so every layer may
-use it.
+The bottom leaf: it imports nothing of greenckpt, so every module may use it, the other leaf
+modules (:mod:`greenckpt.units`, :mod:`greenckpt.files`) included.
 """
 
 from __future__ import annotations

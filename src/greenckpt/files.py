@@ -6,8 +6,8 @@ files a user (or a batch script) names, and a FIFO at such a name blocks a plain
 never ends. Every reader of such a file goes through :func:`read_regular`: it opens the path
 non-blocking (opening a FIFO then returns at once), checks the type on the open descriptor (so
 nothing can swap the file between the check and the read), and reads at most ``limit`` bytes.
-A leaf module like :mod:`greenckpt.units`: it imports nothing of greenckpt, so every layer may
-use it.
+A leaf module like :mod:`greenckpt.units`: it imports nothing of greenckpt but the exception
+base (:mod:`greenckpt.errors`), so every layer may use it.
 """
 
 from __future__ import annotations
