@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -254,8 +255,8 @@ def test_demo_profiling_shows_the_profilers_progress(
 ) -> None:
     """The demo's profile step (a minute) prints progress as it goes; here with a smaller
     size and one process count so the step takes a second."""
-    small = tuple({"32MiB": "1MiB", "1,2,4": "1"}.get(a, a) for a in demo_cmd.PROFILE_ARGS)
-    monkeypatch.setattr(demo_cmd, "PROFILE_ARGS", small)
+    small = replace(demo_cmd.PROFILE_SWEEP, sizes=(1 << 20,), processes=(1,))
+    monkeypatch.setattr(demo_cmd, "PROFILE_SWEEP", small)
     profile = demo_cmd._profile(tmp_path, again=False)
     assert profile.status == "complete"
     err = capsys.readouterr().err
@@ -271,8 +272,8 @@ def test_demo_json_and_the_model_at_the_interval_it_used(
     given."""
     from greenckpt.cli.main import main  # noqa: PLC0415
 
-    small = tuple({"32MiB": "2MiB", "1,2,4": "1,2"}.get(a, a) for a in demo_cmd.PROFILE_ARGS)
-    monkeypatch.setattr(demo_cmd, "PROFILE_ARGS", small)
+    small = replace(demo_cmd.PROFILE_SWEEP, sizes=(2 << 20,), processes=(1, 2))
+    monkeypatch.setattr(demo_cmd, "PROFILE_SWEEP", small)
     assert main(["demo", "--json", "--dir", str(tmp_path / "d")]) == 0
     out, err = capsys.readouterr()
     doc = json.loads(out)

@@ -43,6 +43,7 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -53,11 +54,13 @@ from greenckpt.cli import profile_cmd
 from greenckpt.cli.args import add_hidden_alias
 from greenckpt.cli.console import make_console
 from greenckpt.cli.run_cmd import write_report_safely
+from greenckpt.io import IOJobError
 from greenckpt.optimize import Scenario, plan
 from greenckpt.optimize.planner import Plan
 from greenckpt.optimize.profile import Profile, load_profile
 from greenckpt.platform.cpufreq import CpufreqController, CpufreqPolicy
 from greenckpt.platform.root import PlatformError
+from greenckpt.profile import CpuSetting, SweepSpec, cpu_settings, run_profile
 from greenckpt.report.jsonout import dumps
 from greenckpt.report.plan_report import plan_tables, plan_to_dict
 from greenckpt.runtime.modelled import ModelledEpe, modelled_epe, with_modelled_epe
@@ -81,8 +84,17 @@ INTERVALS = {
 }
 MTBF_S = 3600.0
 """The whole job's MTBF (both emulated nodes together)."""
-PROFILE_ARGS: tuple[str, ...] = ("--size", "32MiB", "--processes", "1,2,4", "--repetitions", "2")
-PROFILE_ARGS += ("--warmup", "0", "--idle", "0")
+PROFILE_SWEEP = SweepSpec(
+    path="",
+    settings=(CpuSetting.uncontrolled(),),
+    processes=(1, 2, 4),
+    sizes=(32 << 20,),
+    repetitions=2,
+    warmup=0,
+    idle_seconds=0.0,
+)
+"""The demo's brief sweep (write and read, the meters auto-detected); its path and CPU settings
+are filled in for this node by :func:`_profile`."""
 
 
 def register(sub: Any) -> None:
@@ -140,8 +152,10 @@ def _probe() -> Node:
 
 
 def _profile(work: Path, again: bool) -> Profile:
-    """The kept profile, or a new one; the profiler shows its progress on stderr (a line
-    per finished cell, or a bar on a terminal) and its table of points on stdout."""
+    """The kept profile, or a new one measured by the library's profile run (a partial one
+    left by an interrupted demo is continued; ``again`` overwrites). The progress goes to
+    stderr as ``greenckpt profile run`` shows it (a line per finished cell, or a bar on a
+    terminal), and the table of points to stdout."""
     path = work / "profile.json"
     if path.exists() and not again:
         profile = load_profile(path)
@@ -151,14 +165,17 @@ def _profile(work: Path, again: bool) -> Profile:
     print("profiling takes most of a minute; progress on stderr", flush=True)
     io_dir = work / "io"
     io_dir.mkdir(exist_ok=True)
-    parser = argparse.ArgumentParser(prog="greenckpt")
-    profile_cmd.register(parser.add_subparsers(dest="command"))
-    args = ["profile", "run", str(io_dir), "-o", str(path), *PROFILE_ARGS]
-    ns = parser.parse_args([*args, *cpu_sweep_args(_cpufreq())])
-    if ns.run(ns) != 0:
-        raise ValueError(f"profiling {io_dir} failed (see above)")
+    spec = replace(PROFILE_SWEEP, path=str(io_dir.absolute()), settings=_cpu_settings(_cpufreq()))
+    progress = profile_cmd.progress_sink()
+    try:
+        profile = run_profile(spec, path, resume=not again, force=again, progress=progress)
+    except (IOJobError, OSError) as exc:
+        raise ValueError(f"profiling {io_dir} failed: {exc}") from None
+    finally:
+        profile_cmd.stop_progress(progress)
     shutil.rmtree(io_dir, ignore_errors=True)
-    return load_profile(path)
+    profile_cmd.render_profile(profile, str(path), make_console())
+    return profile
 
 
 def _cpufreq() -> CpufreqPolicy | None:
@@ -173,20 +190,32 @@ def _cpufreq() -> CpufreqPolicy | None:
     return policy if policy.offers_userspace else None
 
 
-def cpu_sweep_args(policy: CpufreqPolicy | None) -> list[str]:
-    """The CPU settings the demo profiles: nothing to choose without frequency control (the
-    CPU as found); with it, the lowest, a middle and the highest frequency and the stock
-    governors the node offers — enough for the plan to compare against every governor while
-    keeping the sweep around a minute (a full frequency table can have 20 entries or more)."""
+def cpu_choice(policy: CpufreqPolicy | None) -> tuple[list[int], list[str]] | None:
+    """The frequencies (Hz) and governors the demo profiles: None without frequency control
+    (the profiler's defaults: the CPU as found); with it, the lowest, a middle and the highest
+    frequency and the stock governors the node offers — enough for the plan to compare against
+    every governor while keeping the sweep around a minute (a full frequency table can have
+    20 entries or more)."""
     if policy is None:
-        return []
+        return None
     table = policy.frequencies_hz or (policy.cpuinfo_min_hz, policy.cpuinfo_max_hz)
     picks = sorted({table[0], table[len(table) // 2], table[-1]})
-    governors = [
+    governors: list[str] = [
         g for g in ("performance", "powersave", "ondemand") if g in policy.available_governors
     ]
-    frequencies = ",".join(f"{hz}Hz" for hz in picks)
-    return ["--frequencies", frequencies, "--governors", ",".join(governors) or "none"]
+    return picks, governors
+
+
+def _cpu_settings(policy: CpufreqPolicy | None) -> tuple[CpuSetting, ...]:
+    choice = cpu_choice(policy)
+    return cpu_settings() if choice is None else cpu_settings(*choice)
+
+
+def cpu_sweep_args(policy: CpufreqPolicy | None) -> list[str]:
+    """:func:`cpu_choice` as ``greenckpt profile run`` flags, to repeat the demo's sweep by
+    hand (the demo itself passes the settings to the library as numbers)."""
+    choice = cpu_choice(policy)
+    return [] if choice is None else profile_cmd.settings_flags(*choice)
 
 
 def _app_power(profile: Profile) -> float:

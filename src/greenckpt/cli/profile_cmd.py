@@ -270,6 +270,17 @@ def _names(text: str) -> tuple[str, ...]:
     return tuple(_items(text))
 
 
+def settings_flags(frequencies: Sequence[float], governors: Sequence[str]) -> list[str]:
+    """The ``--frequencies``/``--governors`` flags that ask for these CPU settings (the
+    inverse of their parsers), to show a sweep as a command a user can repeat."""
+    return [
+        "--frequencies",
+        ",".join(f"{round(hz)}Hz" for hz in frequencies),
+        "--governors",
+        ",".join(governors) or "none",
+    ]
+
+
 # --------------------------------------------------------------------------- registration
 
 
