@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from greenckpt.profile.grid import Cell, CpuSetting, SweepError, SweepSpec
+    from greenckpt.profile.progress import LineProgress, ProgressSink
     from greenckpt.profile.run import (
         AdaptiveRequest,
         MeterRequest,
@@ -32,6 +33,8 @@ _HOME = {
     "CpuSetting": "grid",
     "SweepError": "grid",
     "SweepSpec": "grid",
+    "LineProgress": "progress",
+    "ProgressSink": "progress",
     "AdaptiveRequest": "run",
     "MeterRequest": "run",
     "cpu_settings": "run",
@@ -45,7 +48,9 @@ __all__ = [
     "AdaptiveRequest",
     "Cell",
     "CpuSetting",
+    "LineProgress",
     "MeterRequest",
+    "ProgressSink",
     "SweepError",
     "SweepSpec",
     "cpu_settings",
