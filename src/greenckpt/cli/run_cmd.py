@@ -270,11 +270,15 @@ class _Forwarder:
         self._send(signum)
 
     def _send(self, signum: int) -> None:
+        """Signal the command; ``forwarded`` only when a running command was signalled."""
         proc = self._proc
-        if proc is not None:
-            self.forwarded = True
-            with contextlib.suppress(OSError):
-                proc.send_signal(signum)  # does nothing once the command has been reaped
+        if proc is None or proc.poll() is not None:
+            return  # not started, or already over: nothing was forwarded
+        try:
+            proc.send_signal(signum)
+        except OSError:
+            return
+        self.forwarded = True
 
 
 def _terminal_foreground() -> bool:

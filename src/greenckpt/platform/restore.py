@@ -1292,8 +1292,21 @@ class NodeSettings(ClosesOnExit):
         self._deliver_pending_signal()
 
     def _deliver_pending_signal(self) -> None:
+        """Send a signal held back during a write again, to the main thread.
+
+        Why the main thread: Python runs signal handlers there only, and a signal raised in
+        another thread (the runtime's notification thread, which writes settings for a
+        phase) reaches that thread alone — the main thread, blocked in a system call such as
+        waiting for the application, would not run the handler until the call returned,
+        so ``greenckpt run`` would neither restore nor forward a batch system's SIGTERM.
+        """
         if self._defer_signals:
             return
         pending, self._pending_signal = self._pending_signal, None
-        if pending is not None:
+        if pending is None:
+            return
+        main = threading.main_thread()
+        if threading.current_thread() is main or main.ident is None:
             signal.raise_signal(pending)
+        else:
+            signal.pthread_kill(main.ident, pending)
