@@ -2,10 +2,11 @@
 
 Why one command family: the planner is only as good as the profile it reads, and a profile is
 made, inspected, exported, plotted, merged across nodes and cross-checked against fio by the
-same person in the same session. The library (:mod:`greenckpt.profile`) does the work; this
-module only parses the flags (units at the edge, every value checked before anything starts),
-opens the meters and the node-settings session in ``with`` blocks (so the node is put back
-however the sweep ends) and renders the results.
+same person in the same session. The library (:mod:`greenckpt.profile`) does the work — a
+profile run, with its checks, resume, meters and node session, is
+:mod:`greenckpt.profile.run`, which ``greenckpt demo`` calls too; this module only parses the
+flags (units at the edge, every value checked before anything starts), calls the library and
+renders the results.
 
 Actions::
 
