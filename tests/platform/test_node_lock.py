@@ -147,3 +147,50 @@ def test_a_fifo_at_the_lock_is_refused_not_waited_on(tree: Path, tmp_path: Path)
     os.mkfifo(lock)
     with pytest.raises(PlatformError, match="not a plain file"):
         NodeSettings(FakeSysfsRoot(tree), state_file=tmp_path / "s.json").__enter__()
+
+
+def test_a_session_that_could_not_restore_leaves_its_record_for_the_next(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found in review: the session's state file was kept (marked ended), but releasing the
+    lock cleared the lock's record, so a session of another state file started at once and
+    saved the unrestored governor as the node's original."""
+    root = FakeSysfsRoot(tree)
+    left = tmp_path / "user-a" / "node-state.json"
+    session = NodeSettings(root, state_file=left, signals=())
+    session.__enter__()
+    session.set_governor("powersave")
+    failed = restore_mod.RestoreReport((), ("write refused (simulated EBUSY)",), False, None)
+    with monkeypatch.context() as m:
+        m.setattr(restore_mod, "_restore_saved", lambda *a, **k: failed)
+        with pytest.raises(PlatformError):
+            session.close()
+    assert left.exists()
+    mine = tmp_path / "user-b" / "node-state.json"
+    with pytest.raises(PlatformError, match=f"state file {left}"):
+        NodeSettings(root, state_file=mine, signals=()).__enter__()
+    assert not mine.exists()
+    assert restore_from_state_file(root, left).ok
+    with NodeSettings(root, state_file=mine, signals=()) as node:  # now it may start
+        node.set_governor("performance")
+
+
+def test_a_record_this_user_cannot_see_counts_as_left(tmp_path: Path) -> None:
+    """Another user's killed session left its state file in a private directory: this
+    process cannot look there, so it must not take the node as clean."""
+    private = tmp_path / "private"
+    private.mkdir()
+    doc = {"state_file": str(private / "node-state.json"), "pid": 1, "user": "a"}
+    assert restore_mod._left_unrestored(doc, tmp_path / "mine.json") is None  # certainly gone
+    (private / "node-state.json").write_text("{}")
+    assert restore_mod._left_unrestored(doc, tmp_path / "mine.json") is not None
+    real_lstat = os.lstat
+
+    def denied(path: str | os.PathLike[str]) -> os.stat_result:
+        if str(path).startswith(str(private)):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_lstat(path)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(os, "lstat", denied)
+        assert restore_mod._left_unrestored(doc, tmp_path / "mine.json") is not None

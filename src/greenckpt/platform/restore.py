@@ -508,10 +508,35 @@ def _left_unrestored(doc: Mapping[str, Any] | None, state_file: Path) -> tuple[s
     if doc is None or not isinstance(doc.get("state_file"), str):
         return None
     other = doc["state_file"]
-    if other == str(state_file) or not os.path.lexists(other):
+    if other == str(state_file) or not _may_exist(other):
         return None
     who = f"greenckpt process pid {doc.get('pid', '?')} of user {doc.get('user', '?')}"
     return other, f"{who}, started {doc.get('since', '?')}"
+
+
+def _may_exist(path: str) -> bool:
+    """False only when ``path`` is certainly gone. A path this process cannot look at —
+    another user's private ``XDG_RUNTIME_DIR`` — counts as present: its owner may have left
+    the node changed there, and only that user (or root) can tell."""
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _keep_lock_record(lock: Path | None) -> None:
+    """Leave this process's record in the node lock when it releases the lock: its session
+    ends with settings it could not restore, and the next session must find that record (and
+    the state file it names) rather than save the unrestored settings as the node's own."""
+    if lock is None:
+        return
+    with _held_guard:
+        held = _held_node_locks.get(lock)
+        if held is not None and held.pid == os.getpid():
+            held.keep_record = True
 
 
 def _release_node_lock(lock: Path | None) -> None:
@@ -1183,6 +1208,7 @@ class NodeSettings(ClosesOnExit):
         not be rewritten (it then still names this process as a live session)."""
         doc = self._document(self._saved_cpufreq, self._saved_cpuidle)
         doc["ended"] = True
+        _keep_lock_record(self._node_lock)
         with self._signals_deferred():
             try:
                 _write_state_file(self.state_file, doc, exclusive=False)
