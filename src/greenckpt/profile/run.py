@@ -362,9 +362,7 @@ def file_identity(path: str | Path) -> tuple[int, int] | None:
     return st.st_ino, st.st_mtime_ns
 
 
-def cells_kept(
-    out: str | Path, before: tuple[int, int] | None, *, resumed: bool
-) -> int | None:
+def cells_kept(out: str | Path, before: tuple[int, int] | None, *, resumed: bool) -> int | None:
     """Finished cells in ``out`` after a sweep stopped early; None when the sweep did not
     write it (``before``: :func:`file_identity` taken before the sweep began)."""
     now = file_identity(out)
