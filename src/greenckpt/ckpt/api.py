@@ -174,9 +174,13 @@ class Backoff:
     attempt costs time and energy and fails the same way. After the n-th failure in a row the
     level is offered again only when ``2**(n-1)`` of its intervals (at most
     ``_BACKOFF_MAX_FACTOR`` = 8) have passed since that failure: in iterations for an interval
-    in iterations, else in seconds (60 s where the level has no interval to count in). Only
-    facts that every rank shares decide it: the failure (raised on every rank together), the
-    iteration and the interval (a timed level's decision is rank 0's for everyone anyway). A
+    in iterations, else in seconds (60 s where the level has no interval to count in). A
+    wait in iterations is decided on every rank from facts they share (the failure, raised on
+    every rank together, the iteration and the interval). A wait in seconds is not: each rank
+    has its own clock and its own ``at``, and ranks a few milliseconds apart at the deadline
+    would disagree — one entering the checkpoint's collectives, another the application's next
+    one, a deadlock — so while any level is held back in seconds, rank 0 decides
+    :meth:`Checkpointer.need_checkpoint` for every rank (as for a timed interval). A
     successful checkpoint at the level, or a recovery, ends it.
     """
 
@@ -194,9 +198,16 @@ class Backoff:
     delay_s: float | None
     """Seconds to wait after ``at``; None when the wait is in iterations."""
 
+    @property
+    def in_seconds(self) -> bool:
+        """Whether the wait is counted in seconds, on each rank's own clock: a decision that
+        reads it must be rank 0's for everyone (:meth:`Checkpointer.need_checkpoint`)."""
+        return self.delay_iterations is None or self.iteration is None
+
     def over(self, iteration: int | None, now: float) -> bool:
         """Whether the level may be tried again at ``iteration`` and monotonic time ``now``."""
-        if self.delay_iterations is not None and self.iteration is not None:
+        if not self.in_seconds:
+            assert self.delay_iterations is not None and self.iteration is not None
             return iteration is not None and iteration >= self.iteration + self.delay_iterations
         return now >= self.at + (self.delay_s or 0.0)
 
@@ -439,9 +450,10 @@ class Checkpointer:
 
     def need_checkpoint(self, iteration: int | None = None) -> int | None:
         """The level due now (the highest if several), or None. Collective when any interval
-        is in seconds or automatic (rank 0 decides, so every rank takes the same decision),
-        and while an asynchronous level-4 flush is under way (its completion is checked, and
-        its failure raised as :class:`CheckpointError`, here).
+        is in seconds or automatic, or any level is held back for a time in seconds
+        (:class:`Backoff`; rank 0 decides, so every rank takes the same decision), and while an
+        asynchronous level-4 flush is under way (its completion is checked, and its failure
+        raised as :class:`CheckpointError`, here).
 
         An interval of N iterations is due when ``iteration`` reaches the next multiple of N
         after the last checkpoint at that level or a higher one (a higher level serves the
@@ -486,7 +498,10 @@ class Checkpointer:
                 if now - self._last_time[number] >= interval:
                     due.append(number)
         level, covering = self._route(due, iteration, now)
-        if timed and self.comm.size > 1:
+        # every rank holds the same back-offs (a failure is raised on all of them), so all
+        # take this branch alike; a deadline in seconds is read from each rank's own clock
+        clocked = timed or any(held.in_seconds for held in self._backoff.values())
+        if clocked and self.comm.size > 1:
             level, covering = self.comm.bcast((level, covering))
         self._covering = {level: covering} if level is not None and covering else {}
         return level

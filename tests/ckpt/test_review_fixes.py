@@ -1,0 +1,77 @@
+"""The defects an independent review of issue 18 (items 5-8) found in the checkpoint library.
+
+Each test failed before its fix. The MPI cases run ``mpi_review_scenarios.py`` under
+``mpiexec`` in a process group of their own, killed at a timeout, so that a regression to a
+deadlock fails the test instead of hanging the suite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from greenckpt.ckpt.comm import find_mpiexec
+
+ROOT = Path(__file__).resolve().parents[2]
+MPI_SCRIPT = Path(__file__).with_name("mpi_review_scenarios.py")
+
+needs_mpi = pytest.mark.skipif(find_mpiexec() is None, reason="no mpiexec: pip install '.[mpi]'")
+
+
+def run_mpi(scenario: str, ranks: int, root: Path, timeout: float = 120) -> list[dict[str, Any]]:
+    """Every rank's JSON of ``scenario``; the test fails (not hangs) past ``timeout``."""
+    launcher = find_mpiexec()
+    assert launcher is not None
+    proc = subprocess.Popen(
+        [launcher, "-n", str(ranks), sys.executable, str(MPI_SCRIPT), scenario, str(root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        pytest.fail(
+            f"{scenario}: the ranks did not finish within {timeout:g} s (a deadlock?)\n{out}"
+        )
+    assert proc.returncode == 0, out
+    return [json.loads((root / f"rank-{r}.json").read_text()) for r in range(ranks)]
+
+
+def same_on_every_rank(outs: list[dict[str, Any]]) -> dict[str, Any]:
+    first = {k: v for k, v in outs[0].items() if k != "rank"}
+    for other in outs[1:]:
+        assert {k: v for k, v in other.items() if k != "rank"} == first
+    return first
+
+
+# --- 1. a back-off in seconds is decided by rank 0 for everyone ------------------------------
+
+
+@needs_mpi
+def test_a_backoff_in_seconds_is_decided_alike_on_every_rank(tmp_path: Path) -> None:
+    """Before: rank 1, past level 4's deadline on its own clock, took level 4 for the held
+    level 1 while rank 0, just before it, took nothing: a hang."""
+    for name in ("local", "global"):
+        (tmp_path / name).mkdir()
+    outs = run_mpi("backoff-seconds", 2, tmp_path, timeout=90)
+    assert outs[0]["early"], "rank 0 reached iteration 5 after the deadline: inconclusive"
+    seen = same_on_every_rank(outs)
+    assert seen["in_seconds"]
+    log = {it: (level, outcome) for it, level, outcome in seen["log"]}
+    assert log[1] == (1, "failed")  # level 1's first failure: held 1 iteration
+    assert log[5] == (None, None)  # rank 0's decision (before the deadline) for both
+    # the barrier of iteration 6 waited for rank 1: everyone is past the deadline, and level 4
+    # stands in for the held level 1 on every rank
+    assert log[6] == (4, "failed")
