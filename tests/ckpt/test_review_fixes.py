@@ -12,12 +12,24 @@ import os
 import signal
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from greenckpt.ckpt.comm import find_mpiexec
+from greenckpt.ckpt.manifest import (
+    FORMAT_VERSION,
+    LEGACY_VERSION,
+    MANIFEST_DIGEST_KEY,
+    MANIFEST_NAME,
+    manifest_from_json,
+    manifest_to_json,
+    read_manifest,
+    write_manifest,
+)
+from tests.ckpt.test_manifest import valid_doc
 
 ROOT = Path(__file__).resolve().parents[2]
 MPI_SCRIPT = Path(__file__).with_name("mpi_review_scenarios.py")
@@ -75,3 +87,36 @@ def test_a_backoff_in_seconds_is_decided_alike_on_every_rank(tmp_path: Path) -> 
     # the barrier of iteration 6 waited for rank 1: everyone is past the deadline, and level 4
     # stands in for the held level 1 on every rank
     assert log[6] == (4, "failed")
+
+
+# --- 2. a rebuilt version-1 manifest stays version 1 -----------------------------------------
+
+
+@needs_mpi
+def test_a_rebuilt_version_1_checkpoint_restores_on_every_later_restart(tmp_path: Path) -> None:
+    """Before: the rebuild committed node 0's copy as version 2 (sealed), and the second
+    restart, reading it, refused the data (no record of their checkpoint) as "does not match
+    the data it describes"."""
+    (tmp_path / "local").mkdir()
+    seen = same_on_every_rank(run_mpi("v1-rebuild", 4, tmp_path))
+    first, second = seen["restarts"]
+    assert first == {
+        "id": 1,
+        "iteration": 10,
+        "rebuilt": [0, 1],
+        "data_ok": True,
+        "v1_warning": True,
+    }
+    assert second == {**first, "rebuilt": []}
+    assert seen["rebuilt_version"] == 1 and not seen["rebuilt_digest"]
+
+
+def test_only_a_copy_keeps_version_1_a_new_manifest_is_sealed(tmp_path: Path) -> None:
+    doc = manifest_from_json(valid_doc())  # a version-1 document
+    assert manifest_to_json(doc)["format_version"] == FORMAT_VERSION  # upgraded by default
+    kept = manifest_to_json(doc, keep_version=True)
+    assert kept["format_version"] == LEGACY_VERSION and MANIFEST_DIGEST_KEY not in kept
+    write_manifest(tmp_path / MANIFEST_NAME, doc, keep_version=True)
+    assert not read_manifest(tmp_path / MANIFEST_NAME).verified
+    current = replace(doc, format_version=FORMAT_VERSION)  # a new one: sealed either way
+    assert manifest_to_json(current, keep_version=True)[MANIFEST_DIGEST_KEY]

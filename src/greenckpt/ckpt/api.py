@@ -1410,7 +1410,8 @@ class Checkpointer:
 
         Rebuilt files are written under hidden names and renamed into place only when every
         rank succeeded. A node that lost its whole directory gets a staging directory that its
-        leader commits with the checkpoint's manifest, exactly like a new checkpoint.
+        leader commits with the checkpoint's manifest, exactly like a new checkpoint, in the
+        manifest's own format version.
         """
         store = self._stores[level]
         committed = store.committed_path(ckpt_id)
@@ -1441,7 +1442,10 @@ class Checkpointer:
         bad = next(((r, p) for r, p in enumerate(self.comm.allgather(problem)) if p), None)
         if bad is None and not present and self._is_leader(level):
             try:
-                store.commit(ckpt_id, manifest, ranks=self._dir_ranks(level))
+                # the manifest as it was read: a version-1 one stays version 1 (sealing it
+                # would make every later restart refuse data written without a record of
+                # their checkpoint; see manifest_to_json)
+                store.commit(ckpt_id, manifest, ranks=self._dir_ranks(level), keep_version=True)
             except (OSError, ValueError) as exc:
                 problem = _one_line(exc)
             if problem is None:

@@ -168,8 +168,10 @@ class Manifest:
     tool: str = field(default_factory=_default_tool)
     format_version: int = field(default=FORMAT_VERSION, compare=False)
     """The version of the file it was read from: :data:`LEGACY_VERSION` means the file had no
-    digest of its own, so nothing vouches for its fields. Writing always writes the current
-    version (with its digest); not part of equality, which is about the content."""
+    digest of its own, so nothing vouches for its fields. Writing writes the current version
+    (with its digest) unless told to keep this one (a copy of a read manifest, such as a
+    rebuilt node's: :func:`manifest_to_json`); not part of equality, which is about the
+    content."""
 
     @property
     def verified(self) -> bool:
@@ -556,11 +558,22 @@ def _variable_to_json(v: Variable) -> dict[str, Any]:
     }
 
 
-def manifest_to_json(manifest: Manifest) -> dict[str, Any]:
-    """The JSON document of a manifest (version :data:`FORMAT_VERSION`, with its digest)."""
+def manifest_to_json(manifest: Manifest, *, keep_version: bool = False) -> dict[str, Any]:
+    """The JSON document of a manifest (version :data:`FORMAT_VERSION`, with its digest).
+
+    ``keep_version``: a manifest read from a version-1 file stays version 1, without a digest
+    — for copies of a manifest that was read, never for a new one. Why: sealing a copy would
+    vouch for fields that nothing verified (a digest says "written like this by greenckpt"),
+    and it would claim that the data it describes record their checkpoint, as version-2 data
+    do; data written with version-1 manifests have no such record, so every later restart
+    reading the sealed copy would refuse a good checkpoint as "does not match the data it
+    describes". Kept at version 1, the copy stays what the original is: readable, its data
+    verified by their digests, its other fields reported unverified.
+    """
+    legacy = keep_version and manifest.format_version == LEGACY_VERSION
     doc: dict[str, Any] = {
         "format": FORMAT_NAME,
-        "format_version": FORMAT_VERSION,
+        "format_version": LEGACY_VERSION if legacy else FORMAT_VERSION,
         "name": manifest.name,
         "id": manifest.id,
         "level": manifest.level,
@@ -588,14 +601,20 @@ def manifest_to_json(manifest: Manifest) -> dict[str, Any]:
     # a deep copy: the digest must cover exactly what is written, even if the caller's
     # redundancy object changes afterwards
     doc = copy.deepcopy(doc)
-    doc[MANIFEST_DIGEST_KEY] = manifest_digest(doc)
+    if not legacy:
+        doc[MANIFEST_DIGEST_KEY] = manifest_digest(doc)
     return doc
 
 
 def write_manifest(
-    path: str | os.PathLike[str], manifest: Manifest, *, atomic: bool = True
+    path: str | os.PathLike[str],
+    manifest: Manifest,
+    *,
+    atomic: bool = True,
+    keep_version: bool = False,
 ) -> None:
-    """Validate ``manifest`` and write it to ``path``, fsynced.
+    """Validate ``manifest`` and write it to ``path``, fsynced (``keep_version``: see
+    :func:`manifest_to_json`).
 
     ``atomic``: the text goes to a temporary file in the same directory, is fsynced, renamed
     over ``path`` and the directory is fsynced: a crash leaves either no manifest or the
@@ -604,7 +623,7 @@ def write_manifest(
     torn file is never seen. Validation comes first (the same as reading), so a manifest that
     would not read back is refused before anything touches the disk.
     """
-    doc = manifest_to_json(manifest)
+    doc = manifest_to_json(manifest, keep_version=keep_version)
     manifest_from_json(doc)
     text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
     if atomic:

@@ -218,7 +218,12 @@ class CheckpointStore:
         return path
 
     def commit(
-        self, ckpt_id: int, manifest: Manifest, *, ranks: Iterable[int] | None = None
+        self,
+        ckpt_id: int,
+        manifest: Manifest,
+        *,
+        ranks: Iterable[int] | None = None,
+        keep_version: bool = False,
     ) -> Path:
         """Make staged checkpoint ``ckpt_id`` committed; return its directory.
 
@@ -228,7 +233,9 @@ class CheckpointStore:
         manifest and the staging directory (the rank files were fsynced by their writers),
         renames staging to the committed name and fsyncs the job directory and the base
         directory holding it. The rename is the commit point: a crash before it
-        leaves only a ``.partial`` directory that never looks committed.
+        leaves only a ``.partial`` directory that never looks committed. ``keep_version``:
+        the manifest is a copy of one that was read (a rebuilt node's) and keeps its format
+        version (:func:`~greenckpt.ckpt.manifest.manifest_to_json`).
         """
         staging = self.staging_path(ckpt_id)
         final = self.committed_path(ckpt_id)
@@ -268,7 +275,7 @@ class CheckpointStore:
                     f"says {entry.stored_bytes}; finish writing it before commit()"
                 )
         # staging is never read, so the manifest needs no temporary name of its own
-        write_manifest(staging / MANIFEST_NAME, manifest, atomic=False)
+        write_manifest(staging / MANIFEST_NAME, manifest, atomic=False, keep_version=keep_version)
         _fsync_directories(staging)
         os.rename(staging, final)  # the commit point
         fsync_directory(self.job_dir)
