@@ -12,12 +12,17 @@ import os
 import signal
 import subprocess
 import sys
+import time
+import warnings
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
+from greenckpt.ckpt import flush as flush_module
+from greenckpt.ckpt.api import Checkpointer, CheckpointError
 from greenckpt.ckpt.comm import find_mpiexec
 from greenckpt.ckpt.manifest import (
     FORMAT_VERSION,
@@ -29,6 +34,7 @@ from greenckpt.ckpt.manifest import (
     read_manifest,
     write_manifest,
 )
+from greenckpt.ckpt.store import CheckpointStore
 from tests.ckpt.test_manifest import valid_doc
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,3 +126,50 @@ def test_only_a_copy_keeps_version_1_a_new_manifest_is_sealed(tmp_path: Path) ->
     assert not read_manifest(tmp_path / MANIFEST_NAME).verified
     current = replace(doc, format_version=FORMAT_VERSION)  # a new one: sealed either way
     assert manifest_to_json(current, keep_version=True)[MANIFEST_DIGEST_KEY]
+
+
+# --- 3. the free-space check's cleanup keeps a running flush's source ------------------------
+
+
+def test_the_space_check_keeps_the_source_of_a_running_flush(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: a level-1 checkpoint refused for space applied keep = 1 to level 1 first,
+    removing checkpoint 1 while the asynchronous flush was still copying it to level 4; the
+    flush failed and checkpoint 1 was lost on both levels."""
+    for name in ("l", "g"):
+        (tmp_path / name).mkdir()
+    real_copy = flush_module.copy_file
+
+    def slow_copy(source: Path, target: Path) -> int:
+        time.sleep(0.5)  # a slow global file system: the source is opened after this
+        return real_copy(source, target)
+
+    monkeypatch.setattr(flush_module, "copy_file", slow_copy)
+    tight = False
+    real_free = CheckpointStore.free_bytes
+
+    def free_bytes(store: CheckpointStore) -> int:
+        return 10_000 if tight and store.base == tmp_path / "l" else real_free(store)
+
+    monkeypatch.setattr(CheckpointStore, "free_bytes", free_bytes)
+    ck = Checkpointer(
+        env={},
+        local_dir=str(tmp_path / "l"),
+        global_dir=str(tmp_path / "g"),
+        l1={"enabled": True},
+        l4={"enabled": True, "async": True},
+        keep=1,
+    )
+    ck.protect("u", np.zeros(100_000))
+    assert ck.checkpoint(4, iteration=1).flushing  # 1: on level 1, being flushed
+    assert ck.checkpoint(1, iteration=2).id == 2  # keeps 1 (the flush's source)
+    tight = True
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(CheckpointError, match="refused before writing anything"):
+            ck.checkpoint(1, iteration=3)
+    assert ck._stores[1].committed() == [1, 2]
+    ck.finalize()  # the flush completes and commits checkpoint 1 on level 4
+    assert ck._stores[4].committed() == [1]
+    assert [(i.id, i.level, i.flushing) for i in ck.history][-1] == (1, 4, False)

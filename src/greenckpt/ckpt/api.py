@@ -740,8 +740,11 @@ class Checkpointer:
         # checkpoints this run verified kept, exactly as after the next commit.
         detail: tuple[int | None, int, int, str] = (None, 0, 0, "")
         if measuring:
-            keep, verified = self.config.keep, self._verified.get(level, [])
-            _tidy(lambda: store.cleanup(keep, protect=verified), "remove old checkpoints")
+            # the checkpoints verified by this run, and the source of a running flush (its
+            # removal would fail the flush, which may hold the only copy of the newest one)
+            keep = self.config.keep
+            kept = [*self._verified.get(level, []), *self._flushing_from(level)]
+            _tidy(lambda: store.cleanup(keep, protect=kept), "remove old checkpoints")
             store.join()
             kept = store.committed()
             held = sum(store.footprint(i) for i in kept)
@@ -762,6 +765,13 @@ class Checkpointer:
             f"{keep} a level needs room for about keep + 1 = {keep + 1} checkpoints, level 2 "
             "twice that); free space there, lower keep or use another directory"
         )
+
+    def _flushing_from(self, level: int) -> list[int]:
+        """The checkpoint of ``level``'s store that a running asynchronous flush copies (empty
+        if none): every removal of old checkpoints there must keep it, or the flush fails."""
+        if self._flush is not None and level == self._flush_source:
+            return [self._flush.ckpt_id]
+        return []
 
     def _committed(self, level: int, ckpt_id: int) -> None:
         """Book-keeping once checkpoint ``ckpt_id`` is committed at ``level`` on every rank:
@@ -796,10 +806,9 @@ class Checkpointer:
             if lower >= level or not self._is_leader(lower):
                 continue
             newer = sorted({i for n, ids in self._verified.items() if n >= lower for i in ids})
-            source = self._flush is not None and lower == self._flush_source
-            flushing = self._flush.ckpt_id if self._flush is not None and source else None
+            flushing = self._flushing_from(lower)
             for old in store.committed():
-                if old != flushing and sum(1 for i in newer if i > old) >= keep:
+                if old not in flushing and sum(1 for i in newer if i > old) >= keep:
                     _tidy(
                         partial(store.remove, old, wait=False),
                         f"retire checkpoint {old} (level {lower}, made redundant by newer ones)",
@@ -896,10 +905,8 @@ class Checkpointer:
                 f"{commits[r]}; the previous checkpoints are intact"
             )
         if self._is_leader(number):
-            source = self._flush is not None and number == self._flush_source
-            flushing = [self._flush.ckpt_id] if self._flush is not None and source else []
             keep = self.config.keep
-            kept = [ckpt_id, *flushing]
+            kept = [ckpt_id, *self._flushing_from(number)]
             _tidy(lambda: store.cleanup(keep, protect=kept, wait=False), "remove old checkpoints")
         mine = entries[self.rank]
         return CheckpointInfo(
