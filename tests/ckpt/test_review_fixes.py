@@ -173,3 +173,45 @@ def test_the_space_check_keeps_the_source_of_a_running_flush(
     ck.finalize()  # the flush completes and commits checkpoint 1 on level 4
     assert ck._stores[4].committed() == [1]
     assert [(i.id, i.level, i.flushing) for i in ck.history][-1] == (1, 4, False)
+
+
+# --- 7. the iteration is checked at the call --------------------------------------------------
+
+
+def test_a_numpy_iteration_is_taken_as_the_integer_it_is(tmp_path: Path) -> None:
+    """Before: ``np.int64`` reached the manifest, which JSON cannot hold: every checkpoint
+    wrote its data, failed at the commit and backed off."""
+    ck = Checkpointer(env={}, local_dir=str(tmp_path), l1={"every": "5it"})
+    u = np.zeros(10)
+    ck.protect("u", u)
+    for it in np.arange(1, 11):
+        u += 1
+        ck.state["it"] = int(it)
+        if (level := ck.need_checkpoint(it)) is not None:
+            info = ck.checkpoint(np.int64(level), iteration=it)
+            assert type(info.iteration) is int and type(info.level) is int
+    ck.finalize()
+    assert [(i.id, i.iteration) for i in ck.history] == [(1, 5), (2, 10)] and not ck.backoff
+    again = Checkpointer(env={}, local_dir=str(tmp_path), l1={"every": "5it"})
+    v = np.zeros(10)
+    again.protect("u", v)
+    restored = again.recover()
+    assert restored is not None and (restored.id, restored.iteration) == (2, 10)
+    assert np.all(v == 10)
+    again.finalize()
+
+
+@pytest.mark.parametrize("bad", [5.0, -1, True, "5", np.float64(5)])
+def test_an_iteration_that_is_not_an_integer_is_refused_before_writing(
+    tmp_path: Path, bad: object
+) -> None:
+    ck = Checkpointer(env={}, local_dir=str(tmp_path))
+    ck.protect("u", np.zeros(10))
+    with pytest.raises(ValueError, match=r"^checkpoint\(\): iteration must be an integer >= 0"):
+        ck.checkpoint(iteration=bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^need_checkpoint\(\): iteration must be an integer"):
+        ck.need_checkpoint(bad)  # type: ignore[arg-type]
+    assert not list(tmp_path.glob("greenckpt/*")) and not list(tmp_path.glob("greenckpt/.*"))
+    assert not ck.backoff and not ck.history
+    assert ck.checkpoint(iteration=3).id == 1  # nothing used up
+    ck.finalize()

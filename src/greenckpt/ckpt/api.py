@@ -59,6 +59,7 @@ nothing committed) and "restart-read" (before a rank reads a checkpoint).
 from __future__ import annotations
 
 import contextlib
+import operator
 import os
 import shutil
 import time
@@ -69,7 +70,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, SupportsIndex
 
 from greenckpt.ckpt.comm import Comm, world
 from greenckpt.ckpt.config import ON_UNRECOVERABLE, Config, ConfigError, LevelConfig, load_config
@@ -216,6 +217,33 @@ class Backoff:
         if self.delay_iterations is not None and self.iteration is not None:
             return f"after {self.delay_iterations} iterations (from iteration {self.iteration})"
         return f"after {self.delay_s or 0.0:g} s"
+
+
+def _index(value: object) -> int | None:
+    """``value`` as the ``int`` it is when it is an integer of any kind (not a bool), else
+    None."""
+    if isinstance(value, bool) or not isinstance(value, SupportsIndex):
+        return None
+    return operator.index(value)
+
+
+def _as_iteration(value: object, call: str) -> int | None:
+    """``iteration`` as a plain ``int`` (None stays None), checked where it is given.
+
+    Why here: it goes into the manifest, which is JSON and requires an integer >= 0, and the
+    manifest is written last. A NumPy integer (``np.int64(5)`` from ``np.arange``) or a
+    negative number used to pass until then, so the checkpoint wrote all its data, failed at
+    the commit and started a back-off. Any integral number (``operator.index``) is taken as
+    the int it is; anything else is refused before anything is written."""
+    if value is None:
+        return None
+    number = _index(value)
+    if number is None or number < 0:
+        raise ValueError(
+            f"{call}: iteration must be an integer >= 0 or None, not {value!r} "
+            f"({type(value).__name__})"
+        )
+    return number
 
 
 def _size(nbytes: int) -> str:
@@ -448,7 +476,7 @@ class Checkpointer:
 
     # ------------------------------------------------------------------ when
 
-    def need_checkpoint(self, iteration: int | None = None) -> int | None:
+    def need_checkpoint(self, iteration: SupportsIndex | None = None) -> int | None:
         """The level due now (the highest if several), or None. Collective when any interval
         is in seconds or automatic, or any level is held back for a time in seconds
         (:class:`Backoff`; rank 0 decides, so every rank takes the same decision), and while an
@@ -471,6 +499,7 @@ class Checkpointer:
         offered until the delay is over.
         """
         self._check_open()
+        iteration = _as_iteration(iteration, "need_checkpoint()")
         if iteration is not None:
             self._iteration_seen = iteration
         self._poll_flush(wait=False)
@@ -631,7 +660,7 @@ class Checkpointer:
     # ------------------------------------------------------------------ checkpoint
 
     def checkpoint(
-        self, level: int | None = None, *, iteration: int | None = None
+        self, level: SupportsIndex | None = None, *, iteration: SupportsIndex | None = None
     ) -> CheckpointInfo:
         """Write a checkpoint at ``level`` (default: the lowest enabled), collectively.
 
@@ -642,6 +671,9 @@ class Checkpointer:
         thread (``flushing=True`` in the result); one flush runs at a time, so a new one
         first waits for the previous.
 
+        ``iteration`` is any integer >= 0 (a NumPy one too) or None; anything else is a
+        :class:`ValueError` here, before anything is written (it is recorded in the manifest).
+
         Before writing anything, every directory the checkpoint writes to must have the room
         for it (:meth:`_check_space`); otherwise it fails like any other, with a message
         naming the level, what it needs and what is free. A failure holds the level back
@@ -649,10 +681,12 @@ class Checkpointer:
         levels that it makes redundant (:meth:`_retire_below`).
         """
         self._check_open()
-        number = min(self._stores) if level is None else level
-        if number not in self._stores:
+        iteration = _as_iteration(iteration, "checkpoint()")
+        # a NumPy integer too, as the int it is: the manifest records it
+        number = min(self._stores) if level is None else _index(level)
+        if number is None or number not in self._stores:
             raise ValueError(
-                f"level {number} is not enabled: enabled levels are "
+                f"level {level} is not enabled: enabled levels are "
                 f"{', '.join(map(str, self._stores))}"
             )
         flushing = number == self._flush_level
