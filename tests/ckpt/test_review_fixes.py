@@ -24,6 +24,7 @@ import pytest
 from greenckpt.ckpt import flush as flush_module
 from greenckpt.ckpt.api import Checkpointer, CheckpointError
 from greenckpt.ckpt.comm import find_mpiexec
+from greenckpt.ckpt.config import ConfigError, load_config
 from greenckpt.ckpt.manifest import (
     FORMAT_VERSION,
     LEGACY_VERSION,
@@ -34,7 +35,7 @@ from greenckpt.ckpt.manifest import (
     read_manifest,
     write_manifest,
 )
-from greenckpt.ckpt.store import CheckpointStore
+from greenckpt.ckpt.store import CheckpointStore, FreeSpaceUnknownError
 from tests.ckpt.test_manifest import valid_doc
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -215,3 +216,56 @@ def test_an_iteration_that_is_not_an_integer_is_refused_before_writing(
     assert not ck.backoff and not ck.history
     assert ck.checkpoint(iteration=3).id == 1  # nothing used up
     ck.finalize()
+
+
+# --- 6. a way out of the free-space check -----------------------------------------------------
+
+
+def _statvfs(blocks: int, available: int) -> os.statvfs_result:
+    return os.statvfs_result((4096, 4096, blocks, available, available, 0, 0, 0, 0, 255))
+
+
+def test_a_file_system_of_no_blocks_has_unknown_free_space_not_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: statvfs's f_blocks = 0 and f_bavail = 0 (a FUSE or object store) read as no
+    free space, and every checkpoint was refused."""
+    monkeypatch.setattr(os, "statvfs", lambda path: _statvfs(0, 0))
+    ck = Checkpointer(env={}, local_dir=str(tmp_path))
+    ck.protect("u", np.zeros(1000))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert ck.checkpoint(iteration=1).id == 1
+        assert ck.checkpoint(iteration=2).id == 2
+    said = [str(w.message) for w in caught if "reports no size" in str(w.message)]
+    assert len(said) == 1 and "f_blocks = 0" in said[0] and "space_check = false" in said[0]
+    with pytest.raises(FreeSpaceUnknownError, match="reports no size"):
+        CheckpointStore(tmp_path, "greenckpt").free_bytes()
+    monkeypatch.setattr(os, "statvfs", lambda path: _statvfs(100, 0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(CheckpointError, match="refused before writing anything"):
+            ck.checkpoint(iteration=3)  # a real file system that is full is still refused
+    ck.finalize()
+
+
+def test_space_check_false_skips_the_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[Path] = []
+
+    def free_bytes(store: CheckpointStore) -> int:
+        asked.append(store.base)
+        return 0
+
+    monkeypatch.setattr(CheckpointStore, "free_bytes", free_bytes)
+    ck = Checkpointer(env={}, local_dir=str(tmp_path), space_check=False)
+    ck.protect("u", np.zeros(1000))
+    assert ck.checkpoint(iteration=1).id == 1 and asked == []
+    ck.finalize()
+    toml = tmp_path / "ckpt.toml"
+    toml.write_text('[checkpoint]\nlocal_dir = "/l"\nspace_check = false\n')
+    assert load_config(toml, env={}).space_check is False
+    described = load_config(toml, env={"GREENCKPT_SPACE_CHECK": "yes"}).describe()
+    assert described["space_check"] == {"value": True, "source": "GREENCKPT_SPACE_CHECK"}
+    assert load_config(env={}, local_dir="/l").space_check is True
+    with pytest.raises(ConfigError, match=r"^GREENCKPT_SPACE_CHECK: .*a boolean"):
+        load_config(env={"GREENCKPT_SPACE_CHECK": "maybe"}, local_dir="/l")

@@ -87,7 +87,7 @@ from greenckpt.ckpt.manifest import (
 )
 from greenckpt.ckpt.protect import Identity, IdentityMismatchError, Protected
 from greenckpt.ckpt.redundancy import NoRedundancy, Redundancy, build_redundancy
-from greenckpt.ckpt.store import CheckpointStore, StoreError
+from greenckpt.ckpt.store import CheckpointStore, FreeSpaceUnknownError, StoreError
 from greenckpt.ckpt.topology import Topology, write_waves
 from greenckpt.errors import GreenckptError
 from greenckpt.io import Chunk, ConcatSink, ConcatSource, parse_codec, run_chunks
@@ -370,6 +370,7 @@ class Checkpointer:
         self._iteration_seen: int | None = None
         self._verified: dict[int, list[int]] = {}
         self._stored_ratio: dict[int, float] = {}
+        self._space_unknown: set[Path] = set()  # stores whose free space statvfs cannot tell
         self.set_aside: tuple[Path, ...] = ()
         """Where the last ``recover(on_unrecoverable="fresh")`` moved the checkpoints it could
         not restore (every node's directories); empty when it moved none."""
@@ -675,8 +676,9 @@ class Checkpointer:
         :class:`ValueError` here, before anything is written (it is recorded in the manifest).
 
         Before writing anything, every directory the checkpoint writes to must have the room
-        for it (:meth:`_check_space`); otherwise it fails like any other, with a message
-        naming the level, what it needs and what is free. A failure holds the level back
+        for it (:meth:`_check_space`, unless the ``space_check`` setting is off); otherwise
+        it fails like any other, with a message naming the level, what it needs and what is
+        free. A failure holds the level back
         (:class:`Backoff`). Once committed, the checkpoint retires older checkpoints of lower
         levels that it makes redundant (:meth:`_retire_below`).
         """
@@ -694,7 +696,8 @@ class Checkpointer:
         self._poll_flush(wait=flushing)
         written = self._flush_source if flushing else number
         try:
-            self._check_space(written, flush=flushing)
+            if self.config.space_check:
+                self._check_space(written, flush=flushing)
             info = self._checkpoint_at(written, iteration)
         except CheckpointError as exc:
             self._note_failure(number, exc, iteration, covering)
@@ -728,6 +731,10 @@ class Checkpointer:
         stored size is estimated from this level's last compression ratio (the logical size
         before the first checkpoint). ``flush``: an asynchronous level-4 checkpoint, written
         to level 1 first and then copied to the global file system — both must have room.
+        A directory whose free space cannot be known is not refused: ``statvfs`` failing
+        (the write will report its own error), or a file system that reports no blocks at all
+        (some FUSE and object stores; said once per directory). The ``space_check`` setting
+        turns the whole check off.
         """
         for target in (level, self._flush_level or level) if flush else (level,):
             problem = self._space_problem(target, level)
@@ -751,6 +758,17 @@ class Checkpointer:
         def free() -> int | None:
             try:
                 return store.free_bytes()
+            except FreeSpaceUnknownError as exc:
+                if store.base not in self._space_unknown:
+                    self._space_unknown.add(store.base)
+                    warnings.warn(
+                        f"greenckpt: {exc}: level-{level} checkpoints there are written "
+                        "without a free-space check (set space_check = false to skip the "
+                        "check everywhere). Said once",
+                        RuntimeWarning,
+                        stacklevel=5,
+                    )
+                return None
             except OSError:
                 return None  # not knowable here: the write reports its own error
 

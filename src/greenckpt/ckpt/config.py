@@ -59,6 +59,11 @@ on_unrecoverable   GREENCKPT_ON_UNRECOVERABLE  raise       what ``recover()`` do
                                                            restored: "raise" (RecoveryError) or
                                                            "fresh" (move them aside, warn, start
                                                            as a first run)
+space_check        GREENCKPT_SPACE_CHECK       true        check free space before writing a
+                                                           checkpoint (a boolean); false for file
+                                                           systems whose free space means nothing
+                                                           (a size of 0 is taken as unknown
+                                                           anyway)
 =================  ==========================  ==========  ======================================
 
 Each level ``<n>`` (1 node-local, 2 partner copy, 3 erasure-coded group, 4 global file system)
@@ -464,6 +469,7 @@ _TOP: Mapping[str, _Convert] = MappingProxyType(
         "ranks_per_node": _count(1, ("host",)),
         "mtbf": _to_mtbf,
         "on_unrecoverable": _to_on_unrecoverable,
+        "space_check": _to_bool,
     }
 )
 
@@ -479,6 +485,7 @@ _TOP_DEFAULTS: Mapping[str, object] = MappingProxyType(
         "ranks_per_node": None,
         "mtbf": None,
         "on_unrecoverable": "raise",
+        "space_check": True,
     }
 )
 
@@ -672,6 +679,7 @@ class Config:
     ranks_per_node: int | None = None
     mtbf: float | None = None
     on_unrecoverable: str = "raise"
+    space_check: bool = True
     levels: tuple[LevelConfig, ...] = field(default_factory=_default_levels)
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 

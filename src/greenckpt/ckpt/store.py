@@ -58,7 +58,7 @@ from greenckpt.errors import GreenckptError
 from greenckpt.io.atomic import fsync_directory
 from greenckpt.io.checksum import file_digest
 
-__all__ = ["CheckpointStore", "StoreError", "VerifyResult"]
+__all__ = ["CheckpointStore", "FreeSpaceUnknownError", "StoreError", "VerifyResult"]
 
 _COMMITTED: Final = re.compile(r"ckpt-(\d{8,})")
 _PARTIAL: Final = re.compile(r"\.ckpt-(\d{8,})\.partial")
@@ -68,6 +68,11 @@ _DELETING: Final = re.compile(r"\.ckpt-(\d{8,})\.deleting")
 class StoreError(GreenckptError, ValueError):
     """A checkpoint store cannot do what was asked (unusable directory, commit of a missing or
     existing checkpoint, ...); the one-line message says what is wrong and what would be right."""
+
+
+class FreeSpaceUnknownError(GreenckptError, OSError):
+    """The file system holding a store does not say how much room it has (``statvfs``
+    reports no blocks at all, as some FUSE file systems and object stores do)."""
 
 
 @dataclass(frozen=True)
@@ -485,9 +490,19 @@ class CheckpointStore:
         ``statvfs``'s blocks available to unprivileged users (``f_bavail``), not the free
         blocks (``f_bfree``): the reserve kept for root is not the application's to fill, and
         a checkpoint that needs it has already left too little room for everyone else. The job
-        directory is asked when it exists (it may be a different mount than the base)."""
+        directory is asked when it exists (it may be a different mount than the base).
+
+        A file system of no blocks at all (``f_blocks == 0``: some FUSE file systems and
+        object stores report nothing) cannot be full in any meaningful way: its free space is
+        unknown, not zero, and :class:`FreeSpaceUnknownError` says so rather than a 0 that
+        would refuse every checkpoint."""
         target = self.job_dir if self.job_dir.is_dir() else self.base
         st = os.statvfs(target)
+        if st.f_blocks == 0:
+            raise FreeSpaceUnknownError(
+                f"the file system of {target} reports no size (statvfs f_blocks = 0, as some "
+                "FUSE file systems and object stores do), so its free space is unknown"
+            )
         return st.f_bavail * st.f_frsize
 
     def footprint(self, ckpt_id: int) -> int:
