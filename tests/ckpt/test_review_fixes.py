@@ -25,6 +25,7 @@ from greenckpt.ckpt import flush as flush_module
 from greenckpt.ckpt.api import Checkpointer, CheckpointError
 from greenckpt.ckpt.comm import find_mpiexec
 from greenckpt.ckpt.config import ConfigError, load_config
+from greenckpt.ckpt.inject import flip_bits_in_file
 from greenckpt.ckpt.manifest import (
     FORMAT_VERSION,
     LEGACY_VERSION,
@@ -269,3 +270,63 @@ def test_space_check_false_skips_the_check(tmp_path: Path, monkeypatch: pytest.M
     assert load_config(env={}, local_dir="/l").space_check is True
     with pytest.raises(ConfigError, match=r"^GREENCKPT_SPACE_CHECK: .*a boolean"):
         load_config(env={"GREENCKPT_SPACE_CHECK": "maybe"}, local_dir="/l")
+
+
+# --- 5. a checkpoint counted toward keep is still there ---------------------------------------
+
+
+def test_retirement_counts_only_checkpoints_that_are_still_there(tmp_path: Path) -> None:
+    """keep = 2, levels 1 and 4. Recovery passes over a corrupt level-4 checkpoint (3) and
+    restores checkpoint 2; a new level-4 checkpoint (4) then retires level 1's checkpoint 1,
+    counting 2 and 4 as its keep newer ones. Before: level 4's own keep-last-k had removed 2
+    (it kept the newest two, 3 and 4), so once 4 was damaged too nothing was left to restore."""
+    (tmp_path / "l").mkdir()
+    (tmp_path / "g").mkdir()
+    local, global_ = tmp_path / "l" / "greenckpt", tmp_path / "g" / "greenckpt"
+
+    def make() -> tuple[Checkpointer, np.ndarray]:
+        ck = Checkpointer(
+            env={},
+            local_dir=str(tmp_path / "l"),
+            global_dir=str(tmp_path / "g"),
+            l1={"enabled": True},
+            l4={"enabled": True},
+            keep=2,
+        )
+        u = np.zeros(1000)
+        ck.protect("u", u)
+        return ck, u
+
+    def ids(directory: Path) -> list[int]:
+        return sorted(int(p.name.split("-")[1]) for p in directory.glob("ckpt-*"))
+
+    def damage(ckpt_id: int) -> None:
+        path = global_ / f"ckpt-{ckpt_id:08d}" / "rank-000000.data"
+        flip_bits_in_file(path, positions=[77])
+
+    for steps in (((1, 1), (2, 4)), ((3, 4),)):  # two runs: 1 has one newer in each
+        ck, u = make()
+        for it, level in steps:
+            u[:] = it
+            ck.checkpoint(level, iteration=it)
+        ck.finalize()
+    assert ids(local) == [1] and ids(global_) == [2, 3]
+    damage(3)
+    ck, u = make()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rec = ck.recover()
+    assert rec is not None and rec.id == 2
+    u[:] = 4
+    ck.checkpoint(4, iteration=4)
+    ck.finalize()
+    for level, verified in ck._verified.items():
+        assert set(verified) <= set(ck._stores[level].committed()), (level, verified)
+    assert ids(local) == [] and 2 in ids(global_)
+    damage(4)
+    ck, u = make()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rec = ck.recover()
+    assert rec is not None and (rec.id, rec.iteration) == (2, 2) and np.all(u == 2)
+    ck.finalize()

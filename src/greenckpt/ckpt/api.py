@@ -836,8 +836,23 @@ class Checkpointer:
     def _add_verified(self, level: int, ckpt_id: int) -> None:
         """Remember a checkpoint this run committed or restored (the newest ``keep`` per
         level are all :meth:`_retire_below` needs)."""
+        self._verified[level] = self._verified_with(level, ckpt_id)
+
+    def _verified_with(self, level: int, ckpt_id: int) -> list[int]:
+        """The checkpoints of ``level`` that count as verified once ``ckpt_id`` does.
+
+        Every removal by the level's own keep-last-k protects them, so that a checkpoint
+        :meth:`_retire_below` counts toward ``keep`` is always still there. Without it, newer
+        checkpoints this run did not verify (ones that failed to restore) filled the level's
+        ``keep`` and pushed out the verified one restored before them, which kept counting:
+        a lower level's checkpoint was then retired with fewer than ``keep`` restorable newer
+        ones. The same on every rank (it depends only on commits and recoveries, which every
+        rank sees), so every directory's leader keeps the same ones; at most ``keep``
+        checkpoints more than the newest ``keep`` stay, and only until newer verified ones
+        replace them.
+        """
         ids = sorted({*self._verified.get(level, []), ckpt_id})
-        self._verified[level] = ids[-self.config.keep :]
+        return ids[-self.config.keep :]
 
     def _retire_below(self, level: int) -> None:
         """Remove the checkpoints of the levels below ``level`` that ``keep`` newer ones
@@ -865,6 +880,8 @@ class Checkpointer:
                         partial(store.remove, old, wait=False),
                         f"retire checkpoint {old} (level {lower}, made redundant by newer ones)",
                     )
+                    if old in self._verified.get(lower, []):  # gone: it counts no more
+                        self._verified[lower] = [i for i in self._verified[lower] if i != old]
 
     def _checkpoint_at(self, number: int, iteration: int | None) -> CheckpointInfo:
         """A synchronous checkpoint at ``number``, committed on every rank (collective)."""
@@ -958,7 +975,7 @@ class Checkpointer:
             )
         if self._is_leader(number):
             keep = self.config.keep
-            kept = [ckpt_id, *self._flushing_from(number)]
+            kept = [*self._verified_with(number, ckpt_id), *self._flushing_from(number)]
             _tidy(lambda: store.cleanup(keep, protect=kept, wait=False), "remove old checkpoints")
         mine = entries[self.rank]
         return CheckpointInfo(
@@ -1063,8 +1080,8 @@ class Checkpointer:
             self._note_failure(level, error, flush.iteration, (), stacklevel=5)
             raise error
         if self._is_leader(level):
-            keep, done = self.config.keep, flush.ckpt_id
-            _tidy(lambda: store.cleanup(keep, protect=[done]), "remove old checkpoints")
+            keep, kept = self.config.keep, self._verified_with(level, flush.ckpt_id)
+            _tidy(lambda: store.cleanup(keep, protect=kept), "remove old checkpoints")
         self._committed(level, flush.ckpt_id)
         assert manifest is not None  # no rank failed, so every rank started its flush
         mine = manifest.ranks[self.rank]
