@@ -16,6 +16,12 @@ application's next barrier, and the job hung.
 wrote it (a format-version-1 manifest, data without a record of their checkpoint) survives
 losing node 0, and again on the next restart, whose rank 0 reads the manifest the rebuild
 committed on node 0.
+
+``l3-not-l2`` (4 ranks, 4 emulated nodes of 1 rank; level 2, and level 3 with one group of 4
+nodes and one parity share; keep = 1): a level-2 checkpoint, then a level-3 one. Two lost
+nodes of the erasure group that are not each other's partners defeat level 3 but not level 2;
+before, the level-3 checkpoint had retired the level-2 one (as if a higher level survived
+everything a lower one does), and nothing could be restored.
 """
 
 from __future__ import annotations
@@ -33,7 +39,9 @@ import numpy as np
 
 from greenckpt.ckpt import api
 from greenckpt.ckpt.api import Checkpointer, CheckpointError, RecoveryError
+from greenckpt.ckpt.inject import erase_node_storage
 from greenckpt.ckpt.manifest import LEGACY_VERSION, MANIFEST_DIGEST_KEY, MANIFEST_NAME
+from greenckpt.ckpt.partner import partner_holders
 from greenckpt.ckpt.store import CheckpointStore
 
 
@@ -139,7 +147,54 @@ def v1_rebuild(root: Path) -> dict[str, Any]:
     }
 
 
-SCENARIOS = {"backoff-seconds": backoff_seconds, "v1-rebuild": v1_rebuild}
+def _l2_l3_checkpointer(root: Path) -> tuple[Checkpointer, np.ndarray]:
+    ck = Checkpointer(
+        local_dir=str(root / "local"),
+        ranks_per_node=1,
+        l2={"enabled": True},
+        l3={"enabled": True, "group_size": 4, "parity": 1},
+        keep=1,
+    )
+    u = np.zeros(1000)
+    ck.protect("u", u)
+    ck.state["it"] = 0
+    return ck, u
+
+
+def l3_not_l2(root: Path) -> dict[str, Any]:
+    ck, u = _l2_l3_checkpointer(root)
+    for it, level in ((1, 2), (2, 3)):
+        u[:] = it * 100 + ck.rank
+        ck.state["it"] = it
+        ck.checkpoint(level, iteration=it)
+    ck.finalize()
+    holders = list(partner_holders(ck.topology))
+    # two nodes of the one erasure group (parity 1), neither holding the other's copy
+    lost = next((0, j) for j in range(1, ck.comm.size) if holders[0] != j and holders[j] != 0)
+    level2 = sorted(p.name for p in (root / "local" / "node1" / "level2" / "greenckpt").iterdir())
+    ck.comm.barrier()
+    if ck.rank == 0:
+        for node in lost:
+            erase_node_storage(root / "local", node)
+    ck.comm.barrier()
+    ck, u = _l2_l3_checkpointer(root)
+    out: dict[str, Any] = {"lost": list(lost), "level2_before_loss": level2}
+    try:
+        info = ck.recover()
+        assert info is not None
+        out.update(id=info.id, level=info.level, iteration=ck.state["it"])
+        out["data_ok"] = all(ck.comm.allgather(bool(np.all(u == 100 + ck.rank))))
+    except RecoveryError as exc:
+        out["error"] = str(exc)
+    ck.finalize()
+    return out
+
+
+SCENARIOS = {
+    "backoff-seconds": backoff_seconds,
+    "v1-rebuild": v1_rebuild,
+    "l3-not-l2": l3_not_l2,
+}
 
 
 def main() -> int:

@@ -16,6 +16,7 @@ import time
 import warnings
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,8 @@ from greenckpt.ckpt.api import Checkpointer, CheckpointError
 from greenckpt.ckpt.comm import find_mpiexec
 from greenckpt.ckpt.config import ConfigError, load_config
 from greenckpt.ckpt.inject import flip_bits_in_file
+from greenckpt.ckpt.levels import LevelSpec, Storage
+from greenckpt.ckpt.levels import level_spec as spec
 from greenckpt.ckpt.manifest import (
     FORMAT_VERSION,
     LEGACY_VERSION,
@@ -330,3 +333,53 @@ def test_retirement_counts_only_checkpoints_that_are_still_there(tmp_path: Path)
         rec = ck.recover()
     assert rec is not None and (rec.id, rec.iteration) == (2, 2) and np.all(u == 2)
     ck.finalize()
+
+
+# --- 4. a level retires or stands in for another only if it survives what that one does -------
+
+
+def test_what_each_built_in_level_survives_orders_them_only_partly() -> None:
+    covers = {(a, b) for a in range(1, 5) for b in range(1, 5) if spec(a).covers(spec(b))}
+    assert covers == {(a, a) for a in range(1, 5)} | {(2, 1), (3, 1), (4, 1), (4, 2), (4, 3)}
+    # a level registered without saying, by its storage
+    assert LevelSpec(5, "x", Storage.GLOBAL, "every node").covers(spec(4))
+    assert not LevelSpec(5, "x", Storage.NODE_LOCAL, "a process").covers(spec(2))
+
+
+@needs_mpi
+def test_level_3_does_not_retire_level_2(tmp_path: Path) -> None:
+    """Before: the level-3 checkpoint retired the level-2 one (keep = 1) and, with two nodes
+    of the erasure group lost, recovery had nothing left."""
+    (tmp_path / "local").mkdir()
+    seen = same_on_every_rank(run_mpi("l3-not-l2", 4, tmp_path))
+    assert seen["level2_before_loss"] == ["ckpt-00000001"]
+    assert "error" not in seen, seen["error"]
+    assert (seen["id"], seen["level"], seen["iteration"], seen["data_ok"]) == (1, 2, 1, True)
+
+
+def _fallback_for(number: int, held: set[int], enabled: tuple[int, ...]) -> int | None:
+    """``Checkpointer._fallback`` on a stand-in for a job with ``enabled`` levels, of which
+    ``held`` are held back (the rule alone: levels 2 and 3 need several nodes)."""
+    settings: dict[str, Any] = {f"l{n}": {"enabled": True} for n in enabled}
+    config = load_config(env={}, local_dir="/l", global_dir="/g", **settings)
+    job = SimpleNamespace(
+        config=config,
+        _stores=dict.fromkeys(enabled),
+        _may_try=lambda n, iteration, now: n not in held,
+        _spec=spec,
+    )
+    return Checkpointer._fallback(job, number, 10, 0.0)  # type: ignore[arg-type]
+
+
+def test_a_held_back_level_goes_to_one_that_survives_what_it_survives() -> None:
+    """Before: level 2 held back went to level 3 (the next higher number), which does not
+    survive what partner copies survive, though level 4 could be written."""
+    assert _fallback_for(2, {2}, (1, 2, 3, 4)) == 4
+    assert _fallback_for(1, {1}, (1, 2, 3, 4)) == 2
+    assert _fallback_for(3, {3}, (1, 2, 3, 4)) == 4
+    # no level survives all of it: the one that survives the most of it
+    assert _fallback_for(2, {2, 4}, (1, 2, 3, 4)) == 3
+    assert _fallback_for(4, {4}, (1, 2, 3, 4)) == 3
+    assert _fallback_for(4, {4, 3}, (1, 2, 3, 4)) == 2
+    assert _fallback_for(4, {4}, (1, 4)) == 1
+    assert _fallback_for(4, {1, 4}, (1, 4)) is None

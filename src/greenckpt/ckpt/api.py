@@ -494,10 +494,10 @@ class Checkpointer:
         A level whose checkpoint failed is held back (:class:`Backoff`, :attr:`backoff`): it is
         offered again only after a delay counted from the failure and doubling with each
         further failure, and rank 0 warns once. Meanwhile a checkpoint it would have taken
-        goes to the next level that can still be written — the next higher enabled level,
-        which survives everything the failed one survives, else the next lower one — and,
-        once committed, counts for the level it stood in for. With no such level, none is
-        offered until the delay is over.
+        goes to the next level that can still be written — the lowest enabled level that
+        survives everything the failed one survives, else the one that survives the most of
+        it (:meth:`_fallback`) — and, once committed, counts for the level it stood in for.
+        With no such level, none is offered until the delay is over.
         """
         self._check_open()
         iteration = _as_iteration(iteration, "need_checkpoint()")
@@ -567,19 +567,51 @@ class Checkpointer:
         return level, tuple(sorted(n for n in held if n > level))
 
     def _fallback(self, number: int, iteration: int | None, now: float) -> int | None:
-        """Where a checkpoint of held-back level ``number`` goes: the next higher enabled
-        level not held back (it survives what ``number`` survives), else the next lower one,
-        else None."""
+        """Where a checkpoint of held-back level ``number`` goes, among the enabled levels not
+        held back: the lowest that survives everything ``number`` survives
+        (:meth:`LevelSpec.covers`; for the built-in levels the next higher one, except that
+        level 3 does not stand in fully for level 2); else, as a lesser protection than none,
+        the one that survives the most of what ``number`` survives (the highest of equals:
+        level 3 for level 4 before level 2, level 3 for level 2 before level 1); else None.
+
+        Why not simply the next higher number: a higher level need not survive what a lower
+        one does (two losses in one erasure group defeat level 3, not partner copies)."""
         usable = [
             n
             for n in self.config.enabled_levels
             if n != number and n in self._stores and self._may_try(n, iteration, now)
         ]
-        higher = [n for n in usable if n > number]
-        if higher:
-            return min(higher)
-        lower = [n for n in usable if n < number]
-        return max(lower) if lower else None
+        wanted = self._spec(number)
+        full = [n for n in usable if self._spec(n).covers(wanted)]
+        if full:
+            return min(full)
+        if not usable:
+            return None
+        return max(usable, key=lambda n: (len(self._spec(n).failures & wanted.failures), n))
+
+    def _stand_in(self, number: int, alternative: int, iteration: int | None, now: float) -> str:
+        """How the back-off warning describes ``alternative`` standing in for ``number``."""
+        name = f"level {alternative} ({self._spec(alternative).name})"
+        if self._spec(alternative).covers(self._spec(number)):
+            if alternative > number and all(
+                not self._may_try(n, iteration, now) or n not in self._stores
+                for n in self.config.enabled_levels
+                if number < n < alternative
+            ):
+                return f"{name}, the next higher level that can be written"
+            return (
+                f"{name}, the lowest level that can be written and survives everything "
+                f"level {number} survives"
+            )
+        if alternative < number and not any(
+            n > number and n in self._stores and self._may_try(n, iteration, now)
+            for n in self.config.enabled_levels
+        ):
+            return f"{name}, the next lower level that can be written (no higher one can)"
+        return (
+            f"{name}, which survives only part of what level {number} survives (no level "
+            "that survives all of it can be written)"
+        )
 
     def _retry_interval(
         self, number: int, covering: tuple[int, ...]
@@ -630,11 +662,8 @@ class Checkpointer:
         if alternative is None:
             meanwhile = "no other level can be written, so none is taken until then"
         else:
-            which = "higher" if alternative > number else "lower"
-            meanwhile = (
-                f"meanwhile its due checkpoints go to level {alternative} "
-                f"({self._spec(alternative).name}), the next {which} level that can be written"
-                + ("" if alternative > number else " (no higher one can)")
+            meanwhile = "meanwhile its due checkpoints go to " + self._stand_in(
+                number, alternative, at, now
             )
         warnings.warn(
             f"greenckpt: a level-{number} ({self._spec(number).name}) checkpoint failed: {exc}. "
@@ -680,7 +709,8 @@ class Checkpointer:
         it fails like any other, with a message naming the level, what it needs and what is
         free. A failure holds the level back
         (:class:`Backoff`). Once committed, the checkpoint retires older checkpoints of lower
-        levels that it makes redundant (:meth:`_retire_below`).
+        levels that it makes redundant, where it survives everything they survive
+        (:meth:`_retire_below`).
         """
         self._check_open()
         iteration = _as_iteration(iteration, "checkpoint()")
@@ -859,20 +889,27 @@ class Checkpointer:
         make redundant (each node's leader in its own directory; not collective).
 
         The rule: keep-last-k counted across levels. A checkpoint is retired once ``keep``
-        checkpoints newer than it, at its level or above, were committed or restored by this
-        run. Recovery tries the newest first, and a higher level survives everything a lower
-        one survives, so it would reach the retired one only after all ``keep`` newer ones
-        failed — exactly the case keep-last-k accepts within a level. Without it an old
-        level-1 checkpoint stays all run while level 4 serves the level-1 schedule, and
-        holds space that every later level-1 checkpoint needs. Only checkpoints verified by
-        this run count (not unverified leftovers of an earlier one), and the level-1 source
-        of a running flush is kept, so the only restorable checkpoint is never retired.
+        checkpoints newer than it, at its level or at levels that survive everything its
+        level survives (:meth:`LevelSpec.covers`), were committed or restored by this run.
+        Recovery tries the newest first, so it would reach the retired one only after all
+        ``keep`` newer ones failed, each of which survived whatever the retired one would
+        have — exactly the case keep-last-k accepts within a level. A level that does not
+        survive all of it never retires it: two lost nodes in one erasure group defeat level
+        3's checkpoints but not level 2's partner copies, so level 3 does not retire level 2.
+        Without retirement an old level-1 checkpoint stays all run while level 4 serves the
+        level-1 schedule, and holds space that every later level-1 checkpoint needs. Only
+        checkpoints verified by this run count (not unverified leftovers of an earlier one),
+        and the level-1 source of a running flush is kept, so the only restorable checkpoint
+        is never retired.
         """
         keep = self.config.keep
         for lower, store in self._stores.items():
-            if lower >= level or not self._is_leader(lower):
+            spec = self._spec(lower)
+            if lower >= level or not self._spec(level).covers(spec) or not self._is_leader(lower):
                 continue
-            newer = sorted({i for n, ids in self._verified.items() if n >= lower for i in ids})
+            newer = sorted(
+                {i for n, ids in self._verified.items() if self._spec(n).covers(spec) for i in ids}
+            )
             flushing = self._flushing_from(lower)
             for old in store.committed():
                 if old not in flushing and sum(1 for i in newer if i > old) >= keep:

@@ -10,9 +10,14 @@ of redundancy, one class implementing :class:`~greenckpt.ckpt.redundancy.Redunda
 redundancy descriptors over a few encode/rebuild schemes.
 
 The numbers are what users see (``l1`` … ``l4`` in the configuration, ``checkpoint(level)``,
-the manifest's ``level``) and they order the levels: a higher level survives everything a
-lower one survives, so a checkpoint at a level also serves the lower levels' schedules and
-may retire their older checkpoints.
+the manifest's ``level``) and they order the levels by cost: a checkpoint at a level also
+serves the lower levels' schedules. What a level survives is :attr:`LevelSpec.tolerates`, a
+set of :class:`Failure` kinds, and the levels are only partly ordered by it: level 3 does not
+survive everything level 2 survives (two lost nodes in one erasure group defeat it, but not
+partner copies unless the two are partners), nor level 2 everything level 3 survives. So a
+checkpoint at a level retires another level's older checkpoints, or stands in for a level
+held back after failures, only where it survives at least what that level survives
+(:meth:`LevelSpec.covers`), never by number alone.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from greenckpt.ckpt.topology import Topology
 
 __all__ = [
     "BUILTIN_LEVELS",
+    "Failure",
     "LevelSpec",
     "Storage",
     "level_numbers",
@@ -80,6 +86,25 @@ class Storage(enum.Enum):
         return f"node {topology.node_of(rank)}"
 
 
+class Failure(enum.Enum):
+    """A kind of failure a level's checkpoints may survive; a level survives at least what
+    another survives when its set of them includes the other's."""
+
+    PROCESS = "a process fails (its node and storage intact)"
+    ONE_NODE = "any one node is lost"
+    NODES_APART = "several nodes are lost, none of them holding another's partner copy"
+    NODES_PER_GROUP = "up to parity nodes of each erasure group are lost"
+    EVERY_NODE = "every node is lost"
+
+
+_SURVIVED_BY_STORAGE: dict[Storage, frozenset[Failure]] = {
+    Storage.NODE_LOCAL: frozenset({Failure.PROCESS}),
+    Storage.GLOBAL: frozenset(Failure),
+}
+"""What a level survives when its spec does not say: node-local files without redundancy
+only a process failure, a copy on the global file system every loss of nodes."""
+
+
 @dataclass(frozen=True)
 class LevelSpec:
     """One checkpoint level, as data.
@@ -91,7 +116,10 @@ class LevelSpec:
     ``settings``: the :class:`~greenckpt.ckpt.config.LevelConfig` fields that apply to this
     level besides the interval and codec every level has. ``async_via``: the level whose
     store an asynchronous checkpoint of this one is written to first (with the ``async``
-    setting), before a background copy commits it here.
+    setting), before a background copy commits it here. ``survives`` says in words what
+    ``tolerates`` says as data: the :class:`Failure` kinds its checkpoints survive (by
+    default what its storage alone survives: a process failure on node-local storage, every
+    loss of nodes on the global file system).
     """
 
     number: int
@@ -102,6 +130,22 @@ class LevelSpec:
     subdir: str | None = None
     settings: tuple[str, ...] = ()
     async_via: int | None = None
+    tolerates: frozenset[Failure] | None = None
+
+    def __post_init__(self) -> None:
+        if self.tolerates is None:
+            object.__setattr__(self, "tolerates", _SURVIVED_BY_STORAGE[self.storage])
+
+    @property
+    def failures(self) -> frozenset[Failure]:
+        """The failure kinds this level's checkpoints survive (``tolerates``, resolved)."""
+        assert self.tolerates is not None  # resolved at construction
+        return self.tolerates
+
+    def covers(self, other: LevelSpec) -> bool:
+        """Whether this level survives at least every failure ``other`` survives: only then
+        may its checkpoints retire ``other``'s or fully stand in for them."""
+        return self.failures >= other.failures
 
     def base(self, directory: str, topology: Topology, node: int) -> Path:
         """This node's base directory of the level's store."""
@@ -110,7 +154,13 @@ class LevelSpec:
 
 
 BUILTIN_LEVELS: tuple[LevelSpec, ...] = (
-    LevelSpec(1, "node-local", Storage.NODE_LOCAL, "the failure of a process"),
+    LevelSpec(
+        1,
+        "node-local",
+        Storage.NODE_LOCAL,
+        "the failure of a process",
+        tolerates=frozenset({Failure.PROCESS}),
+    ),
     LevelSpec(
         2,
         "partner copy",
@@ -118,6 +168,7 @@ BUILTIN_LEVELS: tuple[LevelSpec, ...] = (
         "the loss of any one node",
         scheme="partner",
         subdir="level2",
+        tolerates=frozenset({Failure.PROCESS, Failure.ONE_NODE, Failure.NODES_APART}),
     ),
     LevelSpec(
         3,
@@ -127,6 +178,7 @@ BUILTIN_LEVELS: tuple[LevelSpec, ...] = (
         scheme="erasure",
         subdir="level3",
         settings=("group_size", "parity"),
+        tolerates=frozenset({Failure.PROCESS, Failure.ONE_NODE, Failure.NODES_PER_GROUP}),
     ),
     LevelSpec(
         4,
@@ -135,6 +187,7 @@ BUILTIN_LEVELS: tuple[LevelSpec, ...] = (
         "the loss of every node",
         settings=("async_flush",),
         async_via=1,
+        tolerates=frozenset(Failure),
     ),
 )
 """Levels 1 (node-local) to 4 (global file system), always registered."""
