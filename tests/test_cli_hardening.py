@@ -27,20 +27,11 @@ from tests.platform import fake_power as fp
 from tests.platform.fake_cpu import build_tree
 from tests.platform.test_cli_restore import _killed_session
 from tests.profile.test_sweep import spec_for
+from tests.test_cli import BASE
 from tests.test_cli_profile import sweep_args
 
 ROOT = Path(__file__).resolve().parents[1]
-PLAN = [
-    "plan",
-    "--profile",
-    str(EXAMPLE_PROFILE),
-    "--ckpt-size",
-    "64GiB",
-    "--mtbf",
-    "14h",
-    "--app-power",
-    "471.1W",
-]
+PLAN = BASE  # the plan command line of test_cli
 
 
 def _with(argv: list[str], flag: str, value: str) -> list[str]:
