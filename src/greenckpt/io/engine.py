@@ -315,6 +315,10 @@ def _choose_read_method(
 # --------------------------------------------------------------------------- execution
 
 
+ABORT_WAIT_S = 1.0
+"""How long a failed job waits for its start barrier to break before stopping the workers."""
+
+
 def _stop(procs: Sequence[multiprocessing.process.BaseProcess]) -> None:
     """Terminate workers still running, then kill any that ignore SIGTERM; reap all."""
     for p in procs:
@@ -422,11 +426,25 @@ def _run_processes(
         finished = True
     finally:
         if not finished:
-            barrier.abort()
+            _abort_barrier(barrier)
             _stop(procs)
         results.close()
         results.join_thread()
     return [reports[task.rank] for task in tasks]
+
+
+def _abort_barrier(barrier: Any) -> None:
+    """Break the start barrier so that every party still waiting at it returns.
+
+    Why on a thread given a moment: multiprocessing's barrier wakes its waiters through a
+    condition whose ``notify`` waits until each sleeper acknowledges; a worker that died while
+    waiting (a batch system's SIGTERM reaches the whole process group) never does, and the
+    abort would block the job — and the cleanup after it — forever. The workers are stopped
+    next in any case (:func:`_stop`); a watcher thread left waiting ends at its own timeout.
+    """
+    aborting = threading.Thread(target=barrier.abort, name="greenckpt-io-abort", daemon=True)
+    aborting.start()
+    aborting.join(ABORT_WAIT_S)
 
 
 def run_chunks(
