@@ -55,13 +55,13 @@ from greenckpt.cli.args import add_hidden_alias
 from greenckpt.cli.console import make_console
 from greenckpt.cli.run_cmd import write_report_safely
 from greenckpt.io import IOJobError
+from greenckpt.jsonout import dumps
 from greenckpt.optimize import Scenario, plan
 from greenckpt.optimize.planner import Plan
 from greenckpt.optimize.profile import Profile, load_profile
 from greenckpt.platform.cpufreq import CpufreqController, CpufreqPolicy
 from greenckpt.platform.root import PlatformError
 from greenckpt.profile import CpuSetting, SweepSpec, cpu_settings, run_profile
-from greenckpt.report.jsonout import dumps
 from greenckpt.report.plan_report import plan_tables, plan_to_dict
 from greenckpt.runtime.modelled import ModelledEpe, modelled_epe, with_modelled_epe
 from greenckpt.runtime.notify import NotifyServer

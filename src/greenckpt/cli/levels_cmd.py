@@ -29,6 +29,7 @@ from rich.table import Table
 
 from greenckpt import units
 from greenckpt.cli.console import make_console
+from greenckpt.jsonout import dumps
 from greenckpt.model import (
     Level,
     MultilevelExpectation,
@@ -37,7 +38,6 @@ from greenckpt.model import (
     optimize_multilevel,
 )
 from greenckpt.optimize.profile import POWER_SOURCES
-from greenckpt.report.jsonout import dumps
 
 
 def register(sub: Any) -> None:

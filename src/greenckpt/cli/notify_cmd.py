@@ -32,7 +32,7 @@ from greenckpt.ckpt.notify_client import (
     advice_from_reply,
 )
 from greenckpt.cli.args import non_negative_int, positive_int, unit_type
-from greenckpt.report.jsonout import dumps
+from greenckpt.jsonout import dumps
 
 
 def _seconds(text: str) -> float:

@@ -9,8 +9,8 @@ from rich.console import Console
 
 from greenckpt.cli.args import Inputs, add_scenario_arguments, scenario_from_args
 from greenckpt.cli.console import make_console
+from greenckpt.jsonout import dumps
 from greenckpt.optimize import pareto_front, plan
-from greenckpt.report.jsonout import dumps
 from greenckpt.report.plan_report import plan_tables, plan_to_dict, power_source
 from greenckpt.units import format_duration, format_power, format_size
 

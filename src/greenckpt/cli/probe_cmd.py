@@ -12,9 +12,9 @@ from rich.table import Table
 
 from greenckpt.cli.args import add_meter_arguments, meter_options
 from greenckpt.cli.console import make_console
+from greenckpt.jsonout import dumps
 from greenckpt.platform.probe import Capability, probe
 from greenckpt.platform.root import ENV_VAR, SysRoot
-from greenckpt.report.jsonout import dumps
 
 
 def register(sub: Any) -> None:

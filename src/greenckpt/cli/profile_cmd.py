@@ -51,6 +51,7 @@ from greenckpt.cli.args import (
 )
 from greenckpt.cli.console import make_console
 from greenckpt.io import DATA_KINDS, CodecError, IOJobError, parse_codec
+from greenckpt.jsonout import dumps
 from greenckpt.optimize.profile import (
     GOVERNORS,
     OPERATIONS,
@@ -97,7 +98,6 @@ from greenckpt.profile.run import (
 )
 from greenckpt.profile.store import check_writable_target, save_profile
 from greenckpt.profile.sweep import CellChooser
-from greenckpt.report.jsonout import dumps
 
 T = TypeVar("T")
 

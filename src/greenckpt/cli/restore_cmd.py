@@ -13,6 +13,7 @@ import os
 import sys
 from typing import Any
 
+from greenckpt.jsonout import dumps
 from greenckpt.platform.pagereport import (
     PARAMS_DIR,
     pending_page_reporting,
@@ -20,7 +21,6 @@ from greenckpt.platform.pagereport import (
 )
 from greenckpt.platform.restore import pending_state, restore_from_state_file
 from greenckpt.platform.root import PlatformError, SysRoot
-from greenckpt.report.jsonout import dumps
 
 
 def register(sub: Any) -> None:

@@ -51,8 +51,8 @@ from greenckpt.cli.args import (
     positive_int,
     unit_type,
 )
+from greenckpt.jsonout import dumps
 from greenckpt.optimize.profile import Profile, load_profile
-from greenckpt.report.jsonout import dumps
 from greenckpt.runtime.modelled import ModelledEpe, modelled_epe, with_modelled_epe
 from greenckpt.runtime.notify import NotifyServer
 from greenckpt.runtime.policy import POLICY_NAMES, Node, Policy, make_policy

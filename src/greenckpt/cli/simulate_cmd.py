@@ -23,9 +23,9 @@ from greenckpt.cli.args import (
 )
 from greenckpt.cli.console import make_console
 from greenckpt.cli.plan_cmd import header
+from greenckpt.jsonout import dumps
 from greenckpt.model import epe, sojourn_times
 from greenckpt.optimize import Choice, plan
-from greenckpt.report.jsonout import dumps
 from greenckpt.report.plan_report import power_source
 from greenckpt.sim import (
     Estimate,

@@ -56,9 +56,9 @@ import numpy as np
 
 from greenckpt.files import read_regular
 from greenckpt.io.atomic import write_atomic
+from greenckpt.jsonout import dumps
 from greenckpt.platform.meters.base import Source
 from greenckpt.platform.sampler import Series
-from greenckpt.report.jsonout import dumps
 from greenckpt.runtime.settings import Settings
 
 if TYPE_CHECKING:

@@ -1,0 +1,108 @@
+"""Imports point down the layer order of docs/architecture.md, never up (issue 17, item 4).
+
+Why a test: the layer rule is what keeps ``model/`` and ``sim/`` pure, ``platform/`` the only
+code that touches the machine, and the CLI thin; an upward import (the runtime's report
+importing ``report/`` for its JSON helper, say) is easy to add and hard to see in review. This
+reads every module's imports with :mod:`ast` (nothing is imported) and checks each against the
+table below, which restates docs/architecture.md's "Import rule"; the test also checks that
+the document names every layer, so the two cannot drift apart silently.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "greenckpt"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
+
+LEAVES = {"errors", "units", "files", "durable", "jsonout"}
+"""Bottom leaf modules every layer may import (``units`` and ``files`` import ``errors``)."""
+
+ALLOWED: dict[str, set[str]] = {
+    "model": set(),
+    "sim": {"model"},
+    "optimize": {"model"},
+    "platform": set(),
+    "io": {"platform"},
+    "profile": {"io", "platform", "optimize", "model"},
+    "ckpt": {"io", "platform", "model"},
+    "apps": {"ckpt", "io", "platform", "model"},
+    "runtime": {"ckpt", "profile", "io", "platform", "optimize", "model", "sim"},
+    "report": {"runtime", "ckpt", "profile", "io", "platform", "optimize", "model", "sim"},
+    "cli": {
+        "report",
+        "runtime",
+        "apps",
+        "ckpt",
+        "profile",
+        "io",
+        "platform",
+        "optimize",
+        "model",
+        "sim",
+    },
+    # the package itself (its version and GreenckptError) is a leaf too
+    "__init__": set(),
+    "__main__": {"cli"},
+    "errors": set(),
+    "durable": set(),
+    "jsonout": set(),
+    "units": {"errors"},
+    "files": {"errors"},
+}
+
+
+def _module_of(path: Path) -> str:
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return "__init__" if len(parts) == 1 else parts[1]
+
+
+def _imports(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append(node.module)
+        elif isinstance(node, ast.ImportFrom) and node.level > 0:
+            found.append("<relative>")
+    return [n for n in found if n == "<relative>" or n.split(".")[0] == "greenckpt"]
+
+
+def test_every_import_points_down_the_layer_order() -> None:
+    upward = []
+    for path in sorted(SRC.rglob("*.py")):
+        module = _module_of(path)
+        layer = _layer(module)
+        assert layer in ALLOWED, f"{module}: layer {layer!r} is in no declared layer"
+        for name in _imports(path):
+            assert name != "<relative>", f"{module}: use absolute imports (greenckpt....)"
+            target = _layer(name)
+            if target == layer or target in ALLOWED[layer]:
+                continue
+            if target in LEAVES | {"__init__"} and layer not in LEAVES:
+                continue
+            upward.append(f"{module} imports {name} ({layer} may not import {target})")
+    assert upward == []
+
+
+def test_the_package_root_is_a_leaf() -> None:
+    """``greenckpt/__init__.py`` is imported by layers at every height (for ``__version__``):
+    it may import nothing but the leaves, or every such import would run upward."""
+    names = _imports(SRC / "__init__.py")
+    assert all(_layer(n) in LEAVES for n in names), names
+
+
+def test_the_architecture_document_names_every_layer() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    for layer in ALLOWED:
+        if layer in ("__init__", "__main__"):
+            continue
+        name = f"{layer}.py" if layer in LEAVES else f"{layer}/"
+        assert f"`{name}`" in text, f"docs/architecture.md does not state the rule for {name}"
