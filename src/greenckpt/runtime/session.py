@@ -840,12 +840,7 @@ class Runtime:
             f"{_LOST} after {why}, and the downtime until the restart at {before_s:.3f} s "
             "(the runtime cannot see the crash itself)"
         )
-        for i, r in enumerate(self._records):
-            if r.background or not (from_s <= r.start_s and r.end_s <= before_s):
-                continue
-            if r.kind in USEFUL_KINDS or r.kind == "lost":
-                notes = tuple(n for n in r.notes if not n.startswith(_LOST))
-                self._records[i] = replace(r, kind="lost", notes=(*notes, note))
+        self._mark_lost(from_s, before_s, note)
 
     def _relabel_all_lost(self, before_s: float) -> None:
         """A restart that failed restored nothing: whatever the application goes on to do —
@@ -857,8 +852,13 @@ class Runtime:
             f"{_LOST} before the restart at {before_s:.3f} s, which failed: no checkpoint was "
             "restored, so no work before it survived"
         )
+        self._mark_lost(-math.inf, before_s, note)
+
+    def _mark_lost(self, from_s: float, before_s: float, note: str) -> None:
+        """Re-label the foreground compute, rework (and already lost) records lying within
+        ``[from_s, before_s]`` as ``lost``, with ``note`` replacing any earlier lost note."""
         for i, r in enumerate(self._records):
-            if r.background or r.end_s > before_s:
+            if r.background or not (from_s <= r.start_s and r.end_s <= before_s):
                 continue
             if r.kind in USEFUL_KINDS or r.kind == "lost":
                 notes = tuple(n for n in r.notes if not n.startswith(_LOST))
