@@ -8,9 +8,11 @@ the base fails here without anyone listing it.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import pickle
 import pkgutil
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -19,6 +21,7 @@ import greenckpt
 from greenckpt import GreenckptError
 from greenckpt.apps.common import AppError
 from greenckpt.ckpt.config import ConfigError
+from greenckpt.errors import MissingEntryError
 from greenckpt.files import NotRegularFileError
 from greenckpt.platform.meters.base import MeterUnavailable
 from greenckpt.platform.root import PlatformError
@@ -106,3 +109,27 @@ def test_the_base_is_exported_from_the_package_and_its_leaf() -> None:
 
     assert leaf is GreenckptError
     assert issubclass(GreenckptError, Exception)
+
+
+_BUILT_INS = {"ValueError", "TypeError", "KeyError", "RuntimeError", "OSError", "Exception"}
+
+
+def test_the_library_raises_no_bare_built_in_error() -> None:
+    """``raise ValueError(...)`` in the library would escape ``except GreenckptError``: the
+    generic refusals are ``greenckpt.errors.InvalidValueError`` and its siblings."""
+    offenders = []
+    for path in sorted(Path(greenckpt.__file__).parent.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
+                func = node.exc.func
+                if isinstance(func, ast.Name) and func.id in _BUILT_INS:
+                    offenders.append(f"{path.name}:{node.lineno} raise {func.id}")
+    assert not offenders, offenders
+
+
+def test_the_generic_errors_keep_their_built_in_meaning() -> None:
+    assert str(MissingEntryError("the recording has no write point")) == (
+        "the recording has no write point"
+    )
+    with pytest.raises(KeyError):
+        raise MissingEntryError("x")

@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Context, Decimal
 
-from greenckpt.errors import GreenckptError
+from greenckpt.errors import GreenckptError, InvalidTypeError
 
 __all__ = [
     "UnitError",
@@ -230,7 +230,7 @@ _RATE = _Kind(
 
 def _require_str(text: object, kind: _Kind) -> str:
     if not isinstance(text, str):
-        raise TypeError(
+        raise InvalidTypeError(
             f"{kind.name} must be given as a string such as {kind.examples}, "
             f"not {type(text).__name__}"
         )

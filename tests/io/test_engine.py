@@ -234,7 +234,7 @@ def test_read_without_files(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("layout", ["file_per_process", "shared_file"])
 def test_worker_failure_cleans_up(tmp_path: Path, layout: Layout) -> None:
-    with pytest.raises(IOJobError, match="worker 1 failed: RuntimeError: injected fault"):
+    with pytest.raises(IOJobError, match="worker 1 failed: InjectedFaultError: injected fault"):
         run_io(
             "write", tmp_path, total_bytes=16 * MiB, workers=4, block_size=BS, layout=layout,
             keep=True, fault=Fault(rank=1, after_bytes=2 * BS),

@@ -89,7 +89,7 @@ from greenckpt.ckpt.protect import Identity, IdentityMismatchError, Protected
 from greenckpt.ckpt.redundancy import NoRedundancy, Redundancy, build_redundancy
 from greenckpt.ckpt.store import CheckpointStore, FreeSpaceUnknownError, StoreError
 from greenckpt.ckpt.topology import Topology, write_waves
-from greenckpt.errors import GreenckptError
+from greenckpt.errors import GreenckptError, InvalidValueError, UsageError
 from greenckpt.io import Chunk, ConcatSink, ConcatSource, parse_codec, run_chunks
 from greenckpt.io.atomic import fsync_directory
 from greenckpt.io.checksum import digest_bytes
@@ -239,7 +239,7 @@ def _as_iteration(value: object, call: str) -> int | None:
         return None
     number = _index(value)
     if number is None or number < 0:
-        raise ValueError(
+        raise InvalidValueError(
             f"{call}: iteration must be an integer >= 0 or None, not {value!r} "
             f"({type(value).__name__})"
         )
@@ -381,7 +381,7 @@ class Checkpointer:
         via = None if flush is None else level_spec(flush).async_via
         assert flush is not None and via is not None  # async applies only to such levels
         if level_spec(via).storage is Storage.NODE_LOCAL and self.config.local_dir is None:
-            raise ValueError(
+            raise InvalidValueError(
                 f"level {flush} with async = true flushes from node-local storage: set local_dir "
                 "too (checkpoints are written there first), or set async = false"
             )
@@ -515,7 +515,7 @@ class Checkpointer:
             lc = self._level(number)
             if lc.every_iterations is not None:
                 if iteration is None:
-                    raise ValueError(
+                    raise InvalidValueError(
                         f"level {number} checkpoints every {lc.every_iterations} iterations: "
                         "pass the iteration to need_checkpoint()"
                     )
@@ -717,7 +717,7 @@ class Checkpointer:
         # a NumPy integer too, as the int it is: the manifest records it
         number = min(self._stores) if level is None else _index(level)
         if number is None or number not in self._stores:
-            raise ValueError(
+            raise InvalidValueError(
                 f"level {level} is not enabled: enabled levels are "
                 f"{', '.join(map(str, self._stores))}"
             )
@@ -1214,7 +1214,7 @@ class Checkpointer:
         """
         mode = self.config.on_unrecoverable if on_unrecoverable is None else on_unrecoverable
         if mode not in ON_UNRECOVERABLE:
-            raise ValueError(
+            raise InvalidValueError(
                 f'on_unrecoverable must be "raise" or "fresh" (move the unrestorable '
                 f"checkpoints aside and start afresh), not {mode!r}"
             )
@@ -1669,7 +1669,7 @@ class Checkpointer:
 
     def _check_open(self) -> None:
         if self._finalized:
-            raise RuntimeError("this Checkpointer was finalized: create a new one")
+            raise UsageError("this Checkpointer was finalized: create a new one")
 
     def finalize(self) -> None:
         """End of the run (collective): waits for an asynchronous flush and commits it (or

@@ -17,6 +17,8 @@ import socket
 import sys
 from typing import Any, Protocol, TypeVar
 
+from greenckpt.errors import InvalidValueError
+
 __all__ = ["Comm", "MPIComm", "SelfComm", "find_mpiexec", "world"]
 
 T = TypeVar("T")
@@ -85,13 +87,13 @@ class SelfComm:
     def sendrecv_bytes(self, data: bytes | memoryview, dest: int, source: int) -> bytes:
         """Only to itself."""
         if dest != 0 or source != 0:
-            raise ValueError("a single process can only exchange data with itself")
+            raise InvalidValueError("a single process can only exchange data with itself")
         return bytes(data)
 
     def gather(self, obj: T, root: int) -> list[T] | None:
         """A list of one (the only rank is the root)."""
         if root != 0:
-            raise ValueError(f"a single process has only rank 0, not root {root}")
+            raise InvalidValueError(f"a single process has only rank 0, not root {root}")
         return [obj]
 
     def split(self, color: int, key: int) -> Comm:

@@ -147,7 +147,7 @@ from types import MappingProxyType
 from typing import Any, NoReturn, SupportsFloat, SupportsIndex, TypedDict, cast
 
 from greenckpt.ckpt.levels import Storage, level_numbers, level_spec, level_specs, numbers_text
-from greenckpt.errors import GreenckptError
+from greenckpt.errors import GreenckptError, InvalidValueError
 from greenckpt.io.checksum import CHECKSUMS
 from greenckpt.io.codec import CODEC_LEVEL_RANGES
 from greenckpt.units import UnitError, parse_duration
@@ -724,7 +724,7 @@ class Config:
         """The settings of level ``number`` (1 to 4, or a registered level)."""
         found = next((lvl for lvl in self.levels if lvl.level == number), None)
         if found is None or isinstance(number, bool):
-            raise ValueError(f"level must be {numbers_text()}, not {number!r}")
+            raise InvalidValueError(f"level must be {numbers_text()}, not {number!r}")
         return found
 
     @property

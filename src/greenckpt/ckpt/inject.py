@@ -58,7 +58,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from greenckpt.errors import GreenckptError
+from greenckpt.errors import GreenckptError, InvalidValueError
 
 __all__ = [
     "ENV",
@@ -272,7 +272,9 @@ def maybe_fail(point: str, *, rank: int, iteration: int | None = None) -> None:
     """
     plan = _plan if _plan is not None else active_plan()
     if point not in _POINT_SET:
-        raise ValueError(f"unknown injection point {point!r}: valid points: {', '.join(POINTS)}")
+        raise InvalidValueError(
+            f"unknown injection point {point!r}: valid points: {', '.join(POINTS)}"
+        )
     if not plan:
         return
     fire = None
@@ -327,29 +329,31 @@ def _bit_positions(
 ) -> list[int]:
     """Validated, sorted, distinct bit positions in ``0 … nbits-1``."""
     if nbits == 0:
-        raise ValueError(f"{what} is empty: there is no bit to flip")
+        raise InvalidValueError(f"{what} is empty: there is no bit to flip")
     if positions is None:
         if not 1 <= count <= nbits:
-            raise ValueError(
+            raise InvalidValueError(
                 f"count must be from 1 to {nbits} (the size of {what} in bits), not {count}"
             )
         # random.sample over a range draws distinct positions without building the range.
         return sorted(random.Random(seed).sample(range(nbits), count))
     chosen = [operator.index(p) for p in positions]
     if not chosen:
-        raise ValueError("positions is empty: give at least one bit position")
+        raise InvalidValueError("positions is empty: give at least one bit position")
     if count not in (1, len(chosen)):
-        raise ValueError(
+        raise InvalidValueError(
             f"count={count} disagrees with {len(chosen)} positions: give one or the other"
         )
     bad = [p for p in chosen if not 0 <= p < nbits]
     if bad:
-        raise ValueError(
+        raise InvalidValueError(
             f"bit position {bad[0]} is outside {what}, which holds {nbits} bits "
             f"(positions 0 to {nbits - 1})"
         )
     if len(set(chosen)) != len(chosen):
-        raise ValueError("bit positions repeat: flipping a bit twice would leave it unchanged")
+        raise InvalidValueError(
+            "bit positions repeat: flipping a bit twice would leave it unchanged"
+        )
     return sorted(chosen)
 
 
@@ -408,16 +412,16 @@ def flip_bits_in_buffer(
     try:
         view = memoryview(obj)
     except (TypeError, ValueError) as exc:  # ValueError: NumPy dtypes without a buffer format
-        raise ValueError(
+        raise InvalidValueError(
             f"{type(obj).__name__} is not a buffer ({exc}): pass a NumPy array, bytearray or "
             "memoryview"
         ) from None
     if view.readonly:
-        raise ValueError(
+        raise InvalidValueError(
             f"the {type(obj).__name__} is read-only: bits can be flipped only in writable memory"
         )
     if not view.c_contiguous:
-        raise ValueError("the buffer is not C-contiguous: pass numpy.ascontiguousarray(...)")
+        raise InvalidValueError("the buffer is not C-contiguous: pass numpy.ascontiguousarray(...)")
     raw = view.cast("B") if view.format != "B" or view.ndim != 1 else view
     bits = _bit_positions(raw.nbytes * 8, "the buffer", count, positions, seed)
     for offset, mask in _masks(bits).items():
@@ -437,11 +441,11 @@ def erase_node_storage(local_dir: str | os.PathLike[str], node: int | None = Non
     base = Path(os.path.expanduser(os.fspath(local_dir)))
     if node is not None:
         if node < 0:
-            raise ValueError(f"node must be an integer >= 0, not {node}")
+            raise InvalidValueError(f"node must be an integer >= 0, not {node}")
         base = base / f"node{node}"
     if not base.is_dir():
         what = "is not a directory" if base.exists() else "does not exist"
-        raise ValueError(f"node-local storage {base} {what}: nothing to erase")
+        raise InvalidValueError(f"node-local storage {base} {what}: nothing to erase")
     removed = sorted(base.iterdir())
     for entry in removed:
         if entry.is_dir() and not entry.is_symlink():

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from greenckpt.ckpt.topology import Topology
+from greenckpt.errors import InvalidValueError
 
 __all__ = [
     "BUILTIN_LEVELS",
@@ -199,20 +200,24 @@ def register_level(spec: LevelSpec) -> None:
     """Add a level; its number must be new and above every registered one (the numbers order
     the levels, and the configuration's ``l<n>`` follow them)."""
     if not isinstance(spec.number, int) or isinstance(spec.number, bool) or spec.number < 1:
-        raise ValueError(f"a level number is an integer >= 1, not {spec.number!r}")
+        raise InvalidValueError(f"a level number is an integer >= 1, not {spec.number!r}")
     if spec.number in _REGISTRY:
-        raise ValueError(f"level {spec.number} is already registered ({_REGISTRY[spec.number]})")
+        raise InvalidValueError(
+            f"level {spec.number} is already registered ({_REGISTRY[spec.number]})"
+        )
     if spec.number < max(_REGISTRY):
-        raise ValueError(f"level {spec.number} must be above level {max(_REGISTRY)}")
+        raise InvalidValueError(f"level {spec.number} must be above level {max(_REGISTRY)}")
     if spec.async_via is not None and spec.async_via not in _REGISTRY:
-        raise ValueError(f"level {spec.number}: async_via names unknown level {spec.async_via}")
+        raise InvalidValueError(
+            f"level {spec.number}: async_via names unknown level {spec.async_via}"
+        )
     _REGISTRY[spec.number] = spec
 
 
 def unregister_level(number: int) -> None:
     """Remove a level added by :func:`register_level` (the built-in levels stay)."""
     if any(spec.number == number for spec in BUILTIN_LEVELS):
-        raise ValueError(f"level {number} is built in and cannot be removed")
+        raise InvalidValueError(f"level {number} is built in and cannot be removed")
     _REGISTRY.pop(number, None)
 
 
@@ -231,7 +236,7 @@ def level_spec(number: int) -> LevelSpec:
     try:
         return _REGISTRY[number]
     except (KeyError, TypeError):
-        raise ValueError(f"level must be {numbers_text()}, not {number!r}") from None
+        raise InvalidValueError(f"level must be {numbers_text()}, not {number!r}") from None
 
 
 def numbers_text(numbers: tuple[int, ...] | None = None, last: str = "or") -> str:

@@ -91,7 +91,7 @@ from types import TracebackType
 from typing import Any, Final, Literal, get_args
 
 from greenckpt.ckpt.hooks import HookKind, PhaseAdvice, PhaseHook, PhaseKind
-from greenckpt.errors import GreenckptError
+from greenckpt.errors import GreenckptError, InvalidValueError
 
 __all__ = [
     "IO_KINDS",
@@ -180,7 +180,7 @@ def encode(message: Mapping[str, Any]) -> bytes:
 
 
 def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a finite number")
+    raise InvalidValueError(f"{name} is not a finite number")
 
 
 def decode(line: bytes | str) -> dict[str, Any]:
@@ -395,9 +395,11 @@ class SocketHook:
 
     def __init__(self, path: str, timeout: float = 5.0) -> None:
         if not isinstance(path, str) or not path:
-            raise ValueError(f"runtime socket path must be a non-empty string, got {path!r}")
+            raise InvalidValueError(f"runtime socket path must be a non-empty string, got {path!r}")
         if not (math.isfinite(timeout) and timeout > 0):
-            raise ValueError(f"timeout must be a finite number of seconds > 0, got {timeout!r}")
+            raise InvalidValueError(
+                f"timeout must be a finite number of seconds > 0, got {timeout!r}"
+            )
         self.socket_path = path
         self.timeout = timeout
         self._lock = threading.Lock()

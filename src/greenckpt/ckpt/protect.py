@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from greenckpt.ckpt.manifest import Variable, VariableKind
-from greenckpt.errors import GreenckptError
+from greenckpt.errors import GreenckptError, InvalidValueError
 from greenckpt.io import as_bytes_view
 from greenckpt.io.checksum import new_hasher
 
@@ -103,19 +103,19 @@ class Protected:
         Protecting a name again replaces the object (arrays reallocated by the application).
         """
         if not isinstance(name, str) or not name or name == STATE_NAME:
-            raise ValueError(f"a protected name must be a non-empty string, not {name!r}")
+            raise InvalidValueError(f"a protected name must be a non-empty string, not {name!r}")
         if isinstance(obj, np.ndarray):
             if obj.dtype.hasobject:
-                raise ValueError(f"{name}: arrays of Python objects cannot be checkpointed")
+                raise InvalidValueError(f"{name}: arrays of Python objects cannot be checkpointed")
             if not obj.flags.c_contiguous:
-                raise ValueError(
+                raise InvalidValueError(
                     f"{name}: the array is not C-contiguous; protect numpy.ascontiguousarray(...)"
                 )
         else:
             try:
                 as_bytes_view(obj)
             except (TypeError, ValueError) as exc:
-                raise ValueError(
+                raise InvalidValueError(
                     f"{name}: protect a NumPy array or a buffer (bytearray, memoryview…), "
                     f"not {type(obj).__name__} ({exc}); put small values in .state"
                 ) from None
@@ -225,10 +225,10 @@ def unpack_state(raw: bytes | bytearray) -> tuple[Identity | None, dict[str, Any
             and isinstance(who.get("id"), int)
             and (who.get("iteration") is None or isinstance(who.get("iteration"), int))
         ):
-            raise ValueError("the recovered state's checkpoint record is malformed")
+            raise InvalidValueError("the recovered state's checkpoint record is malformed")
         identity = Identity(who["name"], who["id"], who["iteration"])
     if not isinstance(blob, dict):
-        raise ValueError("the recovered state is not a dictionary")
+        raise InvalidValueError("the recovered state is not a dictionary")
     return identity, blob
 
 

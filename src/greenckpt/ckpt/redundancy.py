@@ -38,6 +38,7 @@ from greenckpt.ckpt.manifest import Manifest, RankEntry
 from greenckpt.ckpt.partner import copy_name, inverse, partner_holders
 from greenckpt.ckpt.topology import Topology
 from greenckpt.ckpt.transfer import first_cause, shift_file
+from greenckpt.errors import InvalidValueError
 from greenckpt.io.checksum import file_digest
 
 if TYPE_CHECKING:
@@ -478,7 +479,7 @@ SCHEMES: dict[str, SchemeFactory] = {
 def register_scheme(name: str, factory: SchemeFactory) -> None:
     """Add a redundancy scheme that level specs can name."""
     if name in SCHEMES:
-        raise ValueError(f"redundancy scheme {name!r} is already registered")
+        raise InvalidValueError(f"redundancy scheme {name!r} is already registered")
     SCHEMES[name] = factory
 
 
@@ -489,7 +490,7 @@ def build_redundancy(
     try:
         factory = SCHEMES[scheme]
     except KeyError:
-        raise ValueError(
+        raise InvalidValueError(
             f"unknown redundancy scheme {scheme!r}: known schemes are {', '.join(SCHEMES)}"
         ) from None
     return factory(comm, topology, settings, checksum)

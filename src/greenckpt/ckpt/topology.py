@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from greenckpt.ckpt.comm import Comm
+from greenckpt.errors import InvalidValueError
 
 __all__ = ["Topology", "write_waves"]
 
@@ -53,7 +54,7 @@ class Topology:
         for k, ranks in enumerate(self.nodes):
             if rank in ranks:
                 return k
-        raise ValueError(f"rank {rank} is on no node of this job ({self.nranks} ranks)")
+        raise InvalidValueError(f"rank {rank} is on no node of this job ({self.nranks} ranks)")
 
     def leader(self, node: int) -> int:
         """The lowest rank of a node: it commits and cleans that node's local storage."""

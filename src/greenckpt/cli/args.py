@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from greenckpt import units
+from greenckpt.errors import InvalidValueError
 from greenckpt.model import INTERVAL_RULES, MODEL_FORMS
 from greenckpt.optimize import Profile, Scenario, load_profile
 from greenckpt.platform.meters import MeterOptions, Selection, select_meters
@@ -204,22 +205,24 @@ def meter_names(ns: argparse.Namespace) -> list[str]:
     names = names or ["auto"]
     csv = getattr(ns, "meter_csv", None)
     if "csv" in names and csv is None:
-        raise ValueError(
+        raise InvalidValueError(
             "--meters csv reads an external meter's log: give it with --meter-csv FILE "
             "(a timestamp,watts CSV, see docs/formats.md)"
         )
     if csv is not None:
         if "csv" not in names and "auto" not in names:
-            raise ValueError(
+            raise InvalidValueError(
                 f"--meter-csv is read only by the csv meter: add csv to --meters "
                 f"(e.g. --meters {','.join([*names, 'csv'])})"
             )
         if not os.path.isfile(csv):
-            raise ValueError(f"--meter-csv {csv!r} is not an existing file: give the meter's log")
+            raise InvalidValueError(
+                f"--meter-csv {csv!r} is not an existing file: give the meter's log"
+            )
         if "csv" not in names:
             names.append("csv")
     if getattr(ns, "tdp", None) is not None and not {"estimator", "auto"} & set(names):
-        raise ValueError(
+        raise InvalidValueError(
             "--tdp sets the utilisation estimator's TDP, but --meters leaves the estimator "
             "out: add estimator (or auto) to --meters, or drop --tdp"
         )
@@ -326,7 +329,7 @@ def scenario_from_args(ns: argparse.Namespace) -> Inputs:
     if ns.mtbf is not None:
         rate = nodes / ns.mtbf
         if not math.isfinite(rate):
-            raise ValueError(f"--mtbf {ns.mtbf:g} s is too short to be a failure rate")
+            raise InvalidValueError(f"--mtbf {ns.mtbf:g} s is too short to be a failure rate")
         mtbf_text = (
             f"{units.format_duration(1 / rate)} (job: {nodes} node(s) × "
             f"{units.format_duration(ns.mtbf)} per node)"
@@ -334,11 +337,13 @@ def scenario_from_args(ns: argparse.Namespace) -> Inputs:
     else:
         rate = 1.0 / ns.job_mtbf
         if not math.isfinite(rate):
-            raise ValueError(f"--job-mtbf {ns.job_mtbf:g} s is too short to be a failure rate")
+            raise InvalidValueError(
+                f"--job-mtbf {ns.job_mtbf:g} s is too short to be a failure rate"
+            )
         mtbf_text = f"{units.format_duration(ns.job_mtbf)} (whole job, --job-mtbf)"
         if ns.nodes is not None:
             if ns.work is None:
-                raise ValueError(
+                raise InvalidValueError(
                     f"--nodes {ns.nodes} with --job-mtbf: the job's MTBF already counts its "
                     "nodes, so --nodes would only scale the job's total energy, which needs "
                     "--work; give --work, or give the MTBF of one node with --mtbf and --nodes"

@@ -54,6 +54,7 @@ from greenckpt.cli import profile_cmd
 from greenckpt.cli.args import add_hidden_alias
 from greenckpt.cli.console import make_console
 from greenckpt.cli.run_cmd import write_report_safely
+from greenckpt.errors import InvalidValueError
 from greenckpt.io import IOJobError
 from greenckpt.jsonout import dumps
 from greenckpt.optimize import Scenario, plan
@@ -131,7 +132,7 @@ def register(sub: Any) -> None:
 def _mpiexec() -> str:
     found = find_mpiexec()
     if found is None:
-        raise ValueError(
+        raise InvalidValueError(
             "the demo runs the heat example under MPI but no mpiexec was found: "
             "pip install 'greenckpt[mpi]' (mpi4py and the MPICH wheel)"
         )
@@ -170,7 +171,7 @@ def _profile(work: Path, again: bool) -> Profile:
     try:
         profile = run_profile(spec, path, resume=not again, force=again, progress=progress)
     except (IOJobError, OSError) as exc:
-        raise ValueError(f"profiling {io_dir} failed: {exc}") from None
+        raise InvalidValueError(f"profiling {io_dir} failed: {exc}") from None
     finally:
         profile_cmd.stop_progress(progress)
     shutil.rmtree(io_dir, ignore_errors=True)
@@ -264,7 +265,9 @@ def _launch(command: list[str], env: dict[str, str], log: Path) -> int:
 
 def _result(path: Path) -> dict[str, Any]:
     if not path.exists():
-        raise ValueError(f"the heat example wrote no result {path}; see {path.parent / 'runs.log'}")
+        raise InvalidValueError(
+            f"the heat example wrote no result {path}; see {path.parent / 'runs.log'}"
+        )
     doc: dict[str, Any] = json.loads(path.read_text())
     return doc
 
@@ -285,12 +288,12 @@ def _failure_run(
         killed = {**env, INJECT_ENV: f"kill@compute:rank={KILL_RANK},iteration={KILL_AT}"}
         code = _launch(_heat(work, mpiexec, work / "killed.json"), killed, log)
         if code == 0:
-            raise ValueError("the injected failure did not stop the run; see runs.log")
+            raise InvalidValueError("the injected failure did not stop the run; see runs.log")
         print(f"rank {KILL_RANK} killed after iteration {KILL_AT}: mpiexec ended the job ({code})")
         erase_node_storage(work / "local", LOST_NODE)
         print(f"node {LOST_NODE}'s local storage erased (as if the node were replaced)")
         if _launch(_heat(work, mpiexec, out), env, log) != 0:
-            raise ValueError(f"the restarted run failed; see {log}")
+            raise InvalidValueError(f"the restarted run failed; see {log}")
     report = runtime.report()
     modelled = modelled_epe(
         report, rate=result.scenario.rate, app_power=result.scenario.app_power, policy=policy
@@ -378,7 +381,7 @@ def _demo(ns: argparse.Namespace) -> tuple[int, dict[str, Any]]:
     began = time.monotonic()
     work = Path(ns.dir).resolve()
     if work.exists() and not work.is_dir():
-        raise ValueError(f"--dir {work} exists and is not a directory; give a directory")
+        raise InvalidValueError(f"--dir {work} exists and is not a directory; give a directory")
     work.mkdir(parents=True, exist_ok=True)
     mpiexec = _mpiexec()
     _step(1, "probe this node")
@@ -392,7 +395,7 @@ def _demo(ns: argparse.Namespace) -> tuple[int, dict[str, Any]]:
     (work / "runs.log").write_text("")
     reference = work / "reference.json"
     if _launch(_heat(work, mpiexec, reference), {**os.environ, **INTERVALS}, work / "runs.log"):
-        raise ValueError(f"the reference run failed; see {work / 'runs.log'}")
+        raise InvalidValueError(f"the reference run failed; see {work / 'runs.log'}")
     ref = _result(reference)
     print(f"digest {ref['digest']}, {ref['checkpoints']} checkpoints")
     _step(5, "failure and restart, under the energy-aware runtime")

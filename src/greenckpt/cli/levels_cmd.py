@@ -29,6 +29,7 @@ from rich.table import Table
 
 from greenckpt import units
 from greenckpt.cli.console import make_console
+from greenckpt.errors import InvalidValueError
 from greenckpt.jsonout import dumps
 from greenckpt.model import (
     Level,
@@ -68,13 +69,13 @@ def register(sub: Any) -> None:
 def _quantity(table: dict[str, Any], key: str, where: str, parse: Any) -> float:
     value = table.get(key)
     if not isinstance(value, str):
-        raise ValueError(
+        raise InvalidValueError(
             f"{where}.{key}: expected a quantity with a unit as a string, got {value!r}"
         )
     try:
         return float(parse(value))
     except units.UnitError as exc:
-        raise ValueError(f"{where}.{key}: {exc}") from None
+        raise InvalidValueError(f"{where}.{key}: {exc}") from None
 
 
 def load_levels(path: str) -> tuple[list[Level], float, str]:
@@ -83,28 +84,30 @@ def load_levels(path: str) -> tuple[list[Level], float, str]:
     try:
         doc = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ValueError(f"cannot read levels file {path!r}: {exc.strerror}") from None
+        raise InvalidValueError(f"cannot read levels file {path!r}: {exc.strerror}") from None
     except UnicodeDecodeError:
-        raise ValueError(f"levels file {path!r} is not UTF-8 text") from None
+        raise InvalidValueError(f"levels file {path!r} is not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{path}: not valid TOML ({exc})") from None
+        raise InvalidValueError(f"{path}: not valid TOML ({exc})") from None
     except RecursionError:  # tomllib recurses once per nested array or inline table
-        raise ValueError(f"{path}: arrays or tables nested too deeply for a levels file") from None
+        raise InvalidValueError(
+            f"{path}: arrays or tables nested too deeply for a levels file"
+        ) from None
     app_power = _quantity(doc, "app_power", path, units.parse_power)
     source = doc.get("power_source")
     if source not in POWER_SOURCES:
-        raise ValueError(
+        raise InvalidValueError(
             f"{path}.power_source: say where the powers come from: one of "
             f"{', '.join(POWER_SOURCES)}, got {source!r}"
         )
     raw = doc.get("level")
     if not isinstance(raw, list) or not raw:
-        raise ValueError(f"{path}: give at least one [[level]] table")
+        raise InvalidValueError(f"{path}: give at least one [[level]] table")
     levels = []
     for i, table in enumerate(raw):
         where = f"{path}: level[{i}]"
         if not isinstance(table, dict):
-            raise ValueError(f"{where}: expected a table")
+            raise InvalidValueError(f"{where}: expected a table")
         mtbf = table.get("mtbf")
         rate = 0.0
         if mtbf != "never":
@@ -125,14 +128,14 @@ def load_levels(path: str) -> tuple[list[Level], float, str]:
 def _intervals(text: str, n_levels: int) -> list[float]:
     parts = [p for p in text.split(",") if p.strip()]
     if len(parts) != n_levels:
-        raise ValueError(
+        raise InvalidValueError(
             f"--intervals: give {n_levels} intervals (one per level, lowest first), "
             f"got {len(parts)}"
         )
     try:
         return [units.parse_duration(p) for p in parts]
     except units.UnitError as exc:
-        raise ValueError(f"--intervals: {exc}") from None
+        raise InvalidValueError(f"--intervals: {exc}") from None
 
 
 def _summary(
@@ -157,7 +160,7 @@ def run(ns: argparse.Namespace) -> int:
     total_rate = sum(lv.rate for lv in levels)
     slowest = max(levels, key=lambda lv: max(lv.ckpt_time, lv.restart_time))
     if total_rate * max(slowest.ckpt_time, slowest.restart_time) >= 1.0:
-        raise ValueError(
+        raise InvalidValueError(
             f"failures of all levels together come every {units.format_duration(1 / total_rate)} "
             f"on average, but {slowest.name} takes "
             f"{units.format_duration(max(slowest.ckpt_time, slowest.restart_time))} to checkpoint "
@@ -166,7 +169,7 @@ def run(ns: argparse.Namespace) -> int:
     try:
         quantum = units.parse_duration(ns.quantum)
     except units.UnitError as exc:
-        raise ValueError(f"--quantum: {exc}") from None
+        raise InvalidValueError(f"--quantum: {exc}") from None
     results: list[tuple[str, MultilevelExpectation, list[float]]] = []
     if ns.intervals:
         given = _intervals(ns.intervals, len(levels))

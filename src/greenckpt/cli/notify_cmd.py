@@ -32,6 +32,7 @@ from greenckpt.ckpt.notify_client import (
     advice_from_reply,
 )
 from greenckpt.cli.args import non_negative_int, positive_int, unit_type
+from greenckpt.errors import InvalidValueError
 from greenckpt.jsonout import dumps
 
 
@@ -126,7 +127,7 @@ def register(sub: Any) -> None:
 def _socket_of(ns: argparse.Namespace) -> str:
     path = ns.socket if ns.socket is not None else os.environ.get(SOCKET_ENV, "").strip()
     if not path:
-        raise ValueError(
+        raise InvalidValueError(
             f"no runtime socket: set {SOCKET_ENV} (greenckpt run sets it for the application) "
             "or give --socket"
         )
@@ -143,7 +144,7 @@ def run(ns: argparse.Namespace) -> int:
         elif where:
             where = os.path.abspath(where)
         if ns.kind in IO_KINDS and ns.size < 1:
-            raise ValueError(
+            raise InvalidValueError(
                 f"a {ns.kind} phase needs --size: the bytes this node writes or reads in it, "
                 "e.g. --size 64GiB (an estimate will do)"
             )
@@ -164,9 +165,11 @@ def run(ns: argparse.Namespace) -> int:
             reply = hook.request(request)
             advice = advice_from_reply(reply) if isinstance(request, BeginRequest) else None
     except NotifyError as exc:
-        raise ValueError(str(exc)) from None
+        raise InvalidValueError(str(exc)) from None
     except ProtocolError as exc:  # a begin reply without usable advice
-        raise ValueError(f"greenckpt runtime at {path} sent a malformed reply: {exc}") from None
+        raise InvalidValueError(
+            f"greenckpt runtime at {path} sent a malformed reply: {exc}"
+        ) from None
     if ns.json:
         print(dumps(reply))
     elif isinstance(request, BeginRequest):

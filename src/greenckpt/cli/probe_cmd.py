@@ -12,6 +12,7 @@ from rich.table import Table
 
 from greenckpt.cli.args import add_meter_arguments, meter_options
 from greenckpt.cli.console import make_console
+from greenckpt.errors import InvalidValueError
 from greenckpt.jsonout import dumps
 from greenckpt.platform.probe import Capability, probe
 from greenckpt.platform.root import ENV_VAR, SysRoot
@@ -43,7 +44,7 @@ def _root(ns: argparse.Namespace) -> SysRoot:
     root = SysRoot.default(ns.root)
     if not root.path.is_dir():
         given = f"--root {ns.root!r}" if ns.root is not None else f"${ENV_VAR}={root.path}"
-        raise ValueError(
+        raise InvalidValueError(
             f"{given} is not an existing directory: give the root of a sysfs/procfs tree "
             "(or leave it out to read this machine's /)"
         )
@@ -59,7 +60,7 @@ def run(ns: argparse.Namespace) -> int:
         if os.path.exists(root / os.path.abspath(path)):
             continue
         if ns.path:
-            raise ValueError(f"--path {path!r} does not exist under root {root.path}")
+            raise InvalidValueError(f"--path {path!r} does not exist under root {root.path}")
         # The default: the current directory, which a fake tree usually lacks.
         missing.append(
             Capability(

@@ -50,6 +50,7 @@ from greenckpt.cli.args import (
     unit_type,
 )
 from greenckpt.cli.console import make_console
+from greenckpt.errors import InvalidValueError
 from greenckpt.io import DATA_KINDS, CodecError, IOJobError, parse_codec
 from greenckpt.jsonout import dumps
 from greenckpt.optimize.profile import (
@@ -660,7 +661,7 @@ def _adaptive(ns: argparse.Namespace, sizes: Sequence[int]) -> AdaptiveRequest |
     ]
     if not ns.adaptive:
         if given:
-            raise ValueError(
+            raise InvalidValueError(
                 f"{', '.join(given)}: used only with --adaptive (add it, or leave them out)"
             )
         return None
@@ -743,7 +744,7 @@ def run_profile(ns: argparse.Namespace) -> int:
             print(done)
         return 0
     if ns.plot is not None and Path(ns.plot).exists() and not Path(ns.plot).is_dir():
-        raise ValueError(f"--plot {ns.plot}: it exists and is not a directory")
+        raise InvalidValueError(f"--plot {ns.plot}: it exists and is not a directory")
 
     before = file_identity(out)
     progress = progress_sink(quiet=ns.quiet or ns.json)
@@ -1003,7 +1004,7 @@ def _writing(what: str, target: str | os.PathLike[str], write: Callable[[], T]) 
     try:
         return write()
     except OSError as exc:
-        raise ValueError(f"cannot write {what} {target}: {exc.strerror or exc}") from None
+        raise InvalidValueError(f"cannot write {what} {target}: {exc.strerror or exc}") from None
 
 
 def csv_profile(ns: argparse.Namespace) -> int:
@@ -1033,7 +1034,7 @@ def plot_profile(ns: argparse.Namespace) -> int:
     profile = load_profile(ns.file)
     out = Path(ns.output)
     if out.exists() and not out.is_dir():
-        raise ValueError(f"-o {out}: it exists and is not a directory")
+        raise InvalidValueError(f"-o {out}: it exists and is not a directory")
     for path in _writing("plots into", out, lambda: draw_profile(profile, out, ns.format)):
         print(path)
     return 0
@@ -1165,13 +1166,13 @@ def validate_cmd(ns: argparse.Namespace) -> int:
     """Execute ``greenckpt profile validate``."""
     path = Path(ns.path)
     if not path.is_dir():
-        raise ValueError(f"{path} is not an existing directory: give the directory to test")
+        raise InvalidValueError(f"{path} is not an existing directory: give the directory to test")
     try:
         result = validate(path, ns.size, ns.processes, ns.block_size, ns.repeats)
     except FioError as exc:
-        raise ValueError(str(exc)) from None
+        raise InvalidValueError(str(exc)) from None
     except (IOJobError, OSError) as exc:
-        raise ValueError(f"the I/O failed: {exc}") from None
+        raise InvalidValueError(f"the I/O failed: {exc}") from None
     if ns.json:
         print(dumps(result.to_dict()))
         return 0

@@ -51,6 +51,7 @@ from greenckpt.cli.args import (
     positive_int,
     unit_type,
 )
+from greenckpt.errors import InvalidValueError
 from greenckpt.jsonout import dumps
 from greenckpt.optimize.profile import Profile, load_profile
 from greenckpt.runtime.modelled import ModelledEpe, modelled_epe, with_modelled_epe
@@ -183,7 +184,7 @@ def failure_rate(ns: argparse.Namespace) -> FailureRate | None:
     nodes: int | None = ns.nodes
     if ns.job_mtbf is not None:
         if nodes is not None:
-            raise ValueError(
+            raise InvalidValueError(
                 f"--nodes {nodes} has no effect with --job-mtbf, which is already the whole "
                 "job's MTBF: give --mtbf (the MTBF of one node) with --nodes, or --job-mtbf alone"
             )
@@ -200,13 +201,15 @@ def failure_rate(ns: argparse.Namespace) -> FailureRate | None:
         )
     else:
         if nodes is not None:
-            raise ValueError(
+            raise InvalidValueError(
                 f"--nodes {nodes} needs --mtbf (the MTBF of one node): the job's failure rate "
                 "is nodes/MTBF"
             )
         return None
     if not (math.isfinite(rate) and rate > 0):
-        raise ValueError("the MTBF is too short or too long to be a failure rate: give e.g. 14h")
+        raise InvalidValueError(
+            "the MTBF is too short or too long to be a failure rate: give e.g. 14h"
+        )
     return FailureRate(rate, nodes, node_mtbf, text)
 
 
@@ -215,7 +218,7 @@ def load_policy_inputs(ns: argparse.Namespace) -> tuple[Profile | None, Node]:
     profile = load_profile(ns.profile) if ns.profile else None
     missing_rate = ns.mtbf is None and ns.job_mtbf is None
     if profile is not None and ns.policy == "profile" and (missing_rate or ns.app_power is None):
-        raise ValueError(
+        raise InvalidValueError(
             "the profile policy needs --mtbf and --app-power (the optimizer weighs checkpoint "
             "cost against rework; --job-mtbf may replace --mtbf); give both, or use --policy "
             "defaults / a governor"
@@ -331,7 +334,7 @@ def run_with_runtime(
                 try:
                     proc = subprocess.Popen(command, env=env, stdout=stdout)
                 except OSError as exc:
-                    raise ValueError(f"cannot run {command[0]!r}: {exc.strerror}") from None
+                    raise InvalidValueError(f"cannot run {command[0]!r}: {exc.strerror}") from None
                 forwarder.attach(proc)
                 try:
                     code = proc.wait()
@@ -379,7 +382,9 @@ def prepare_report_dir(directory: Path) -> list[Path]:
     (returning the folders created, for :func:`_remove_created`) and write and remove a probe
     file in it. ``ValueError`` (one line) when it cannot be written."""
     if directory.exists() and not directory.is_dir():
-        raise ValueError(f"--output {directory} exists and is not a directory; give a directory")
+        raise InvalidValueError(
+            f"--output {directory} exists and is not a directory; give a directory"
+        )
     created = [p for p in (directory, *directory.parents) if not p.exists()]
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -388,7 +393,7 @@ def prepare_report_dir(directory: Path) -> list[Path]:
         os.unlink(probe)
     except OSError as exc:
         _remove_created(created)
-        raise ValueError(
+        raise InvalidValueError(
             f"--output {directory}: cannot write the report there ({exc.strerror or exc}); "
             "give a directory you can write to"
         ) from None
@@ -405,7 +410,7 @@ def _program(command: Sequence[str]) -> None:
     """Refuse a program that does not exist before anything starts (nothing changed)."""
     if shutil.which(command[0]) is None:
         what = "no such file or not executable" if os.sep in command[0] else "not found on PATH"
-        raise ValueError(f"cannot run {command[0]!r}: {what}")
+        raise InvalidValueError(f"cannot run {command[0]!r}: {what}")
 
 
 def modelled_for_run(
@@ -443,7 +448,7 @@ def run(ns: argparse.Namespace) -> int:
     if command and command[0] == "--":
         command = command[1:]
     if not command:
-        raise ValueError(
+        raise InvalidValueError(
             "give the command to run after --, e.g. greenckpt run -- mpiexec -n 4 python app.py"
         )
     rate = failure_rate(ns)

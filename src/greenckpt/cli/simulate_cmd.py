@@ -23,6 +23,7 @@ from greenckpt.cli.args import (
 )
 from greenckpt.cli.console import make_console
 from greenckpt.cli.plan_cmd import header
+from greenckpt.errors import InvalidValueError
 from greenckpt.jsonout import dumps
 from greenckpt.model import epe, sojourn_times
 from greenckpt.optimize import Choice, plan
@@ -87,17 +88,17 @@ def _read_trace(path: str) -> Trace:
     try:
         lines = Path(path).read_text(encoding="utf-8").split()
     except OSError as exc:
-        raise ValueError(f"cannot read trace file {path!r}: {exc.strerror}") from None
+        raise InvalidValueError(f"cannot read trace file {path!r}: {exc.strerror}") from None
     except UnicodeDecodeError:
-        raise ValueError(f"trace file {path!r} is not UTF-8 text") from None
+        raise InvalidValueError(f"trace file {path!r} is not UTF-8 text") from None
     try:
         times = [float(x) for x in lines]
     except ValueError:
-        raise ValueError(
+        raise InvalidValueError(
             f"trace file {path!r}: every line must be a failure time in seconds, e.g. 3600.5"
         ) from None
     if not times:
-        raise ValueError(f"trace file {path!r} holds no failure times")
+        raise InvalidValueError(f"trace file {path!r} holds no failure times")
     return Trace(np.array(times))
 
 
@@ -163,7 +164,7 @@ def _z(est: Estimate, model: float) -> float:
 def run(ns: argparse.Namespace) -> int:
     """Execute ``greenckpt simulate``."""
     if not 0 < ns.confidence < 1:
-        raise ValueError(
+        raise InvalidValueError(
             f"--confidence must be between 0% and 100% (exclusive), got {ns.confidence:.4g}"
         )
     inputs = scenario_from_args(ns)

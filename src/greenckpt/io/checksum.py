@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, cast
 import numpy as np
 import xxhash
 
-from greenckpt.errors import GreenckptError
+from greenckpt.errors import GreenckptError, InvalidValueError
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
@@ -104,7 +104,7 @@ def _contiguous(buffer: BufferLike) -> memoryview:
     """
     view = memoryview(cast("ReadableBuffer", buffer))
     if not view.c_contiguous:
-        raise ValueError(
+        raise InvalidValueError(
             f"cannot checksum a non-C-contiguous buffer (shape {view.shape}, strides "
             f"{view.strides}): pass numpy.ascontiguousarray(x) or bytes"
         )
@@ -166,7 +166,7 @@ def file_digest(
     whatever the file's size. The byte count lets a caller tell a short file from a corrupt one.
     """
     if block_size < 1:
-        raise ValueError(f"block_size must be >= 1 byte, got {block_size}")
+        raise InvalidValueError(f"block_size must be >= 1 byte, got {block_size}")
     hasher = new_hasher(name)
     buf = bytearray(block_size)
     view = memoryview(buf)

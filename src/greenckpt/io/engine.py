@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, get_args
 
-from greenckpt.errors import GreenckptError
+from greenckpt.errors import GreenckptError, InvalidValueError
 from greenckpt.io.codec import CodecSpec, parse_codec
 from greenckpt.io.sources import DATA_KINDS, DataKind, DataSource, make_source
 from greenckpt.io.worker import (
@@ -184,11 +184,11 @@ def split_sizes(total_bytes: int, workers: int, block_size: int) -> list[int]:
     ``total_bytes ≥ workers × block_size``.
     """
     if workers < 1:
-        raise ValueError(f"workers must be ≥ 1, got {workers}")
+        raise InvalidValueError(f"workers must be ≥ 1, got {workers}")
     if block_size < 1:
-        raise ValueError(f"block size must be ≥ 1 byte, got {block_size}")
+        raise InvalidValueError(f"block size must be ≥ 1 byte, got {block_size}")
     if total_bytes < workers * block_size:
-        raise ValueError(
+        raise InvalidValueError(
             f"total size {total_bytes} B is less than {workers} workers × block size "
             f"{block_size} B; give at least {workers * block_size} B or fewer workers"
         )
@@ -237,11 +237,13 @@ def _plan(
 def _check_directory(directory: str, op: Op) -> None:
     if not os.path.isdir(directory):
         what = "does not exist" if not os.path.lexists(directory) else "is not a directory"
-        raise ValueError(f"{directory} {what}: give an existing directory for the job's files")
+        raise InvalidValueError(
+            f"{directory} {what}: give an existing directory for the job's files"
+        )
     mode = os.W_OK | os.X_OK if op == "write" else os.R_OK | os.X_OK
     if not os.access(directory, mode):
         need = "writable" if op == "write" else "readable"
-        raise ValueError(f"{directory} is not {need}: give a {need} directory")
+        raise InvalidValueError(f"{directory} is not {need}: give a {need} directory")
 
 
 def _check_space(directory: str, total_bytes: int) -> None:
@@ -249,7 +251,7 @@ def _check_space(directory: str, total_bytes: int) -> None:
     free = st.f_bavail * st.f_frsize
     need = total_bytes + max(SPACE_MARGIN_BYTES, int(total_bytes * SPACE_MARGIN_FRACTION))
     if free < need:
-        raise ValueError(
+        raise InvalidValueError(
             f"{directory} has {free} B free; writing {total_bytes} B needs {need} B "
             f"(with margin): free space or choose a smaller size"
         )
@@ -284,7 +286,7 @@ def _choose_read_method(
 ) -> ReadMethod:
     if requested == "o_direct":
         if block_size % alignment:
-            raise ValueError(
+            raise InvalidValueError(
                 f"O_DIRECT needs a block size that is a multiple of the logical block size "
                 f"{alignment} B; {block_size} B is not "
                 f"(e.g. {max(1, block_size // alignment) * alignment})"
@@ -483,7 +485,7 @@ def run_chunks(
     0: off).
     """
     if not assignments:
-        raise ValueError("no workers: give at least one worker's chunks")
+        raise InvalidValueError("no workers: give at least one worker's chunks")
     tasks = [
         WorkerTask(
             rank=rank,
@@ -543,20 +545,22 @@ def run_io(
     :func:`run_chunks`.
     """
     if op not in get_args(Op):
-        raise ValueError(f"op must be 'write' or 'read', got {op!r}")
+        raise InvalidValueError(f"op must be 'write' or 'read', got {op!r}")
     if layout not in get_args(Layout):
-        raise ValueError(f"layout must be one of {get_args(Layout)}, got {layout!r}")
+        raise InvalidValueError(f"layout must be one of {get_args(Layout)}, got {layout!r}")
     if read_method not in get_args(ReadMethodRequest):
-        raise ValueError(f"read_method must be one of {get_args(ReadMethodRequest)}")
+        raise InvalidValueError(f"read_method must be one of {get_args(ReadMethodRequest)}")
     if start_method not in get_args(StartMethod):
-        raise ValueError(f"start_method must be 'spawn' or 'forkserver', got {start_method!r}")
+        raise InvalidValueError(
+            f"start_method must be 'spawn' or 'forkserver', got {start_method!r}"
+        )
     if not name or "/" in name:
-        raise ValueError(f"name must be a plain file-name prefix, got {name!r}")
+        raise InvalidValueError(f"name must be a plain file-name prefix, got {name!r}")
     if data not in DATA_KINDS:
-        raise ValueError(f"data must be one of {', '.join(DATA_KINDS)}, got {data!r}")
+        raise InvalidValueError(f"data must be one of {', '.join(DATA_KINDS)}, got {data!r}")
     spec = parse_codec(codec)
     if spec is not None and layout == "shared_file":
-        raise ValueError(
+        raise InvalidValueError(
             "a codec needs layout file_per_process: compressed sizes are known only after "
             "writing, so workers cannot share one file at fixed offsets"
         )
@@ -588,7 +592,7 @@ def run_io(
             if spec is not None and have:
                 continue  # frames: the stored size is smaller than the logical one
             if have is None or have < end:
-                raise ValueError(
+                raise InvalidValueError(
                     f"{file} {'is missing' if have is None else f'holds {have} B'}; reading "
                     f"needs {end} B: run the same write with keep=True first"
                 )
@@ -597,7 +601,7 @@ def run_io(
         )
     else:
         if read_method == "o_direct" and block_size % alignment:
-            raise ValueError(
+            raise InvalidValueError(
                 f"O_DIRECT needs a block size that is a multiple of the logical block size "
                 f"{alignment} B; {block_size} B is not"
             )

@@ -15,6 +15,7 @@ import bisect
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from greenckpt.errors import InvalidTypeError, InvalidValueError
 from greenckpt.io.checksum import new_hasher
 
 __all__ = ["BufferSink", "ConcatSink", "ConcatSource", "DataSink", "as_bytes_view"]
@@ -24,9 +25,9 @@ def as_bytes_view(buffer: object, *, writable: bool = False) -> memoryview:
     """A flat unsigned-byte view of any C-contiguous buffer (NumPy arrays included)."""
     view = memoryview(buffer)  # type: ignore[arg-type]
     if not view.c_contiguous:
-        raise ValueError("the buffer is not C-contiguous: pass numpy.ascontiguousarray(...)")
+        raise InvalidValueError("the buffer is not C-contiguous: pass numpy.ascontiguousarray(...)")
     if writable and view.readonly:
-        raise ValueError("the buffer is read-only: recovery needs a writable buffer")
+        raise InvalidValueError("the buffer is read-only: recovery needs a writable buffer")
     return view.cast("B") if view.format != "B" or view.ndim != 1 else view
 
 
@@ -60,12 +61,12 @@ class BufferSink:
 
     def __reduce__(self) -> tuple[object, ...]:
         """Refuse pickling: the bytes must land in this process's memory."""
-        raise TypeError("BufferSink is in-process only")
+        raise InvalidTypeError("BufferSink is in-process only")
 
     def prepare(self, length: int) -> None:
         """Check the buffer is large enough."""
         if len(self._view) < length:
-            raise ValueError(f"BufferSink holds {len(self._view)} bytes, chunk has {length}")
+            raise InvalidValueError(f"BufferSink holds {len(self._view)} bytes, chunk has {length}")
 
     def view(self, pos: int, length: int) -> memoryview | None:
         """Always contiguous."""
@@ -116,12 +117,12 @@ class ConcatSource(_Parts):
 
     def __reduce__(self) -> tuple[object, ...]:
         """Refuse pickling: in-process only."""
-        raise TypeError("ConcatSource is in-process only")
+        raise InvalidTypeError("ConcatSource is in-process only")
 
     def prepare(self, length: int, block_size: int) -> None:
         """Check the buffers hold the chunk."""
         if self.length < length:
-            raise ValueError(f"ConcatSource holds {self.length} bytes, chunk needs {length}")
+            raise InvalidValueError(f"ConcatSource holds {self.length} bytes, chunk needs {length}")
 
     def block(self, pos: int, length: int) -> memoryview:
         """The ``length`` bytes at ``pos``."""
@@ -158,7 +159,9 @@ class ConcatSink(_Parts):
         if self._hashers is None:
             return
         if pos != self._hashed:
-            raise ValueError(f"ConcatSink got the block at {pos} while expecting {self._hashed}")
+            raise InvalidValueError(
+                f"ConcatSink got the block at {pos} while expecting {self._hashed}"
+            )
         src = memoryview(data)
         done = 0
         i = self.locate(pos)
@@ -174,19 +177,19 @@ class ConcatSink(_Parts):
     def digests(self) -> list[str]:
         """Hex digests of the buffers, once the whole stream was read."""
         if self._hashers is None:
-            raise ValueError("this ConcatSink computes no digests: give it a checksum")
+            raise InvalidValueError("this ConcatSink computes no digests: give it a checksum")
         if self._hashed != self.length:
-            raise ValueError(f"only {self._hashed} of {self.length} bytes were read")
+            raise InvalidValueError(f"only {self._hashed} of {self.length} bytes were read")
         return [h.hexdigest() for h in self._hashers]
 
     def __reduce__(self) -> tuple[object, ...]:
         """Refuse pickling: in-process only."""
-        raise TypeError("ConcatSink is in-process only")
+        raise InvalidTypeError("ConcatSink is in-process only")
 
     def prepare(self, length: int) -> None:
         """Check the buffers hold the chunk."""
         if self.length < length:
-            raise ValueError(f"ConcatSink holds {self.length} bytes, chunk has {length}")
+            raise InvalidValueError(f"ConcatSink holds {self.length} bytes, chunk has {length}")
 
     def view(self, pos: int, length: int) -> memoryview | None:
         """A view when one buffer holds the whole block."""

@@ -16,6 +16,8 @@ from __future__ import annotations
 import random
 from typing import Literal, Protocol, runtime_checkable
 
+from greenckpt.errors import InvalidTypeError, InvalidValueError, UsageError
+
 DataKind = Literal["random", "field"]
 DATA_KINDS: tuple[DataKind, ...] = ("random", "field")
 """What generated data looks like: ``random`` (incompressible) or ``field`` (a simulation's
@@ -66,7 +68,7 @@ class PatternSource:
 
     def __init__(self, seed: int = 0, stream: int = 0, pool_bytes: int = DEFAULT_POOL_BYTES):
         if pool_bytes < 1:
-            raise ValueError(f"pool_bytes must be ≥ 1, got {pool_bytes}")
+            raise InvalidValueError(f"pool_bytes must be ≥ 1, got {pool_bytes}")
         self.seed = seed
         self.stream = stream
         self.pool_bytes = pool_bytes
@@ -94,7 +96,7 @@ class PatternSource:
         """A view into the pool (``pos`` is a multiple of the block size in the write loop)."""
         pool = self._pool
         if pool is None:
-            raise RuntimeError("PatternSource.block called before prepare")
+            raise UsageError("PatternSource.block called before prepare")
         start = pos % len(pool)
         if start + length <= len(pool):
             return pool[start : start + length]
@@ -161,7 +163,7 @@ def make_source(kind: DataKind, seed: int, stream: int) -> PatternSource:
         return FieldSource(seed, stream)
     if kind == "random":
         return PatternSource(seed, stream)
-    raise ValueError(f"unknown data kind {kind!r}: use one of {', '.join(DATA_KINDS)}")
+    raise InvalidValueError(f"unknown data kind {kind!r}: use one of {', '.join(DATA_KINDS)}")
 
 
 class BufferSource:
@@ -181,12 +183,14 @@ class BufferSource:
 
     def __reduce__(self) -> tuple[object, ...]:
         """Refuse pickling: crossing a process boundary would copy the whole buffer."""
-        raise TypeError("BufferSource is in-process only (pickling would copy the buffer)")
+        raise InvalidTypeError("BufferSource is in-process only (pickling would copy the buffer)")
 
     def prepare(self, length: int, block_size: int) -> None:
         """Check the buffer holds the chunk."""
         if len(self._view) < length:
-            raise ValueError(f"BufferSource holds {len(self._view)} bytes, chunk needs {length}")
+            raise InvalidValueError(
+                f"BufferSource holds {len(self._view)} bytes, chunk needs {length}"
+            )
 
     def block(self, pos: int, length: int) -> memoryview:
         """A slice of the caller's buffer."""

@@ -25,12 +25,12 @@ import os
 import signal
 import threading
 import time
-import traceback
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from greenckpt.errors import DeviceIOError, GreenckptError, InvalidValueError
 from greenckpt.io.atomic import fsync_directory
 from greenckpt.io.codec import FRAME_HEADER, BlockCodec, CodecError, CodecSpec
 from greenckpt.io.sinks import DataSink
@@ -189,10 +189,14 @@ def _drop_cache(fd: int) -> None:
     os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
 
 
+class InjectedFaultError(GreenckptError, RuntimeError):
+    """The failure a test asked for (``Fault``): a worker stops as if its device failed."""
+
+
 def _check_fault(task: WorkerTask, moved: int) -> None:
     fault = task.fault
     if fault is not None and fault.rank == task.rank and moved >= fault.after_bytes:
-        raise RuntimeError(f"injected fault in worker {task.rank} after {moved} bytes")
+        raise InjectedFaultError(f"injected fault in worker {task.rank} after {moved} bytes")
 
 
 def _write_chunk(
@@ -200,7 +204,7 @@ def _write_chunk(
 ) -> int | None:
     source = chunk.source
     if source is None:
-        raise ValueError(f"write chunk of {chunk.path} at {chunk.offset} has no source")
+        raise InvalidValueError(f"write chunk of {chunk.path} at {chunk.offset} has no source")
     crc = 0
     pos = 0
     writeback = Writeback(fd, task.flush_after)
@@ -232,7 +236,7 @@ def _write_frames(
     CRC of the logical bytes (if asked) and the stored length."""
     source = chunk.source
     if source is None:
-        raise ValueError(f"write chunk of {chunk.path} at {chunk.offset} has no source")
+        raise InvalidValueError(f"write chunk of {chunk.path} at {chunk.offset} has no source")
     crc = 0
     pos = 0
     stored = 0
@@ -278,7 +282,7 @@ class _FrameReader:
         while len(self.pending) - self.start < need:
             got = os.preadv(self._fd, [self._buf[: self._request]], self._file_pos)
             if got <= 0:
-                raise OSError(
+                raise DeviceIOError(
                     f"{self._chunk.path}: compressed stream ends at {self._file_pos}, "
                     "expected more frames"
                 )
@@ -360,7 +364,9 @@ def _read_chunk(
         into = target if target is not None else buf[:request]
         got = os.preadv(fd, [into], chunk.offset + pos)
         if got <= 0:
-            raise OSError(f"{chunk.path}: end of file at {chunk.offset + pos}, expected more data")
+            raise DeviceIOError(
+                f"{chunk.path}: end of file at {chunk.offset + pos}, expected more data"
+            )
         got = min(got, want)
         data = into[:got]
         if task.checksum:
@@ -390,7 +396,7 @@ def run_worker(task: WorkerTask, start: Callable[[], None] | None = None) -> Wor
         if task.op == "write":
             for chunk in task.chunks:
                 if chunk.source is None:
-                    raise ValueError(f"write chunk of {chunk.path} has no source")
+                    raise InvalidValueError(f"write chunk of {chunk.path} has no source")
                 chunk.source.prepare(chunk.length, task.block_size)
         else:
             for chunk in task.chunks:
@@ -515,7 +521,8 @@ def worker_entry(
         results.put(("aborted", task.rank, "start barrier broken"))
     except BaseException as exc:  # report everything; the parent decides
         barrier.abort()
-        last = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        # The class's own name, not traceback's module-qualified one for library classes.
+        last = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         results.put(("error", task.rank, last))
     else:
         results.put(("ok", task.rank, report))

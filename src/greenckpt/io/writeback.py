@@ -23,6 +23,8 @@ import ctypes
 import functools
 from collections.abc import Callable
 
+from greenckpt.errors import InvalidValueError
+
 __all__ = ["DEFAULT_FLUSH_AFTER", "SYNC_FILE_RANGE_WRITE", "Writeback"]
 
 SYNC_FILE_RANGE_WRITE = 2
@@ -61,7 +63,7 @@ class Writeback:
 
     def __init__(self, fd: int, flush_after: int = DEFAULT_FLUSH_AFTER) -> None:
         if flush_after < 0:
-            raise ValueError(f"flush_after must be >= 0 bytes, not {flush_after}")
+            raise InvalidValueError(f"flush_after must be >= 0 bytes, not {flush_after}")
         self._fd = fd
         self._every = flush_after
         self._call = _sync_file_range() if flush_after else None

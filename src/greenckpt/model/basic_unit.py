@@ -33,6 +33,8 @@ from typing import Literal, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from greenckpt.errors import InvalidValueError
+
 ModelForm = Literal["exact", "saito2013"]
 """Which per-state decomposition to use; see the module docstring."""
 
@@ -109,11 +111,11 @@ def validate_unit_inputs(
             continue
         arr = _f(value)
         if not np.all(np.isfinite(arr)):
-            raise ValueError(f"{name} must be finite, got {value!r}")
+            raise InvalidValueError(f"{name} must be finite, got {value!r}")
         if strict and not np.all(arr > 0):
-            raise ValueError(f"{name} must be > 0 seconds, got {value!r}")
+            raise InvalidValueError(f"{name} must be > 0 seconds, got {value!r}")
         if not np.all(arr >= 0):
-            raise ValueError(f"{name} must be >= 0, got {value!r}")
+            raise InvalidValueError(f"{name} must be >= 0, got {value!r}")
 
 
 def validate_powers(W_A: ArrayLike, W_C: ArrayLike, W_R: ArrayLike) -> None:
@@ -127,11 +129,13 @@ def validate_powers(W_A: ArrayLike, W_C: ArrayLike, W_R: ArrayLike) -> None:
     for name, value, strict in (("W_A", W_A, True), ("W_C", W_C, False), ("W_R", W_R, False)):
         arr = _f(value)
         if not np.all(np.isfinite(arr)):
-            raise ValueError(f"{name} must be a finite number of watts, got {value!r}")
+            raise InvalidValueError(f"{name} must be a finite number of watts, got {value!r}")
         if strict and not np.all(arr > 0):
-            raise ValueError(f"{name} (power while computing) must be > 0 watts, got {value!r}")
+            raise InvalidValueError(
+                f"{name} (power while computing) must be > 0 watts, got {value!r}"
+            )
         if not np.all(arr >= 0):
-            raise ValueError(f"{name} must be >= 0 watts, got {value!r}")
+            raise InvalidValueError(f"{name} must be >= 0 watts, got {value!r}")
 
 
 def sojourn_times(
@@ -175,7 +179,7 @@ def _a_and_r(
         A = zero_wins_product(np.exp(lam * (tc + tr)), expm1_over_rate(lam, ta))
         R = zero_wins_product(np.expm1(lam * tc), expm1_over_rate(lam, tr))
     else:  # pragma: no cover - guarded by the Literal type
-        raise ValueError(f"unknown model form {form!r}: use one of {MODEL_FORMS}")
+        raise InvalidValueError(f"unknown model form {form!r}: use one of {MODEL_FORMS}")
     return _f(A), _f(R)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
+from greenckpt.errors import InvalidValueError
 from greenckpt.model.basic_unit import (
     FloatArray,
     ModelForm,
@@ -40,7 +41,7 @@ def unit_energy(times: StateTimes, W_A: ArrayLike, W_C: ArrayLike, W_R: ArrayLik
 def _validate_work(work: ArrayLike) -> None:
     arr = np.asarray(work, dtype=np.float64)
     if not (np.all(np.isfinite(arr)) and np.all(arr >= 0)):
-        raise ValueError(f"work must be a finite number of seconds >= 0, got {work!r}")
+        raise InvalidValueError(f"work must be a finite number of seconds >= 0, got {work!r}")
 
 
 def epe(

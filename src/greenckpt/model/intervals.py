@@ -26,6 +26,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import lambertw
 
+from greenckpt.errors import InvalidValueError
 from greenckpt.model.basic_unit import (
     FloatArray,
     ModelForm,
@@ -154,7 +155,7 @@ def energy_optimal_interval(
         elif form == "saito2013":
             power_ratio = (W_C_ * np.exp(-r) - W_R_ * np.expm1(-r)) / W_A_
         else:  # pragma: no cover - guarded by the Literal type
-            raise ValueError(f"unknown model form {form!r}")
+            raise InvalidValueError(f"unknown model form {form!r}")
     return _interval_from_s(-np.expm1(-c) * power_ratio, lam)
 
 
@@ -178,4 +179,6 @@ def interval(
         return time_optimal_interval(T_C, rate)
     if rule == "energy-optimal":
         return energy_optimal_interval(T_C, T_R, rate, W_A, W_C, W_R, form=form)
-    raise ValueError(f"unknown interval rule {rule!r}: use one of {', '.join(INTERVAL_RULES)}")
+    raise InvalidValueError(
+        f"unknown interval rule {rule!r}: use one of {', '.join(INTERVAL_RULES)}"
+    )

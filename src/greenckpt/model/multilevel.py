@@ -43,6 +43,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from greenckpt.errors import InvalidValueError
 from greenckpt.model.basic_unit import FloatArray, zero_wins_product
 
 IntArray = NDArray[np.int64]
@@ -69,7 +70,9 @@ class Level:
             ("restart_power", self.restart_power),
         ):
             if not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"level {self.name}: {field} must be finite and >= 0, got {value}")
+                raise InvalidValueError(
+                    f"level {self.name}: {field} must be finite and >= 0, got {value}"
+                )
 
 
 @dataclass(frozen=True)
@@ -82,13 +85,13 @@ class Schedule:
 
     def __post_init__(self) -> None:
         if self.work.shape != self.level.shape or self.work.ndim != 1 or self.work.size == 0:
-            raise ValueError("a schedule needs one work time and one level per event")
+            raise InvalidValueError("a schedule needs one work time and one level per event")
         if not np.all(np.isfinite(self.work)) or np.any(self.work < 0):
-            raise ValueError("schedule work times must be finite and >= 0")
+            raise InvalidValueError("schedule work times must be finite and >= 0")
         if not self.work.sum() > 0:
-            raise ValueError("a schedule period must contain some work (> 0 seconds)")
+            raise InvalidValueError("a schedule period must contain some work (> 0 seconds)")
         if int(self.level[-1]) != int(self.level.max()):
-            raise ValueError("a schedule period must end with a checkpoint at its top level")
+            raise InvalidValueError("a schedule period must end with a checkpoint at its top level")
 
     @property
     def period_work(self) -> float:
@@ -114,9 +117,9 @@ def fti_schedule(
     Intervals must be whole multiples of ``quantum``; the period is their least common multiple.
     """
     if not intervals:
-        raise ValueError("give one interval per level")
+        raise InvalidValueError("give one interval per level")
     if not (math.isfinite(quantum) and quantum > 0):
-        raise ValueError(f"quantum must be > 0 seconds, got {quantum}")
+        raise InvalidValueError(f"quantum must be > 0 seconds, got {quantum}")
     ticks: list[int] = []
     for i, value in enumerate(intervals):
         n = round(value / quantum)
@@ -125,7 +128,7 @@ def fti_schedule(
             or n < 1
             or abs(n * quantum - value) > 1e-9 * value
         ):
-            raise ValueError(
+            raise InvalidValueError(
                 f"interval of level {i + 1} ({value} s) must be a positive multiple of the "
                 f"quantum ({quantum} s)"
             )
@@ -133,7 +136,7 @@ def fti_schedule(
     period = math.lcm(*ticks)
     n_events = sum(period // t for t in ticks)  # upper bound before de-duplication
     if n_events > max_events:
-        raise ValueError(
+        raise InvalidValueError(
             f"these intervals repeat only every {period * quantum:g} s of work "
             f"(up to {n_events} checkpoints per period, limit {max_events}): use intervals "
             "with a smaller least common multiple or a coarser quantum"
@@ -152,9 +155,9 @@ def nested_schedule(base_interval: float, multipliers: Sequence[int]) -> Schedul
     ``multipliers[0]``-th of them is taken at level 2, every ``multipliers[1]``-th level-2
     checkpoint at level 3, and so on (``len(multipliers) == levels − 1``)."""
     if not (math.isfinite(base_interval) and base_interval > 0):
-        raise ValueError(f"base interval must be > 0 seconds, got {base_interval}")
+        raise InvalidValueError(f"base interval must be > 0 seconds, got {base_interval}")
     if any(int(m) < 1 for m in multipliers):
-        raise ValueError(f"multipliers must be integers >= 1, got {list(multipliers)}")
+        raise InvalidValueError(f"multipliers must be integers >= 1, got {list(multipliers)}")
     n = math.prod(int(m) for m in multipliers)
     index = np.arange(1, n + 1)
     level = np.zeros(n, dtype=np.int64)
@@ -327,24 +330,26 @@ def check_multilevel(levels: Sequence[Level], schedule: Schedule, app_power: flo
     (rate 0): otherwise such failures could never be recovered.
     """
     if not levels:
-        raise ValueError("give at least one level")
+        raise InvalidValueError("give at least one level")
     top = int(schedule.level.max())
     if top >= len(levels) or int(schedule.level.min()) < 0:
-        raise ValueError(
+        raise InvalidValueError(
             f"the schedule names level {top + 1}, but only {len(levels)} level(s) are configured"
         )
     for lv in levels[top + 1 :]:
         if lv.rate > 0:
-            raise ValueError(
+            raise InvalidValueError(
                 f"the schedule never checkpoints at level {lv.name}, so its failures "
                 f"(rate {lv.rate:g}/s) could not be recovered: add it to the schedule or give "
                 "it rate 0"
             )
     if not (math.isfinite(app_power) and app_power >= 0):
-        raise ValueError(f"app_power must be finite and >= 0 watts, got {app_power}")
+        raise InvalidValueError(f"app_power must be finite and >= 0 watts, got {app_power}")
     total_rate = math.fsum(lv.rate for lv in levels)
     if not math.isfinite(total_rate):
-        raise ValueError(f"the levels' failure rates sum to {total_rate} per second: too large")
+        raise InvalidValueError(
+            f"the levels' failure rates sum to {total_rate} per second: too large"
+        )
 
 
 def expected_multilevel(
@@ -450,10 +455,12 @@ def optimize_multilevel(
     needs (rate 0) are never checkpointed. The period is capped at ``max_events`` checkpoints.
     """
     if not levels:
-        raise ValueError("give at least one level")
+        raise InvalidValueError("give at least one level")
     rates = np.array([lv.rate for lv in levels])
     if rates.sum() <= 0:
-        raise ValueError("at least one level needs a failure rate > 0 to have an optimal interval")
+        raise InvalidValueError(
+            "at least one level needs a failure rate > 0 to have an optimal interval"
+        )
     used = list(levels[: int(np.nonzero(rates > 0)[0].max()) + 1])
     tail = np.cumsum(rates[: len(used)][::-1])[::-1]  # rate of failures needing level >= i
     young = [math.sqrt(2.0 * max(lv.ckpt_time, 1e-9) / t) for lv, t in zip(used, tail, strict=True)]
@@ -484,7 +491,7 @@ def optimize_multilevel(
     base = evaluate(best)[0]
     if not math.isfinite(best_val):
         shortest = min(max(lv.ckpt_time, lv.restart_time) for lv in used)
-        raise ValueError(
+        raise InvalidValueError(
             f"no schedule has a finite expected {objective}: failures come every "
             f"{1.0 / float(rates.sum()):.3g} s on average, and even the cheapest level takes "
             f"{shortest:.3g} s to checkpoint or restart, so a period would be retried about "

@@ -49,6 +49,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Literal
 
+from greenckpt.errors import InvalidValueError
 from greenckpt.platform.root import PlatformError, SysRoot
 
 __all__ = [
@@ -176,11 +177,11 @@ def parse_cpu_list(text: str) -> tuple[int, ...]:
             continue
         m = _CPU_TOKEN_RE.fullmatch(token)
         if m is None:
-            raise ValueError(f"not a CPU number or range: {token!r}")
+            raise InvalidValueError(f"not a CPU number or range: {token!r}")
         lo = int(m.group(1))
         hi = lo if m.group(2) is None else int(m.group(2))
         if hi < lo:
-            raise ValueError(f"reversed CPU range: {token!r}")
+            raise InvalidValueError(f"reversed CPU range: {token!r}")
         cpus.extend(range(lo, hi + 1))
     return tuple(sorted(set(cpus)))
 

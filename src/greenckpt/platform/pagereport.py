@@ -38,6 +38,7 @@ from types import FrameType
 from typing import Any
 
 from greenckpt.durable import fsync_directory, write_atomic
+from greenckpt.errors import InvalidValueError
 from greenckpt.platform.root import (
     ClosesOnExit,
     PlatformError,
@@ -294,7 +295,7 @@ class PageReportingHold(ClosesOnExit):
         state_file: Path | None = None,
     ) -> None:
         if min_free_ms <= 0:
-            raise ValueError(f"min_free_ms must be > 0 ms, not {min_free_ms}")
+            raise InvalidValueError(f"min_free_ms must be > 0 ms, not {min_free_ms}")
         self.root = root if root is not None else SysRoot.default()
         self.state_file = state_file if state_file is not None else default_state_file(self.root)
         self.min_free_ms = min_free_ms

@@ -75,7 +75,7 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Literal, TypeVar
 
-from greenckpt.errors import GreenckptError
+from greenckpt.errors import GreenckptError, InvalidValueError
 from greenckpt.platform.root import PlatformError, SysRoot
 
 __all__ = [
@@ -401,9 +401,9 @@ def _parse_line(line: str) -> MountEntry:
     try:
         sep = fields.index("-", 6)
     except ValueError:
-        raise ValueError("no ' - ' separator") from None
+        raise InvalidValueError("no ' - ' separator") from None
     if len(fields) < sep + 3:
-        raise ValueError("missing fields after the separator")
+        raise InvalidValueError("missing fields after the separator")
     major, _, minor = fields[2].partition(":")
     source = _unescape(fields[sep + 2])
     return MountEntry(

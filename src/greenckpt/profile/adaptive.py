@@ -44,6 +44,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from greenckpt.errors import InvalidValueError
 from greenckpt.optimize import Scenario, plan
 from greenckpt.optimize.planner import PlanError
 from greenckpt.optimize.profile import Operation, Profile, ProfileError, ProfilePoint
@@ -159,9 +160,9 @@ class AdaptiveChooser:
         margin: float = DEFAULT_MARGIN,
     ) -> None:
         if not scenarios:
-            raise ValueError("the adaptive mode needs at least one scenario to decide for")
+            raise InvalidValueError("the adaptive mode needs at least one scenario to decide for")
         if not 0 <= margin < 1:
-            raise ValueError(f"the optimism margin must be in [0, 1), got {margin}")
+            raise InvalidValueError(f"the optimism margin must be in [0, 1), got {margin}")
         self.spec = spec
         self.scenarios = tuple(scenarios)
         self.margin = margin

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from greenckpt.errors import GreenckptError
+from greenckpt.errors import GreenckptError, InvalidValueError
 from greenckpt.io import remove_files, run_io
 from greenckpt.optimize.profile import OPERATIONS, Operation
 from greenckpt.units import format_size
@@ -95,9 +95,9 @@ def fio_command(
     ``--end_fsync=1``).
     """
     if op not in ("write", "read"):
-        raise ValueError(f"op must be 'write' or 'read', got {op!r}")
+        raise InvalidValueError(f"op must be 'write' or 'read', got {op!r}")
     if workers < 1 or block_size < 1 or size < workers * block_size:
-        raise ValueError(
+        raise InvalidValueError(
             f"need workers ≥ 1, block size ≥ 1 and size ≥ workers × block size; got size "
             f"{size} B, {workers} workers, block {block_size} B"
         )
@@ -337,7 +337,7 @@ def _check_space(directory: str, size: int) -> None:
     free = st.f_bavail * st.f_frsize
     need = 2 * size + max(SPACE_MARGIN_BYTES, int(2 * size * SPACE_MARGIN_FRACTION))
     if free < need:
-        raise ValueError(
+        raise InvalidValueError(
             f"{directory} has {format_size(free)} free; checking with S = {format_size(size)} "
             f"needs {format_size(need)} (the engine's files, fio's copy and a margin): free "
             "space or choose a smaller size"
@@ -380,22 +380,22 @@ def validate(
     """
     counts = list(workers_list)
     if not counts or any(isinstance(n, bool) or n < 1 for n in counts):
-        raise ValueError(f"workers_list must be process counts ≥ 1, got {counts!r}")
+        raise InvalidValueError(f"workers_list must be process counts ≥ 1, got {counts!r}")
     if len(set(counts)) != len(counts):
-        raise ValueError(f"workers_list repeats a process count: {counts!r}")
+        raise InvalidValueError(f"workers_list repeats a process count: {counts!r}")
     if repeats < 1:
-        raise ValueError(f"repeats must be ≥ 1, got {repeats}")
+        raise InvalidValueError(f"repeats must be ≥ 1, got {repeats}")
     if block_size < 1:
-        raise ValueError(f"block size must be ≥ 1 byte, got {block_size}")
+        raise InvalidValueError(f"block size must be ≥ 1 byte, got {block_size}")
     if size < max(counts) * block_size:
-        raise ValueError(
+        raise InvalidValueError(
             f"size {size} B is less than {max(counts)} processes × block size {block_size} B"
         )
     if not fio_available():
         raise FioError("fio is not installed (apt-get install -y fio, dnf install fio)")
     root = os.path.abspath(os.fspath(directory))
     if not os.path.isdir(root):
-        raise ValueError(f"{root} is not a directory: give an existing directory to test")
+        raise InvalidValueError(f"{root} is not a directory: give an existing directory to test")
     _check_space(root, size)
 
     sizes = {n: (size // n // block_size) * block_size * n for n in counts}

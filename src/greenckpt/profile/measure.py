@@ -21,7 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
-from greenckpt.io import IOResult, Layout, job_files, remove_files, run_io
+from greenckpt.errors import UsageError
+from greenckpt.io import IOJobError, IOResult, Layout, job_files, remove_files, run_io
 from greenckpt.optimize.profile import Operation
 from greenckpt.platform.restore import NodeSettings
 from greenckpt.platform.sampler import Mark, Sampler
@@ -133,7 +134,7 @@ class NodeMeasurer:
         needs_node = cell.setting.kind != "uncontrolled" or cell.cstates is not None
         if self.node is None:
             if needs_node:
-                raise RuntimeError("changing CPU settings needs a NodeSettings session")
+                raise UsageError("changing CPU settings needs a NodeSettings session")
         else:
             self.node.restore()  # back to how the node was found, then this cell's settings
             if cell.setting.kind == "frequency":
@@ -166,7 +167,7 @@ class NodeMeasurer:
         )
         end = self.sampler.mark()
         if not marks:
-            raise RuntimeError("the I/O engine did not report the start of its workers")
+            raise IOJobError("the I/O engine did not report the start of its workers")
         start = marks[0]
         seconds = max(end.monotonic_s - start.monotonic_s, 1e-9)
         gaps = start.gaps_to(end)

@@ -49,6 +49,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.typing import ColorType
 
+from greenckpt.errors import InvalidValueError
 from greenckpt.optimize.profile import (
     OPERATIONS,
     Operation,
@@ -161,7 +162,7 @@ def _check_formats(formats: Sequence[str]) -> tuple[str, ...]:
     bad = [f for f in fmts if f not in VALID_FORMATS]
     if bad or not fmts:
         got = ", ".join(map(repr, bad)) if bad else "none"
-        raise ValueError(f"plot formats must be among {', '.join(VALID_FORMATS)}; got {got}")
+        raise InvalidValueError(f"plot formats must be among {', '.join(VALID_FORMATS)}; got {got}")
     return fmts
 
 

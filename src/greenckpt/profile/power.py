@@ -22,6 +22,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from greenckpt.errors import InvalidValueError
 from greenckpt.optimize.profile import PowerSource
 
 _NODE_METERS = ("ipmi", "csv")
@@ -66,7 +67,7 @@ def choose_power_domains(domains: Sequence[str], sources: Mapping[str, str]) -> 
         keys = (est[0],)
         scope = "CPU, estimated from utilisation and TDP (not a measurement)"
     else:
-        raise ValueError(
+        raise InvalidValueError(
             f"none of the metered domains ({', '.join(domains) or 'none'}) can stand for the "
             "node's power: a package, dram, psys, node or estimator domain is needed"
         )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from greenckpt.errors import MissingEntryError
 from greenckpt.optimize.profile import Operation, PowerSource, Profile, ProfilePoint
 from greenckpt.profile.grid import Cell, CpuSetting, SweepSpec
 from greenckpt.profile.measure import RunResult
@@ -90,7 +91,7 @@ class ReplayMeasurer:
         key = (cell.setting.key, cell.cstates, cell.size, cell.codec, cell.processes, op)
         p = self._index.get(key)
         if p is None:
-            raise KeyError(f"the recording has no {op} point for {cell.label}")
+            raise MissingEntryError(f"the recording has no {op} point for {cell.label}")
         seconds = cell.size / p.throughput
         self.runs += 1
         self.seconds += seconds

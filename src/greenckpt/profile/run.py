@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from greenckpt.errors import InvalidValueError
 from greenckpt.optimize.profile import Profile, ProfileError, load_profile
 from greenckpt.platform.meters import MeterOptions, Selection, select_meters
 from greenckpt.platform.meters.detect import check_names
@@ -109,7 +110,9 @@ class AdaptiveRequest:
 
     def __post_init__(self) -> None:
         if not self.ckpt_sizes or not self.mtbf_s:
-            raise ValueError("the adaptive mode needs a checkpoint size and an MTBF to decide for")
+            raise InvalidValueError(
+                "the adaptive mode needs a checkpoint size and an MTBF to decide for"
+            )
 
     def recorded(self) -> dict[str, Any]:
         """The ``extra.adaptive`` object a profile keeps (lists, as JSON gives them back)."""
@@ -213,11 +216,11 @@ def resume_or_refuse(
             note(f"{path} does not exist yet: starting a new sweep")
         return None
     if path.is_dir():
-        raise ValueError(f"cannot write {path}: it is a directory, give a file name")
+        raise InvalidValueError(f"cannot write {path}: it is a directory, give a file name")
     if force:
         return None
     if not resume:
-        raise ValueError(
+        raise InvalidValueError(
             f"{path} exists: {_say(spelling, 'resume')} to continue it or "
             f"{_say(spelling, 'force')} to overwrite"
         )

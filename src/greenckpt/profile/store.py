@@ -12,6 +12,7 @@ import json
 import os
 from pathlib import Path
 
+from greenckpt.errors import InvalidValueError
 from greenckpt.io.atomic import write_atomic
 from greenckpt.optimize.profile import Profile, profile_to_json
 
@@ -28,8 +29,8 @@ def check_writable_target(path: str | os.PathLike[str]) -> None:
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
-        raise ValueError(f"cannot write {target}: directory {directory} does not exist")
+        raise InvalidValueError(f"cannot write {target}: directory {directory} does not exist")
     if not os.access(directory, os.W_OK | os.X_OK):
-        raise ValueError(f"cannot write {target}: directory {directory} is not writable")
+        raise InvalidValueError(f"cannot write {target}: directory {directory} is not writable")
     if target.exists() and target.is_dir():
-        raise ValueError(f"cannot write {target}: it is a directory, give a file name")
+        raise InvalidValueError(f"cannot write {target}: it is a directory, give a file name")

@@ -68,6 +68,7 @@ from greenckpt.ckpt.notify_client import (
     one_line,
     parse_request,
 )
+from greenckpt.errors import InvalidValueError, UsageError
 from greenckpt.platform.root import PlatformError
 from greenckpt.runtime.settings import Settings
 
@@ -150,7 +151,9 @@ class NotifyServer:
         backlog: int | None = None,
     ) -> None:
         if backlog is not None and (isinstance(backlog, bool) or backlog < 1):
-            raise ValueError(f"backlog must be a positive number of connections, got {backlog!r}")
+            raise InvalidValueError(
+                f"backlog must be a positive number of connections, got {backlog!r}"
+            )
         self.target = target
         self.backlog = _default_backlog() if backlog is None else backlog
         self._incidents: list[str] = []
@@ -174,7 +177,7 @@ class NotifyServer:
     def socket_path(self) -> str:
         """The socket's absolute path (known once :meth:`start` has run when none was given)."""
         if self._path is None:
-            raise RuntimeError("the notification socket has no path before start()")
+            raise UsageError("the notification socket has no path before start()")
         return self._path
 
     def environ(self) -> dict[str, str]:
@@ -198,7 +201,7 @@ class NotifyServer:
         """Create the socket and start serving; :class:`NotifyError` (one line) if the path is
         unusable or a live server already listens there."""
         if self._listener is not None or self._closed:
-            raise RuntimeError("a NotifyServer can be started only once")
+            raise UsageError("a NotifyServer can be started only once")
         if self._path is None:
             self._tempdir = tempfile.mkdtemp(prefix="greenckpt-")
             self._path = os.path.join(self._tempdir, SOCKET_NAME)

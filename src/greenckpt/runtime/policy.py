@@ -52,6 +52,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
+from greenckpt.errors import InvalidValueError
 from greenckpt.io.codec import CodecError, parse_codec
 from greenckpt.optimize.planner import (
     BASELINES,
@@ -139,7 +140,7 @@ class Node:
 
     def __post_init__(self) -> None:
         if isinstance(self.cpus, bool) or not isinstance(self.cpus, int) or self.cpus < 1:
-            raise ValueError(f"a node has at least one CPU, got cpus={self.cpus!r}")
+            raise InvalidValueError(f"a node has at least one CPU, got cpus={self.cpus!r}")
 
     def storage_key(self, path: str) -> str:
         """The storage key of ``path``; PlatformError when it cannot be identified."""
@@ -394,12 +395,12 @@ def _fixed_codec_label(request: PhaseRequest) -> str | None:
 def _rate_from(rate: float | None, mtbf: float | None) -> float:
     """λ from exactly one of the failure rate and the MTBF."""
     if (rate is None) == (mtbf is None):
-        raise ValueError(
+        raise InvalidValueError(
             "give exactly one of rate (the job's failure rate, 1/s) and mtbf (seconds)"
         )
     if mtbf is not None:
         if not (math.isfinite(mtbf) and mtbf > 0):
-            raise ValueError(f"mtbf must be a finite number of seconds > 0, got {mtbf!r}")
+            raise InvalidValueError(f"mtbf must be a finite number of seconds > 0, got {mtbf!r}")
         return 1.0 / mtbf
     assert rate is not None
     return rate
@@ -472,11 +473,11 @@ class GovernorPolicy:
         frequency_control: bool | None = None,
     ) -> None:
         if governor not in GOVERNOR_POLICIES:
-            raise ValueError(
+            raise InvalidValueError(
                 f"unknown governor policy {governor!r}: use one of {', '.join(GOVERNOR_POLICIES)}"
             )
         if app_processes is not None and app_processes < 1:
-            raise ValueError(f"app_processes must be >= 1, got {app_processes!r}")
+            raise InvalidValueError(f"app_processes must be >= 1, got {app_processes!r}")
         self.name = governor
         self.profile = profile
         self.node = node if node is not None else Node.detect()
@@ -756,7 +757,7 @@ def make_policy(
     against rework; the governor and default policies do not.
     """
     if name not in POLICY_NAMES:
-        raise ValueError(f"unknown policy {name!r}: use one of {', '.join(POLICY_NAMES)}")
+        raise InvalidValueError(f"unknown policy {name!r}: use one of {', '.join(POLICY_NAMES)}")
     chosen = node if node is not None else Node.detect()
     if name in GOVERNOR_POLICIES:
         return GovernorPolicy(
@@ -769,7 +770,7 @@ def make_policy(
     if name == "defaults" or profile is None:
         return DefaultPolicy(node=chosen)
     if app_power is None:
-        raise ValueError(
+        raise InvalidValueError(
             "the profile policy needs the application's node power (app_power, W_A in watts)"
         )
     return ProfilePolicy(

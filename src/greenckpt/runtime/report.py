@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 
+from greenckpt.errors import InvalidValueError
 from greenckpt.files import read_regular
 from greenckpt.io.atomic import write_atomic
 from greenckpt.jsonout import dumps
@@ -184,13 +185,15 @@ class PhaseRecord:
 
     def __post_init__(self) -> None:
         if self.kind not in RUN_KINDS:
-            raise ValueError(f"phase kind must be one of {', '.join(RUN_KINDS)}, got {self.kind!r}")
+            raise InvalidValueError(
+                f"phase kind must be one of {', '.join(RUN_KINDS)}, got {self.kind!r}"
+            )
         if not (math.isfinite(self.start_s) and math.isfinite(self.end_s)):
-            raise ValueError("phase times must be finite")
+            raise InvalidValueError("phase times must be finite")
         if self.end_s < self.start_s:
-            raise ValueError(f"phase ends ({self.end_s}) before it starts ({self.start_s})")
+            raise InvalidValueError(f"phase ends ({self.end_s}) before it starts ({self.start_s})")
         if self.power_source is not None and self.power_source not in _SOURCES:
-            raise ValueError(
+            raise InvalidValueError(
                 f"power_source must be measured or estimated, got {self.power_source!r}"
             )
 
@@ -395,9 +398,11 @@ class BaselineRun:
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.seconds) and self.seconds > 0):
-            raise ValueError(f"a baseline run lasts > 0 seconds, got {self.seconds!r}")
+            raise InvalidValueError(f"a baseline run lasts > 0 seconds, got {self.seconds!r}")
         if not (math.isfinite(self.energy_j) and self.energy_j >= 0):
-            raise ValueError(f"a baseline energy is a finite number >= 0, got {self.energy_j!r}")
+            raise InvalidValueError(
+                f"a baseline energy is a finite number >= 0, got {self.energy_j!r}"
+            )
 
     @property
     def mean_power_w(self) -> float:
@@ -407,7 +412,7 @@ class BaselineRun:
     def from_report(cls, report: RunReport, label: str | None = None) -> BaselineRun:
         """A finished run's report as a baseline (its run totals and observed EPE)."""
         if report.total_energy_j is None or report.power_source is None:
-            raise ValueError("that run has no node energy figure: it cannot be a baseline")
+            raise InvalidValueError("that run has no node energy figure: it cannot be a baseline")
         return cls(
             label=label or report.policy or "baseline",
             seconds=report.total_seconds,
@@ -862,7 +867,7 @@ class RunReport:
         target = Path(path)
         suffix = target.suffix.lower()
         if suffix not in (".png", ".svg"):
-            raise ValueError(f"plot to a .png or .svg file, not {target.name!r}")
+            raise InvalidValueError(f"plot to a .png or .svg file, not {target.name!r}")
         import matplotlib as mpl  # noqa: PLC0415 - only when plotting (slow import)
         from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415
         from matplotlib.backends.backend_svg import FigureCanvasSVG  # noqa: PLC0415
@@ -1074,20 +1079,26 @@ def load_report(path: str | os.PathLike[str]) -> RunReport:
     try:
         doc = json.loads(read_regular(target).decode("utf-8"))
     except OSError as exc:  # a FIFO or directory too: never wait on one
-        raise ValueError(f"cannot read the run report {target}: {exc.strerror or exc}") from None
+        raise InvalidValueError(
+            f"cannot read the run report {target}: {exc.strerror or exc}"
+        ) from None
     except UnicodeDecodeError:
-        raise ValueError(f"{target} is not a run report: not UTF-8 text") from None
+        raise InvalidValueError(f"{target} is not a run report: not UTF-8 text") from None
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{target} is not JSON ({exc.msg} at line {exc.lineno})") from None
+        raise InvalidValueError(f"{target} is not JSON ({exc.msg} at line {exc.lineno})") from None
     except RecursionError:
-        raise ValueError(f"{target}: JSON nested too deeply to be a run report") from None
+        raise InvalidValueError(f"{target}: JSON nested too deeply to be a run report") from None
     if not isinstance(doc, dict) or doc.get("format") != REPORT_FORMAT:
-        raise ValueError(f"{target} is not a greenckpt run report (format {REPORT_FORMAT!r})")
+        raise InvalidValueError(
+            f"{target} is not a greenckpt run report (format {REPORT_FORMAT!r})"
+        )
     version = doc.get("format_version", 1)
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise ValueError(f"{target}: format_version must be an integer >= 1, got {version!r}")
+        raise InvalidValueError(
+            f"{target}: format_version must be an integer >= 1, got {version!r}"
+        )
     if version > REPORT_VERSION:
-        raise ValueError(
+        raise InvalidValueError(
             f"{target} is a run report of format {version}; this greenckpt reads formats 1 to "
             f"{REPORT_VERSION}: upgrade greenckpt to read it"
         )
@@ -1114,4 +1125,4 @@ def load_report(path: str | os.PathLike[str]) -> RunReport:
             format_version=version,
         )
     except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"{target}: malformed run report ({exc})") from exc
+        raise InvalidValueError(f"{target}: malformed run report ({exc})") from exc

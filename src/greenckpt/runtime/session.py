@@ -89,6 +89,7 @@ from types import TracebackType
 from typing import Literal, Self, overload
 
 from greenckpt.ckpt.hooks import HookKind, PhaseAdvice
+from greenckpt.errors import InvalidValueError
 from greenckpt.platform.meters.base import Meter, Source
 from greenckpt.platform.meters.detect import Selection, select_meters
 from greenckpt.platform.restore import NodeSettings, pending_state, restore_from_state_file
@@ -445,16 +446,18 @@ class Runtime:
         ``node``: the notifier's node index in the job, kept in the record (``nodes``).
         """
         if kind not in RUN_KINDS:
-            raise ValueError(f"phase kind must be one of {', '.join(RUN_KINDS)}, got {kind!r}")
+            raise InvalidValueError(
+                f"phase kind must be one of {', '.join(RUN_KINDS)}, got {kind!r}"
+            )
         if kind == "lost":
-            raise ValueError(
+            raise InvalidValueError(
                 "lost is not a phase to begin: the runtime accounts the work lost to a failure "
                 "itself when the restart begins; begin restart (and rework after it) instead"
             )
         request: PhaseRequest | None = None
         if kind in PHASE_KINDS:
             if path is None or size < 1:
-                raise ValueError(
+                raise InvalidValueError(
                     f"a {kind} phase needs the path it uses and its size in bytes (>= 1), "
                     f"got path={path!r}, size={size!r}"
                 )
@@ -526,9 +529,9 @@ class Runtime:
                 if self._abandoned.get(kind, 0) > 0:  # its attempt died; the restart ended it
                     self._abandoned[kind] -= 1
                     return None
-                raise ValueError(f"no {kind} phase is open")
+                raise InvalidValueError(f"no {kind} phase is open")
             if seconds is not None and not (math.isfinite(seconds) and seconds >= 0):
-                raise ValueError(f"seconds must be a finite number >= 0, got {seconds!r}")
+                raise InvalidValueError(f"seconds must be a finite number >= 0, got {seconds!r}")
             span = self._spans[kind]
             if node is not None:
                 span.nodes.add(node)

@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+from greenckpt.errors import InvalidValueError
 from greenckpt.io.codec import parse_codec
 from greenckpt.optimize.profile import POWER_SOURCES, Operation, PowerSource
 
@@ -54,17 +55,19 @@ class PhaseRequest:
 
     def __post_init__(self) -> None:
         if self.kind not in PHASE_KINDS:
-            raise ValueError(
+            raise InvalidValueError(
                 f"phase kind must be one of {', '.join(PHASE_KINDS)}, got {self.kind!r}"
             )
         if not isinstance(self.path, str) or not self.path:
-            raise ValueError(f"phase path must be a non-empty string, got {self.path!r}")
+            raise InvalidValueError(f"phase path must be a non-empty string, got {self.path!r}")
         if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 1:
-            raise ValueError(f"phase size must be a whole number of bytes >= 1, got {self.size!r}")
+            raise InvalidValueError(
+                f"phase size must be a whole number of bytes >= 1, got {self.size!r}"
+            )
         if self.level is not None and (
             isinstance(self.level, bool) or not isinstance(self.level, int) or self.level < 1
         ):
-            raise ValueError(
+            raise InvalidValueError(
                 f"checkpoint level must be an integer >= 1 or None, got {self.level!r}"
             )
         if self.codec is not None:
@@ -125,13 +128,15 @@ class Settings:
             or not isinstance(self.io_processes, int)
             or self.io_processes < 1
         ):
-            raise ValueError(f"io_processes must be an integer >= 1, got {self.io_processes!r}")
+            raise InvalidValueError(
+                f"io_processes must be an integer >= 1, got {self.io_processes!r}"
+            )
         if self.frequency_hz is not None and self.governor is not None:
-            raise ValueError(
+            raise InvalidValueError(
                 "give at most one of frequency_hz (a fixed CPU frequency) and governor"
             )
         if self.frequency_hz is not None and self.frequency_hz <= 0:
-            raise ValueError(f"frequency_hz must be > 0, got {self.frequency_hz!r}")
+            raise InvalidValueError(f"frequency_hz must be > 0, got {self.frequency_hz!r}")
         predictions = (self.predicted_seconds, self.predicted_energy_j, self.predicted_power_w)
         for name, value in zip(
             ("predicted_seconds", "predicted_energy_j", "predicted_power_w"),
@@ -139,14 +144,14 @@ class Settings:
             strict=True,
         ):
             if value is not None and not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+                raise InvalidValueError(f"{name} must be a finite number >= 0, got {value!r}")
         if self.power_source is not None and self.power_source not in POWER_SOURCES:
-            raise ValueError(
+            raise InvalidValueError(
                 f"power_source must be one of {', '.join(POWER_SOURCES)}, got {self.power_source!r}"
             )
         has_power = self.predicted_energy_j is not None or self.predicted_power_w is not None
         if has_power and self.power_source is None:
-            raise ValueError("a predicted energy or power needs its power_source")
+            raise InvalidValueError("a predicted energy or power needs its power_source")
 
     @property
     def controls_frequency(self) -> bool:

@@ -11,6 +11,8 @@ import math
 
 import numpy as np
 
+from greenckpt.errors import InvalidValueError
+
 SeedLike = int | np.random.SeedSequence | np.random.Generator | None
 """Anything :func:`numpy.random.default_rng` accepts; ``None`` draws fresh OS entropy."""
 
@@ -20,9 +22,9 @@ def finite(name: str, value: float) -> float:
     try:
         out = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a real number, got {value!r}") from None
+        raise InvalidValueError(f"{name} must be a real number, got {value!r}") from None
     if not math.isfinite(out):
-        raise ValueError(f"{name} must be finite, got {value!r}")
+        raise InvalidValueError(f"{name} must be finite, got {value!r}")
     return out
 
 
@@ -30,7 +32,7 @@ def non_negative(name: str, value: float, unit: str = "seconds") -> float:
     """Return ``value`` as a float, or raise if it is not finite and ``>= 0``."""
     out = finite(name, value)
     if out < 0:
-        raise ValueError(f"{name} must be >= 0 {unit}, got {value!r}")
+        raise InvalidValueError(f"{name} must be >= 0 {unit}, got {value!r}")
     return out
 
 
@@ -38,14 +40,14 @@ def positive(name: str, value: float, unit: str = "seconds") -> float:
     """Return ``value`` as a float, or raise if it is not finite and ``> 0``."""
     out = finite(name, value)
     if out <= 0:
-        raise ValueError(f"{name} must be > 0 {unit}, got {value!r}")
+        raise InvalidValueError(f"{name} must be > 0 {unit}, got {value!r}")
     return out
 
 
 def count(name: str, value: int) -> int:
     """Return ``value`` as an int, or raise if it is not an integer ``>= 1``."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        raise InvalidValueError(f"{name} must be an integer >= 1, got {value!r}")
     return int(value)
 
 
@@ -53,5 +55,5 @@ def confidence_level(value: float) -> float:
     """Return ``value`` as a float, or raise if it is not strictly between 0 and 1."""
     out = finite("confidence", value)
     if not 0.0 < out < 1.0:
-        raise ValueError(f"confidence must be strictly between 0 and 1, got {value!r}")
+        raise InvalidValueError(f"confidence must be strictly between 0 and 1, got {value!r}")
     return out

@@ -31,6 +31,7 @@ from typing import Literal
 
 import numpy as np
 
+from greenckpt.errors import InvalidValueError
 from greenckpt.sim._checks import SeedLike, confidence_level, count, non_negative, positive
 from greenckpt.sim.processes import Exponential, FailureProcess, FloatArray
 from greenckpt.sim.stats import Estimate, Moments, ratio_estimate
@@ -197,7 +198,7 @@ def simulate_basic_unit(
         batch = _next_batch(target - done, done, gaps_seen, batch)
 
     if done == 0:
-        raise ValueError(
+        raise InvalidValueError(
             f"no basic unit completes in this trace (T_A + T_C = {T_A + T_C!r} s, "
             f"{failures} failures in {wall!r} s)"
         )
@@ -272,7 +273,7 @@ def _check_feasible(
         else "not even one unit fits: shorten T_A + T_C or T_R against the mean time between "
         f"failures ({proc.mean_gap:.3g} s)"
     )
-    raise ValueError(
+    raise InvalidValueError(
         f"simulating {target} units would take {format_big(need)} failures on average ({why}), "
         f"more than max_failures={limit}: {advice}, raise max_failures, or use the analytic "
         "model (greenckpt.model.sojourn_times, exact for Poisson failures)"

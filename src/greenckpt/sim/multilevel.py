@@ -45,6 +45,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import ArrayLike
 
+from greenckpt.errors import InvalidValueError
 from greenckpt.model.multilevel import Level, Schedule, check_multilevel, expected_multilevel
 from greenckpt.sim._checks import SeedLike, confidence_level, count, non_negative
 from greenckpt.sim.basic_unit import EnergySource, failures_needed, fitting_count, format_big
@@ -171,7 +172,7 @@ def simulate_multilevel(
     rates = np.array([lv.rate for lv in levels])
     total_rate = float(rates.sum())
     if not (math.isfinite(total_rate) and total_rate > 0):
-        raise ValueError(
+        raise InvalidValueError(
             f"the levels' failure rates must sum to > 0 per second, got {total_rate!r}"
         )
     proc = process if process is not None else Exponential(total_rate)
@@ -255,7 +256,7 @@ def _check_feasible(
         else "not even one period fits: checkpoints, restarts and the last interval must be "
         f"short against the mean time between failures ({proc.mean_gap:.3g} s)"
     )
-    raise ValueError(
+    raise InvalidValueError(
         f"simulating {target} periods would take {format_big(need)} failures on average "
         f"({how}), more than max_failures={limit}: {advice}, raise max_failures, or use the "
         "analytic model (greenckpt.model.expected_multilevel, exact for Poisson failures)"
@@ -279,13 +280,15 @@ def replay_multilevel(
     power, conf, layout = _prepare(levels, schedule, app_power, confidence)
     sev = np.asarray(severity)
     if sev.shape != trace.times.shape:
-        raise ValueError(
+        raise InvalidValueError(
             f"severity needs one level per failure ({trace.times.size}), got shape {sev.shape}"
         )
     if sev.size and (
         not np.issubdtype(sev.dtype, np.integer) or sev.min() < 0 or sev.max() >= len(levels)
     ):
-        raise ValueError(f"severity must be level indices in 0..{len(levels) - 1}, got {sev!r}")
+        raise InvalidValueError(
+            f"severity must be level indices in 0..{len(levels) - 1}, got {sev!r}"
+        )
     run = _Run(layout, [lv.restart_time for lv in levels], math.inf)
     run.gaps(trace.gaps().tolist(), [int(x) for x in sev.tolist()])
     run.final(trace.final_stretch)
@@ -459,7 +462,7 @@ def _result(
     iid: bool,
 ) -> MultilevelSimResult:
     if run.periods == 0:
-        raise ValueError(
+        raise InvalidValueError(
             f"no checkpoint period completes in this trace (a period lasts {layout.period!r} s "
             f"without failures; {run.failures} failures)"
         )

@@ -37,6 +37,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import gammaincc
 
+from greenckpt.errors import InvalidValueError
 from greenckpt.sim._checks import non_negative, positive
 
 FloatArray = NDArray[np.float64]
@@ -147,7 +148,9 @@ class Weibull(FailureProcess):
         object.__setattr__(self, "shape", positive("shape", self.shape, "(dimensionless)"))
         object.__setattr__(self, "mtbf", positive("mtbf", self.mtbf))
         if not math.isfinite(self.scale) or self.scale <= 0:
-            raise ValueError(f"shape {self.shape!r} is too small: the Weibull scale underflows")
+            raise InvalidValueError(
+                f"shape {self.shape!r} is too small: the Weibull scale underflows"
+            )
 
     @property
     def mean_gap(self) -> float:
@@ -190,28 +193,28 @@ class Trace(FailureProcess):
         arr = np.array(times, dtype=np.float64, copy=True).reshape(-1)
         if not np.all(np.isfinite(arr)):
             bad = float(arr[~np.isfinite(arr)][0])
-            raise ValueError(f"failure times must be finite, got {bad!r}")
+            raise InvalidValueError(f"failure times must be finite, got {bad!r}")
         if arr.size and arr[0] < 0:
-            raise ValueError(f"failure times must be >= 0 seconds, got {float(arr[0])!r}")
+            raise InvalidValueError(f"failure times must be >= 0 seconds, got {float(arr[0])!r}")
         if arr.size > 1 and np.any(np.diff(arr) < 0):
             i = int(np.argmax(np.diff(arr) < 0))
-            raise ValueError(
+            raise InvalidValueError(
                 f"failure times must be sorted, got {float(arr[i])!r} before {float(arr[i + 1])!r} "
                 f"(positions {i} and {i + 1})"
             )
         last = float(arr[-1]) if arr.size else 0.0
         if horizon is None:
             if arr.size == 0:
-                raise ValueError("an empty trace needs a horizon > 0 seconds, got None")
+                raise InvalidValueError("an empty trace needs a horizon > 0 seconds, got None")
             end = last
         else:
             end = non_negative("horizon", horizon)
             if end < last:
-                raise ValueError(
+                raise InvalidValueError(
                     f"horizon must be >= the last failure ({last!r} s), got {horizon!r}"
                 )
         if end <= 0:
-            raise ValueError(f"the trace must span > 0 seconds, got horizon {end!r}")
+            raise InvalidValueError(f"the trace must span > 0 seconds, got horizon {end!r}")
         arr.setflags(write=False)
         self._times = arr
         self._end = end

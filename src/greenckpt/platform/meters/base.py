@@ -55,6 +55,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import ClassVar, Literal, Self
 
+from greenckpt.errors import InvalidValueError
 from greenckpt.platform.root import ClosesOnExit, PlatformError, SysRoot
 
 Source = Literal["measured", "estimated"]
@@ -201,7 +202,7 @@ class WrappingCounter:
 
     def __init__(self, first: int, max_value: int) -> None:
         if max_value <= 0:
-            raise ValueError(f"max_value must be positive, got {max_value}")
+            raise InvalidValueError(f"max_value must be positive, got {max_value}")
         self.max_value = max_value
         self.last = first
         self.total = 0

@@ -81,7 +81,7 @@ from typing import ClassVar, Self
 import numpy as np
 import numpy.typing as npt
 
-from greenckpt.errors import GreenckptError
+from greenckpt.errors import GreenckptError, InvalidValueError
 from greenckpt.files import NotRegularFileError, open_regular, read_regular
 from greenckpt.platform.meters.base import (
     Clock,
@@ -125,7 +125,7 @@ def _check_unit(unit: str | None) -> str | None:
         return None
     u = unit.strip().lower().replace("µ", "u")
     if u not in TIME_UNITS:
-        raise ValueError(
+        raise InvalidValueError(
             f"time unit {unit!r} is not one of {', '.join(TIME_UNITS)} (the timestamp column's "
             "unit; None: from the header, else detected)"
         )

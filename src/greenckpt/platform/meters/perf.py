@@ -44,6 +44,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Protocol, Self
 
+from greenckpt.errors import DeviceIOError, InvalidValueError
 from greenckpt.platform.cpufreq import parse_cpu_list
 from greenckpt.platform.meters.base import Meter, MeterOptions, MeterUnavailable, Resolution, Source
 from greenckpt.platform.root import SysRoot
@@ -111,7 +112,7 @@ class SyscallOpener:
         machine = platform.machine().lower()
         nr = SYSCALL_PERF_EVENT_OPEN.get(machine)
         if nr is None:
-            raise OSError(f"perf_event_open syscall number unknown for {machine!r}")
+            raise DeviceIOError(f"perf_event_open syscall number unknown for {machine!r}")
         self._nr = nr
         libc = ctypes.CDLL(None, use_errno=True)
         self._syscall = libc.syscall
@@ -134,13 +135,13 @@ class SyscallOpener:
         )
         if fd < 0:
             err = ctypes.get_errno()
-            raise OSError(err, os.strerror(err))
+            raise DeviceIOError(err, os.strerror(err))
         return fd
 
     def read(self, fd: int) -> int:
         data = os.read(fd, 8)
         if len(data) != 8:
-            raise OSError(f"short read of a perf counter ({len(data)} bytes)")
+            raise DeviceIOError(f"short read of a perf counter ({len(data)} bytes)")
         value: int = struct.unpack("=Q", data)[0]
         return value
 
@@ -175,7 +176,7 @@ def _parse_config(spec: str) -> int:
     for item in spec.split(","):
         key, _, value = item.strip().partition("=")
         if key != "event":
-            raise ValueError(f"unsupported term {key!r} in {spec!r}")
+            raise InvalidValueError(f"unsupported term {key!r} in {spec!r}")
         config |= int(value or "1", 0) & 0xFF
     return config
 
@@ -222,7 +223,7 @@ def detect_power_pmu(root: SysRoot) -> PowerPmu:
         if not _CPUMASK_RE.fullmatch(cpumask) or any(
             int(n) >= MAX_CPUS for n in re.findall(r"\d+", cpumask)
         ):
-            raise ValueError(cpumask)
+            raise InvalidValueError(cpumask)
         cpus = parse_cpu_list(cpumask) or (0,)
     except ValueError:
         raise MeterUnavailable(
