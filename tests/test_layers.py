@@ -16,7 +16,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src" / "greenckpt"
 DOC = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
 
-LEAVES = {"errors", "units", "files", "durable", "jsonout"}
+LEAVES = {"errors", "units", "files", "durable", "jsonout", "phases"}
 """Bottom leaf modules every layer may import (``units`` and ``files`` import ``errors``)."""
 
 ALLOWED: dict[str, set[str]] = {
@@ -48,6 +48,7 @@ ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "durable": set(),
     "jsonout": set(),
+    "phases": set(),
     "units": {"errors"},
     "files": {"errors"},
 }

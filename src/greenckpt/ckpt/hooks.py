@@ -21,16 +21,14 @@ the library as warnings and the phase proceeds with the configured settings.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Protocol
+
+from greenckpt.phases import HookKind, IOKind
 
 __all__ = ["HookKind", "NullHook", "PhaseAdvice", "PhaseHook", "PhaseKind"]
 
-PhaseKind = Literal["checkpoint", "restart", "flush"]
+PhaseKind = IOKind
 """The phases that touch storage: the runtime chooses settings for them."""
-HookKind = Literal["checkpoint", "restart", "flush", "rework"]
-"""Everything the library announces: the I/O phases, and ``rework`` — after a restart, the
-span in which the application recomputes the iterations it had done before the failure
-(the runtime accounts it apart from useful compute; it changes no settings)."""
 
 
 @dataclass(frozen=True)

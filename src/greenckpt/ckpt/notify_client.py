@@ -88,10 +88,11 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final
 
-from greenckpt.ckpt.hooks import HookKind, PhaseAdvice, PhaseHook, PhaseKind
+from greenckpt.ckpt.hooks import HookKind, PhaseAdvice, PhaseHook
 from greenckpt.errors import GreenckptError, InvalidValueError
+from greenckpt.phases import IO_KINDS, WIRE_KINDS, WireKind
 
 __all__ = [
     "IO_KINDS",
@@ -127,10 +128,6 @@ MAX_LINE_BYTES: Final = 64 * 1024
 MAX_LEVEL: Final = 4
 """Highest checkpoint level a ``begin`` may name (L1 node-local ... L4 global file system)."""
 
-WireKind = Literal["checkpoint", "restart", "flush", "compute", "rework"]
-WIRE_KINDS: tuple[WireKind, ...] = get_args(WireKind)
-IO_KINDS: tuple[PhaseKind, ...] = get_args(PhaseKind)
-"""The kinds the runtime chooses settings for (the others it only accounts for)."""
 
 _EVENTS = ("begin", "end", "ping")
 _CONNECT_FIRST_PAUSE_S = 0.001

@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from greenckpt.model import ModelForm, epe
+from greenckpt.phases import ACCOUNTED_KINDS
 from greenckpt.runtime.policy import Policy
 from greenckpt.runtime.report import PhaseRecord, RunReport
 from greenckpt.runtime.settings import PhaseRequest, Settings
@@ -47,7 +48,7 @@ from greenckpt.units import format_duration
 
 __all__ = ["ModelledEpe", "modelled_epe", "observed_interval", "with_modelled_epe"]
 
-_INTERVAL_KINDS = ("compute", "rework")
+_INTERVAL_KINDS = ACCOUNTED_KINDS
 """The records whose seconds make up a checkpoint interval (see the module docstring)."""
 
 

@@ -50,7 +50,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -58,6 +58,7 @@ from greenckpt.errors import InvalidValueError
 from greenckpt.files import read_regular
 from greenckpt.io.atomic import write_atomic
 from greenckpt.jsonout import dumps
+from greenckpt.phases import IO_KINDS, RUN_KINDS, USEFUL_KINDS, RunKind
 from greenckpt.platform.meters.base import Source
 from greenckpt.platform.sampler import Series
 from greenckpt.runtime.settings import Settings
@@ -87,16 +88,7 @@ REPORT_VERSION = 2
 lost work and downtime of a failure were inside ``compute``) still loads, with its old
 definition of useful compute (``compute`` only) and a note saying what that means."""
 
-RunKind = Literal["compute", "rework", "lost", "checkpoint", "restart", "flush"]
-"""Every kind of phase a run is divided into: the I/O phases the policy decides for, plus
-``compute`` (useful work), ``rework`` (useful work done again after a restart: what a failure
-had lost) and ``lost`` (work done after the checkpoint a restart read back, and the downtime
-before the restart: it did not survive)."""
-RUN_KINDS: tuple[RunKind, ...] = ("compute", "rework", "lost", "checkpoint", "restart", "flush")
-USEFUL_KINDS: tuple[RunKind, ...] = ("compute", "rework")
-"""The kinds whose seconds are useful compute (format 2)."""
-
-_IO_KINDS = ("checkpoint", "restart", "flush")
+_IO_KINDS = IO_KINDS
 _SOURCES: tuple[Source, ...] = ("measured", "estimated")
 
 

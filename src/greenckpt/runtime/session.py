@@ -90,6 +90,7 @@ from typing import Literal, Self, overload
 
 from greenckpt.ckpt.hooks import HookKind, PhaseAdvice
 from greenckpt.errors import InvalidValueError
+from greenckpt.phases import AccountedKind
 from greenckpt.platform.meters.base import Meter, Source
 from greenckpt.platform.meters.detect import Selection, select_meters
 from greenckpt.platform.restore import NodeSettings, pending_state, restore_from_state_file
@@ -116,7 +117,7 @@ __all__ = [
     "RuntimeHook",
 ]
 
-AccountingKind = Literal["compute", "rework"]
+AccountingKind = AccountedKind
 """Phases that change nothing and are only accounted."""
 
 CONTROL_OFF = "control off: settings decided and accounted, never applied to the node"

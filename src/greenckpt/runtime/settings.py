@@ -15,17 +15,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
 
 from greenckpt.errors import InvalidValueError
 from greenckpt.io.codec import parse_codec
 from greenckpt.optimize.profile import POWER_SOURCES, Operation, PowerSource
+from greenckpt.phases import IO_KINDS, IOKind
 
 __all__ = ["PHASE_KINDS", "PhaseKind", "PhaseRequest", "Settings"]
 
-PhaseKind = Literal["checkpoint", "restart", "flush"]
+PhaseKind = IOKind
 """The I/O phases a policy decides for (``compute`` is not decided: the application owns it)."""
-PHASE_KINDS: tuple[PhaseKind, ...] = ("checkpoint", "restart", "flush")
+PHASE_KINDS: tuple[PhaseKind, ...] = IO_KINDS
 
 
 @dataclass(frozen=True)
