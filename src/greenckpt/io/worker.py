@@ -30,8 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from greenckpt.durable import fsync_directory
 from greenckpt.errors import DeviceIOError, GreenckptError, InvalidValueError
-from greenckpt.io.atomic import fsync_directory
 from greenckpt.io.codec import FRAME_HEADER, BlockCodec, CodecError, CodecSpec
 from greenckpt.io.sinks import DataSink
 from greenckpt.io.sources import DataSource
