@@ -28,7 +28,7 @@ from greenckpt.profile.export import CSV_COLUMNS
 from greenckpt.profile.fio import fio_available
 from greenckpt.profile.grid import Cell, CpuSetting
 from greenckpt.profile.measure import NodeMeasurer, RunResult
-from greenckpt.profile.plots import FIGURE_NAMES
+from greenckpt.report.profile_plots import FIGURE_NAMES
 from greenckpt.profile.preflight import default_settings
 from greenckpt.profile.progress import Eta
 

@@ -76,7 +76,7 @@ def test_a_sigterm_during_a_settings_write_is_still_forwarded(
 
     threading.Thread(target=batch_system, daemon=True).start()
     env_path = os.environ.get("PYTHONPATH", "")
-    src = str(Path(__file__).resolve().parents[1] / "src")
+    src = str(Path(__file__).resolve().parents[2] / "src")
     monkeypatch.setenv("PYTHONPATH", src + (os.pathsep + env_path if env_path else ""))
     outcome, report = run_with_runtime([sys.executable, "-c", CHILD], runtime)
     assert writing.is_set()

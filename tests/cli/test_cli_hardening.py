@@ -22,15 +22,15 @@ from greenckpt.platform.meters import MeterOptions
 from greenckpt.profile.adaptive import AdaptiveChooser
 from greenckpt.profile.grid import SweepError
 from greenckpt.profile.preflight import preflight
+from tests.cli.test_cli import BASE
+from tests.cli.test_cli_profile import sweep_args
 from tests.conftest import EXAMPLE_PROFILE, small_profile_doc
 from tests.platform import fake_power as fp
 from tests.platform.fake_cpu import build_tree
 from tests.platform.test_cli_restore import _killed_session
 from tests.profile.test_sweep import spec_for
-from tests.test_cli import BASE
-from tests.test_cli_profile import sweep_args
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PLAN = BASE  # the plan command line of test_cli
 
 

@@ -26,11 +26,11 @@ from greenckpt.runtime.modelled import modelled_epe, observed_interval, with_mod
 from greenckpt.runtime.report import PhaseRecord, RunReport
 from greenckpt.runtime.settings import PhaseRequest, Settings
 from tests.ckpt.test_mpi import mpiexec
+from tests.cli.test_cli_run import CHILD, greenckpt
 from tests.platform import fake_power
 from tests.platform.fake_cpu import build_tree, load_spec
-from tests.test_cli_run import CHILD, greenckpt
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # Announces `count` level-1 checkpoints of 1 MiB under argv[1], computing 0.1 s before each,
 # then exits with status argv[2].

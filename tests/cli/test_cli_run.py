@@ -23,7 +23,7 @@ from tests.ckpt.test_mpi import mpiexec
 from tests.conftest import EXAMPLE_PROFILE
 from tests.platform.fake_cpu import FakeSysfsRoot, build_tree, load_spec
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # A stand-in for a checkpointing application: announces one checkpoint through the socket
 # that `greenckpt run` set, as the checkpoint library does, then exits with a chosen status.
