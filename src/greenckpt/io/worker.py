@@ -394,10 +394,7 @@ def run_worker(task: WorkerTask, start: Callable[[], None] | None = None) -> Wor
     new_hasher = _hasher_factory(task.digest)
     try:
         if task.op == "write":
-            for chunk in task.chunks:
-                if chunk.source is None:
-                    raise InvalidValueError(f"write chunk of {chunk.path} has no source")
-                chunk.source.prepare(chunk.length, task.block_size)
+            _prepare_sources(task)
         else:
             for chunk in task.chunks:
                 if chunk.sink is not None:
@@ -410,32 +407,9 @@ def run_worker(task: WorkerTask, start: Callable[[], None] | None = None) -> Wor
         if start is not None:
             start()
         start_ns = time.monotonic_ns()
-        moved = 0
-        checksums: list[int] = []
-        stored: list[int] = []
-        digests: list[str] = []
-        for chunk in task.chunks:
-            fd = fds[chunk.path]
-            hasher = new_hasher() if new_hasher is not None else None
-            if codec is not None and task.op == "write":
-                crc, kept = _write_frames(task, fd, chunk, moved, codec, hasher)
-            elif codec is not None:
-                crc, kept = _read_frames(task, fd, chunk, buf, moved, codec, hasher)
-            elif task.op == "write":
-                crc, kept = _write_chunk(task, fd, chunk, moved, hasher), chunk.length
-            else:
-                crc, kept = _read_chunk(task, fd, chunk, buf, moved, hasher), chunk.length
-            moved += chunk.length
-            stored.append(kept)
-            if crc is not None:
-                checksums.append(crc)
-            if hasher is not None:
-                digests.append(hasher.hexdigest())
+        moved, checksums, stored, digests = _move_chunks(task, fds, buf, codec, new_hasher)
         if task.op == "write" and task.fsync:
-            for fd in fds.values():
-                os.fsync(fd)
-            for directory in dict.fromkeys(os.path.dirname(p) or "." for p in fds):
-                fsync_directory(directory)
+            _fsync_files(fds)
         end_ns = time.monotonic_ns()
     finally:
         for fd in fds.values():
@@ -453,6 +427,54 @@ def run_worker(task: WorkerTask, start: Callable[[], None] | None = None) -> Wor
         chunk_stored=tuple(stored),
         digests=tuple(digests) if task.digest is not None else None,
     )
+
+
+def _prepare_sources(task: WorkerTask) -> None:
+    """Generate every write chunk's data before the start, so the clock times only I/O."""
+    for chunk in task.chunks:
+        if chunk.source is None:
+            raise InvalidValueError(f"write chunk of {chunk.path} has no source")
+        chunk.source.prepare(chunk.length, task.block_size)
+
+
+def _move_chunks(
+    task: WorkerTask,
+    fds: dict[str, int],
+    buf: memoryview,
+    codec: BlockCodec | None,
+    new_hasher: Callable[[], Hasher] | None,
+) -> tuple[int, list[int], list[int], list[str]]:
+    """Move every chunk in order: bytes moved, CRCs, stored bytes per chunk, digests."""
+    moved = 0
+    checksums: list[int] = []
+    stored: list[int] = []
+    digests: list[str] = []
+    for chunk in task.chunks:
+        fd = fds[chunk.path]
+        hasher = new_hasher() if new_hasher is not None else None
+        if codec is not None and task.op == "write":
+            crc, kept = _write_frames(task, fd, chunk, moved, codec, hasher)
+        elif codec is not None:
+            crc, kept = _read_frames(task, fd, chunk, buf, moved, codec, hasher)
+        elif task.op == "write":
+            crc, kept = _write_chunk(task, fd, chunk, moved, hasher), chunk.length
+        else:
+            crc, kept = _read_chunk(task, fd, chunk, buf, moved, hasher), chunk.length
+        moved += chunk.length
+        stored.append(kept)
+        if crc is not None:
+            checksums.append(crc)
+        if hasher is not None:
+            digests.append(hasher.hexdigest())
+    return moved, checksums, stored, digests
+
+
+def _fsync_files(fds: dict[str, int]) -> None:
+    """fsync every file, then each distinct directory (a new file's entry must be durable)."""
+    for fd in fds.values():
+        os.fsync(fd)
+    for directory in dict.fromkeys(os.path.dirname(p) or "." for p in fds):
+        fsync_directory(directory)
 
 
 def _hasher_factory(name: str | None) -> Callable[[], Hasher] | None:
