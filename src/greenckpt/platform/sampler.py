@@ -1,59 +1,15 @@
 """Background power sampling with phase markers and energy per phase.
 
 Why: the runtime attributes energy to phases (compute, checkpoint, restart, flush) and the
-profiler needs power while an I/O pattern runs. Both need (1) a time series of power per domain
-and (2) the energy of each phase — and the second must not depend on the first's sampling rate.
-
-Design:
-
-* **Energy per phase comes from counter deltas at the phase boundaries**, not from the samples:
-  entering and leaving a phase reads every meter synchronously (in the caller's thread), and
-  the phase's energy per domain is the difference of the two cumulative readings. A 50 ms
-  checkpoint is therefore charged its exact RAPL delta even at 1 Hz sampling. The background
-  samples exist for the time series and to keep wrapping counters read more often than they
-  wrap (:attr:`~greenckpt.platform.meters.base.Meter.max_period_s`; the sampler refuses a
-  period above it). Boundary readings also enter the time series, so integrating the series
-  over a phase gives exactly the phase energy.
-* **A boundary never waits for a slow meter**: meters that query slowly (``ipmitool``) are
-  queried only by the background thread (:meth:`~greenckpt.platform.meters.base.Meter.poll`),
-  outside the sampler's lock; every read under the lock — boundaries included — uses
-  :meth:`~greenckpt.platform.meters.base.Meter.read_nowait`, which for such a meter is its held
-  power integrated to that instant. A checkpoint's critical path never runs behind a BMC.
-* **One failing meter never stops the others**: each meter is read on its own; one that raises
-  has its error recorded (``errors``, ``failed_reads``), its last good value carried forward
-  (its energy stops growing — an honest under-count rather than a guess) and the row marked
-  (``Series.held``), and the other meters are read as usual. Boundaries do the same, so a
-  phase always gets a result. Failed reads, plus the degraded readings meters report
-  themselves (:attr:`~greenckpt.platform.meters.base.Meter.gaps`: a failed query answered by
-  holding the last power, a counter read too late to rule out a lost wrap), are counted per
-  domain in every phase they fall in (``PhaseEnergy.gaps``); ``PhaseEnergy.reliable`` is False
-  when any is non-zero, and ``to_dict()`` says so next to each figure.
-* **Power per domain** in the series is derived from energy deltas between consecutive
-  readings (``Series.power_w``), never from instantaneous readings, so it integrates back to
-  the same energy.
-* **Every figure carries its source**: domains are keyed ``"<meter>/<domain>"`` (``rapl/dram-0``,
-  ``estimator/cpu``) and :attr:`Sampler.sources` / ``PhaseEnergy.sources`` / ``to_dict()`` say
-  ``measured`` or ``estimated`` for each. Domains overlap (``core`` ⊂ ``package`` ⊂ ``node``), so
-  no total across domains is ever formed here.
-* **Nested phases are allowed**; nesting is per thread (each thread has its own stack, so phases
-  of different threads may overlap freely). A phase's ``energy_j`` is *inclusive* of the phases
-  nested in it; ``exclusive_energy_j`` subtracts its children's. ``parent`` and ``depth`` record
-  the nesting.
-* **Timing**: the thread wakes on an absolute schedule (``start + k·period``), so the rate does
-  not drift; when a read overruns (a slow ``ipmitool``), the missed ticks are skipped and
-  counted in ``missed_ticks`` rather than fired in a burst. Timestamps are the monotonic clock
-  at each read, plus the Unix time for joining external logs
-  (:meth:`~greenckpt.platform.meters.external.PowerLog.energy_between`).
-* **Clean stop**: ``stop()`` (or leaving the ``with`` block) wakes the thread at once through an
-  event, joins it (after the slow query in flight, if any), and takes a final reading. Only the
-  first reading, at ``start()``, must succeed for every meter (there is nothing to carry
-  forward yet): otherwise ``start()`` raises and closes the meters the sampler owns.
-
-Cost: one sample is one read of each meter plus a row copy — a few tens of µs for sysfs
-counters — so 10 Hz costs well under 1 % of a core (``benchmarks/bench_sampler.py``) and 1 kHz
-is possible with counter meters. The series grows by ``8·(3 + domains + meters)`` bytes per
-sample (about 4 MB per hour at 10 Hz with 8 domains in 3 meters); ``max_samples`` bounds it by
-dropping the oldest rows.
+profiler needs power while an I/O pattern runs. Both need a time series of power per domain and
+the energy of each phase — and the second must not depend on the first's sampling rate: a
+phase's energy comes from counter readings taken synchronously at its boundaries, so a 50 ms
+checkpoint is charged its exact delta even at 1 Hz. The background thread keeps the series and
+reads wrapping counters more often than they wrap; a boundary never waits for a slow meter, and
+one failing meter never stops the others (its gaps are counted and reported). The figures
+themselves (:class:`PhaseEnergy`, :class:`Mark`, :class:`Series`) live in
+:mod:`greenckpt.platform.series`; the whole design and its cost are in
+docs/design/measurement.md ("Power sampling").
 """
 
 from __future__ import annotations
@@ -61,230 +17,33 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Self
+from typing import Self
 
 import numpy as np
-import numpy.typing as npt
 
 from greenckpt.platform.meters.base import Clock, Meter, Source
 from greenckpt.platform.meters.detect import Selection, select_meters
 from greenckpt.platform.root import PlatformError
+from greenckpt.platform.series import FloatArray, Mark, PhaseEnergy, SampleBuffer, Series
+
+__all__ = [
+    "DEFAULT_RATE_HZ",
+    "MAX_ERRORS_KEPT",
+    "MAX_RATE_HZ",
+    "FloatArray",
+    "Mark",
+    "Phase",
+    "PhaseEnergy",
+    "Sampler",
+    "Series",
+]
 
 DEFAULT_RATE_HZ = 10.0
 MAX_RATE_HZ = 10_000.0
 MAX_ERRORS_KEPT = 20
-_CHUNK = 4096
-
-FloatArray = npt.NDArray[np.float64]
-
-
-@dataclass(frozen=True)
-class PhaseEnergy:
-    """Energy per domain over one phase, from counter deltas at its boundaries.
-
-    ``energy_j`` is inclusive of nested phases; ``exclusive_energy_j`` is what remains after
-    subtracting them (filled in when the parent closes; equal to ``energy_j`` for a leaf).
-    Times: ``start_s``/``end_s`` on the sampler's monotonic clock (seconds since the sampler
-    started), ``start_unix``/``end_unix`` Unix time. ``truncated``: the sampler stopped before
-    the phase ended, so the phase ends at the sampler's final reading. ``samples``: the readings
-    strictly between the two boundaries.
-
-    ``gaps``: per domain, the readings in the phase (boundaries included) that are not plain
-    measurements — a failed read whose last value was carried forward, or a degraded reading
-    the meter reported (a held power after a failed query, a counter read too late to rule out
-    a lost wrap). A figure with gaps is still the best the sampler has, but
-    :attr:`reliable` is False and reports must say so.
-    """
-
-    name: str
-    index: int
-    parent: int | None
-    depth: int
-    thread: str
-    start_s: float
-    end_s: float
-    start_unix: float
-    end_unix: float
-    energy_j: Mapping[str, float]
-    exclusive_energy_j: Mapping[str, float]
-    sources: Mapping[str, Source]
-    samples: int
-    truncated: bool = False
-    gaps: Mapping[str, int] = field(default_factory=dict)
-
-    @property
-    def reliable(self) -> bool:
-        """True when no figure of this phase rests on a failed or degraded reading."""
-        return not any(self.gaps.values())
-
-    @property
-    def duration_s(self) -> float:
-        """Seconds between the two boundary readings."""
-        return self.end_s - self.start_s
-
-    @property
-    def mean_power_w(self) -> dict[str, float]:
-        """Average watts per domain over the phase (NaN for a zero-length phase)."""
-        d = self.duration_s
-        return {k: (e / d if d > 0 else math.nan) for k, e in self.energy_j.items()}
-
-    @property
-    def estimated(self) -> bool:
-        """True when any domain's figure is an estimate."""
-        return any(s == "estimated" for s in self.sources.values())
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready record; every energy carries its source."""
-        return {
-            "name": self.name,
-            "index": self.index,
-            "parent": self.parent,
-            "depth": self.depth,
-            "thread": self.thread,
-            "start_s": self.start_s,
-            "end_s": self.end_s,
-            "start_unix": self.start_unix,
-            "end_unix": self.end_unix,
-            "duration_s": self.duration_s,
-            "samples": self.samples,
-            "truncated": self.truncated,
-            "reliable": self.reliable,
-            "energy": {
-                k: {
-                    "joules": v,
-                    "exclusive_joules": self.exclusive_energy_j.get(k, v),
-                    "source": self.sources[k],
-                    "gaps": self.gaps.get(k, 0),
-                }
-                for k, v in self.energy_j.items()
-            },
-        }
-
-
-@dataclass(frozen=True)
-class Mark:
-    """A synchronous reading of every meter at one instant (see :meth:`Sampler.mark`).
-
-    Two marks bracket a window whose energy is :meth:`energy_to`; that is how the profiler
-    charges exactly the I/O window of a run (from the workers' release to their end) instead of
-    a phase that also holds process start-up. ``t_s`` is seconds since the sampler started,
-    ``monotonic_s`` the same instant on the sampler's clock.
-    """
-
-    t_s: float
-    monotonic_s: float
-    unix: float
-    energy_j: Mapping[str, float]
-    gaps: Mapping[str, int]
-
-    def energy_to(self, later: Mark) -> dict[str, float]:
-        """Joules per domain between this mark and ``later``."""
-        return {k: later.energy_j[k] - v for k, v in self.energy_j.items()}
-
-    def gaps_to(self, later: Mark) -> dict[str, int]:
-        """Failed or degraded readings per domain between the two marks (boundaries included)."""
-        return {k: later.gaps[k] - v for k, v in self.gaps.items()}
-
-
-@dataclass(frozen=True)
-class Series:
-    """The sampled time series: cumulative joules per domain since the sampler started.
-
-    ``t_s``: monotonic seconds since start; ``unix``: Unix time of the same reads;
-    ``energy_j[i, j]``: joules of ``domains[j]`` at read ``i`` (the first row is 0);
-    ``boundary[i]``: the read was a phase boundary (or start/stop), not a timer tick;
-    ``held[i, j]``: ``domains[j]``'s meter failed at read ``i`` (its last value was carried
-    forward) or reported a degraded reading (see ``PhaseEnergy.gaps``).
-    """
-
-    domains: tuple[str, ...]
-    sources: Mapping[str, Source]
-    t_s: FloatArray
-    unix: FloatArray
-    energy_j: FloatArray
-    boundary: npt.NDArray[np.bool_]
-    held: npt.NDArray[np.bool_]
-
-    def __len__(self) -> int:
-        return int(self.t_s.size)
-
-    def power_w(self) -> tuple[FloatArray, FloatArray]:
-        """``(t_end, watts)``: mean power per domain between consecutive reads (energy deltas).
-
-        ``watts[i, j]`` is domain ``j``'s average over ``(t_s[i], t_s[i+1]]``, stamped at
-        ``t_end[i] = t_s[i+1]``; reads at the same instant are merged first.
-        """
-        if self.t_s.size < 2:
-            return np.empty(0), np.empty((0, len(self.domains)))
-        keep = np.concatenate(([True], np.diff(self.t_s) > 0))
-        t = self.t_s[keep]
-        e = self.energy_j[keep]
-        dt = np.diff(t)
-        return t[1:], np.diff(e, axis=0) / dt[:, None]
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready columns, each domain labelled with its source."""
-        t_end, watts = self.power_w()
-        return {
-            "t_s": self.t_s.tolist(),
-            "unix": self.unix.tolist(),
-            "domains": {
-                d: {
-                    "source": self.sources[d],
-                    "energy_j": self.energy_j[:, j].tolist(),
-                    "power_w": watts[:, j].tolist(),
-                    "held_rows": np.flatnonzero(self.held[:, j]).tolist(),
-                }
-                for j, d in enumerate(self.domains)
-            },
-            "power_t_s": t_end.tolist(),
-        }
-
-
-class _Buffer:
-    """Growable (optionally bounded) rows of ``(t, unix, boundary, energy..., held...)``."""
-
-    def __init__(self, width: int, max_rows: int | None) -> None:
-        self.width = width + 3
-        self.max_rows = max_rows
-        self.chunks: deque[FloatArray] = deque()
-        self.fill = _CHUNK  # rows used in the last chunk
-        self.appended = 0  # rows ever appended (indices for phases)
-        self.dropped = 0
-
-    def append(self, t: float, unix: float, boundary: bool, values: Sequence[float]) -> None:
-        if self.fill == _CHUNK:
-            self.chunks.append(np.empty((_CHUNK, self.width)))
-            self.fill = 0
-        row = self.chunks[-1][self.fill]
-        row[0] = t
-        row[1] = unix
-        row[2] = 1.0 if boundary else 0.0
-        row[3:] = values
-        self.fill += 1
-        self.appended += 1
-        if self.max_rows is not None:
-            while len(self.chunks) > 1 and self.rows - _CHUNK >= self.max_rows:
-                self.chunks.popleft()
-                self.dropped += _CHUNK
-
-    @property
-    def rows(self) -> int:
-        return max(0, (len(self.chunks) - 1) * _CHUNK + self.fill) if self.chunks else 0
-
-    def array(self) -> FloatArray:
-        if not self.chunks:
-            return np.empty((0, self.width))
-        parts = list(self.chunks)
-        parts[-1] = parts[-1][: self.fill]
-        out = np.concatenate(parts)
-        if self.max_rows is not None and out.shape[0] > self.max_rows:
-            out = out[-self.max_rows :]
-        return out
 
 
 @dataclass
@@ -423,7 +182,7 @@ class Sampler:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._buf = _Buffer(len(keys) + len(self.meters), max_samples)
+        self._buf = SampleBuffer(len(keys) + len(self.meters), max_samples)
         self._origin = np.zeros(len(keys))
         self._raw = [0.0] * len(keys)  # last good reading per domain (meters' own origins)
         self._gaps = np.zeros(len(keys))  # failed + degraded readings per domain since start

@@ -92,7 +92,7 @@ _T = TypeVar("_T")
 
 @dataclass(frozen=True)
 class StorageInfo:
-    """What a checkpoint directory is stored on; see the module docstring for ``key``."""
+    """What a checkpoint directory is stored on; ``key`` is in docs/design/measurement.md."""
 
     path: str
     """The resolved absolute path that was looked up."""
@@ -125,7 +125,7 @@ class StorageInfo:
     is_virtual: bool | None
     """A virtual machine's disk; None when no disk was identified."""
     key: str
-    """Profile-lookup key (scheme in the module docstring)."""
+    """Profile-lookup key (scheme in docs/design/measurement.md)."""
     notes: tuple[str, ...]
     """Why each unknown field is unknown, and caveats a reader of the result needs."""
 
@@ -187,7 +187,7 @@ def storage_key(
     disks: tuple[BlockDevice, ...] = (),
     synchronous: bool = False,
 ) -> str:
-    """The profile-lookup key for a storage description (scheme in the module docstring)."""
+    """The profile-lookup key for a storage description (scheme: docs/design/measurement.md)."""
     if nfs is not None:
         parts = [
             fstype,

@@ -6,40 +6,7 @@ NVML, a BMC over IPMI, a wall-plug meter's CSV, or, when there is nothing, a mod
 sampler and the profiler must not care which; they ask every meter the same question:
 *how many joules per domain since you were opened?*
 
-Contract of :meth:`Meter.read`:
-
-* it returns **cumulative joules per domain** (floats, SI units) counted from when the meter
-  was opened; only differences between two reads mean anything;
-* it never decreases — counter wraparound and power integration are the meter's business;
-* it is cheap enough to call at the sampler's rate; a meter whose underlying query is slow
-  (``ipmitool``) rate-limits itself (:attr:`Meter.min_period_s`) and extrapolates in between;
-* it must be called at least once every :attr:`Meter.max_period_s` seconds, or a counter may
-  wrap twice between two reads and energy be lost (the sampler reads far more often; a meter
-  that is nevertheless read too late says so through :attr:`Meter.gaps`);
-* it raises :class:`~greenckpt.platform.root.PlatformError` when it has no figure it can stand
-  behind (a GPU lost, a BMC silent for longer than the hold limit, a power log that stopped
-  growing) — it never returns a guess labelled as a measurement;
-* it is not thread-safe: the sampler serialises reads with a lock.
-
-Two more methods split a read in two for meters whose query is slow, so that a phase boundary
-in the application's thread never waits for one (the sampler uses them; callers reading a meter
-directly just call :meth:`Meter.read`): :meth:`Meter.poll` runs the slow query when it is due
-(the sampler's background thread calls it, outside its lock) and :meth:`Meter.read_nowait`
-returns the cumulative energy from what is already known, integrated to now, without querying.
-For a counter meter ``poll`` does nothing and ``read_nowait`` is ``read``; a meter that
-implements ``poll`` makes it safe to run while ``read_nowait`` is called from another thread.
-
-Degraded figures: :attr:`Meter.gaps` counts, per domain, the readings a meter returned that are
-not plain measurements — a failed query answered by holding the last power, a counter read too
-late to rule out a lost wrap. The sampler adds them (and its own failed reads) to every phase
-they fall in (``PhaseEnergy.gaps``), so a report can say which figures are not clean.
-
-Every figure carries its meter's :attr:`Meter.source` — ``"measured"`` (a hardware counter or
-instrument) or ``"estimated"`` (a model) — as DESIGN.md requires.
-
-A meter that cannot run on this machine is never constructed: its ``probe`` raises
-:class:`MeterUnavailable` with a reason a user can act on (what is missing, how to grant
-access). Probing only reads; it changes nothing on the machine.
+The details are in docs/design/measurement.md ("Meters: the meter interface").
 """
 
 from __future__ import annotations
@@ -130,7 +97,7 @@ class MeterOptions:
 
 
 class Meter(ClosesOnExit, ABC):
-    """A source of cumulative energy per domain (see the module docstring for the contract)."""
+    """A source of cumulative energy per domain (the contract: docs/design/measurement.md)."""
 
     name: ClassVar[str]
     """Short registry name: ``rapl``, ``perf``, ``nvml``, ``ipmi``, ``csv``, ``estimator``."""

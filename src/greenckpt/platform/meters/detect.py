@@ -4,23 +4,7 @@ Why a single place: every caller (sampler, profiler, CLI) must get the same answ
 can this node measure?", and a user who gets an estimate instead of a measurement must be told
 why — every meter that was not used is listed with its reason.
 
-Auto-detection (``select_meters()`` / ``select_meters(["auto"])``):
-
-1. CPU: RAPL via powercap, else the perf power PMU (the same counters through another door,
-   used when ``energy_uj`` is root-only), else the utilisation estimator — exactly one of the
-   three, so the CPU is never counted twice and a measurement always beats the model;
-2. plus NVIDIA GPUs through NVML when ``pynvml`` and a GPU are present;
-3. plus the node's power from the BMC through ``ipmitool`` when it answers;
-4. plus an external meter's CSV log when ``MeterOptions.csv_path`` is given.
-
-Explicit names (``select_meters(["rapl", "ipmi"])``) open exactly those meters and raise
-:class:`~greenckpt.platform.meters.base.MeterUnavailable` if one cannot run — a user who asks
-for a measurement must not silently get an estimate. ``"auto"`` may be combined with names.
-An unknown name raises a one-line :class:`~greenckpt.platform.root.PlatformError` naming the
-nearest valid ones and listing them all. Probing only reads files, runs read-only queries and
-opens counters; nothing on the machine is changed, and every meter opened but not selected is
-closed. A meter whose library fails in an unexpected way while probing (an ``NVMLError`` after
-``nvmlInit``) is reported unavailable with that error, never as a traceback.
+The details are in docs/design/measurement.md ("Meters: choosing meters").
 """
 
 from __future__ import annotations

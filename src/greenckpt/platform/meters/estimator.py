@@ -4,35 +4,7 @@ Why: a VM, a container or a laptop without RAPL access still needs *some* figure
 runtime can account phases and the profiler can run end to end. This meter gives one — and
 labels every figure ``estimated`` so it is never mistaken for a measurement.
 
-Model (linear in utilisation, the usual one of CodeCarbon, Green Algorithms and
-Fan et al. 2007)::
-
-    P = P_idle + (P_max − P_idle) · u
-    P_max  = TDP per socket × sockets
-    P_idle = idle_fraction × P_max         (idle_fraction = 0.3 by default)
-    u      = busy / (busy + idle) over the span since the previous read, from /proc/stat's
-             aggregate "cpu" line: busy = user + nice + system + irq + softirq,
-             idle = idle + iowait; steal and guest are left out (steal is another
-             machine's work; guest is already inside user)
-
-Energy is ``P × Δt`` per read, so a phase's energy is the model evaluated on that phase's own
-utilisation. Reads closer together than one kernel tick (``USER_HZ``, 10 ms) see no new
-jiffies and reuse the previous utilisation.
-
-TDP: looked up by the ``model name`` of ``/proc/cpuinfo`` in the shipped table
-``greenckpt/platform/data/cpu_tdp.toml`` (sockets = distinct ``physical id`` values), or given by
-the user (``MeterOptions.tdp_w``, per socket). An unlisted CPU falls back to
-:data:`FALLBACK_W_PER_CPU` watts per logical CPU visible (about what a server core thread draws at
-full load; the right order for a VM's slice of a host) — :attr:`UtilisationEstimator.tdp_origin`
-says which was used.
-
-Limits (why it is labelled estimated): TDP is a cooling rating, not a power measurement — real
-package power under load ranges from well below TDP to above it (turbo, PL2); the idle fraction
-depends on C-states and the platform; utilisation ignores *what* runs (AVX-512 vs. memory
-stalls vs. I/O waits spending little CPU power); DVFS is not modelled (utilisation at a lower
-frequency is charged like utilisation at the highest); DRAM, disks, NICs, fans and PSU losses are
-outside the ``cpu`` domain; in a VM, /proc/stat describes the guest's vCPUs, not the host. Use it
-for plumbing and rough orders of magnitude, never as the basis of a reported saving.
+The details are in docs/design/measurement.md ("Meters: the utilisation estimator").
 """
 
 from __future__ import annotations

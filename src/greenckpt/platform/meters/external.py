@@ -4,64 +4,7 @@ Why: the most trustworthy node figure is an instrument between the wall and the 
 (the papers' numbers come from such meters), and nearly all of them — or the script polling
 them — can write a CSV. greenckpt does not talk to the instrument; it reads the log.
 
-Format (one reading per line; what ``powerstat``-style loggers and most meters' software write)::
-
-    # comments and blank lines are ignored; an optional header line is skipped
-    timestamp,watts
-    1718000000.00,231.4
-    1718000000.50,236.9
-
-``timestamp`` is **Unix time** (float, UTC, ``time.time()`` of the logging host), in seconds
-unless said otherwise; ``watts`` is the average or instantaneous power of that reading.
-Timestamps must increase; the logging host's clock must be the run's clock (same host, or
-NTP-synchronised). A UTF-8 byte-order mark is ignored.
-
-Rows are validated, because a log that parses wrongly still integrates to a "measured" figure:
-
-* **fields**: exactly as many as the header has (two without a header). A row with more is
-  refused — most often a decimal comma (``100,200,5`` is not 200 W); ``;``-separated logs are
-  refused with the format to use.
-* **power**: a number from 0 to 1 MW (:data:`MAX_POWER_W`); NaN, inf, negative or larger is a
-  unit or parsing error, not a node.
-* **time**: finite and after the previous row; the live meter also refuses a row dated more
-  than :data:`FUTURE_TOLERANCE_S` past its clock (one such row would otherwise make every later
-  row "not after" it).
-* **timestamp unit**: given by the caller (``time_unit``, ``MeterOptions.csv_time_unit``:
-  ``s``, ``ms``, ``us``, ``ns``), else by the header's time column (``time_s``, ``time_ms``,
-  ``timestamp_us``, ``time (ns)``, ...), else detected from the first row against the clock
-  (Unix time is within a factor 2 of the clock in exactly one unit), else seconds. How it was
-  found is said in ``notes`` and in the meter's :meth:`~ExternalCsvMeter.describe` line. The
-  header's power column must be named ``watts``, ``power``, ``w`` or ``p`` (optionally with
-  ``_w``): a column in kW or mW is refused rather than read as watts.
-
-The join refuses a log with a bad row, naming the line (``strict=False`` leaves such rows out
-and lists them). The live meter cannot refuse a log that is still being written: it drops the
-row, lists it in :attr:`ExternalCsvMeter.dropped` and :attr:`~ExternalCsvMeter.notes`, warns
-(``RuntimeWarning``, the first :data:`MAX_WARNINGS`), and counts every read that spans a
-dropped row in :attr:`~ExternalCsvMeter.gaps`, so the sampler marks those phases as not clean.
-
-Two uses:
-
-* **Join afterwards** (accurate): :meth:`PowerLog.energy_between` integrates the readings
-  between two Unix timestamps by trapezoids, interpolating linearly at both ends. The sampler
-  records every phase's wall-clock start and end
-  (:attr:`~greenckpt.platform.sampler.PhaseEnergy.start_unix`), so a run's phases can be
-  charged from the meter's log once the run is over.
-* **Live** (approximate): :class:`ExternalCsvMeter` tails the file while it grows — new complete
-  lines are read on each :meth:`~ExternalCsvMeter.read` — and integrates by zero-order hold,
-  extrapolating the last reading to now; the cumulative figure is clamped so it never
-  decreases when a late row revises the extrapolation. Its error per span is the logger's
-  interval × the power change; prefer the join for reported numbers.
-
-  The last power is extrapolated for at most the *hold limit* past the last row's timestamp:
-  three times the log's median interval (over its last 16 rows), at least 1 s — 10 s while the
-  log has fewer than two rows — or ``MeterOptions.csv_max_hold_s``. A log that falls further
-  behind (the logger stopped, crashed or stalls) makes :meth:`ExternalCsvMeter.read` raise
-  ``PlatformError`` rather than present a held figure as a measurement; the sampler marks the
-  phases concerned, and when rows come again the time in between is not charged (join the log
-  afterwards for the exact figure). A log with no row yet raises too.
-
-Both are ``measured``: the figures come from an instrument.
+The details are in docs/design/measurement.md ("Meters: external meters (CSV logs)").
 """
 
 from __future__ import annotations
@@ -345,7 +288,7 @@ class PowerLog:
         strict: bool = True,
         clock: Clock = time.time,
     ) -> PowerLog:
-        """Read a log file (see the module docstring for the format); a UTF-8 BOM is fine."""
+        """Read a log file (format: docs/design/measurement.md); a UTF-8 BOM is fine."""
         try:
             text = _read_regular(path).decode("utf-8-sig")
         except (OSError, UnicodeDecodeError) as exc:

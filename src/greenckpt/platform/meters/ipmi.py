@@ -4,26 +4,7 @@ Why: RAPL sees the CPU packages and DRAM only; a checkpoint also spends energy i
 NICs, fans and power supplies. The BMC's DCMI power reading is the only in-band figure for the
 whole node on most servers (it is what the papers' wall-power figures correspond to).
 
-How: each query runs ``ipmitool dcmi power reading`` (with a timeout) and parses::
-
-    Instantaneous power reading:                   220 Watts
-
-into the ``node`` domain. A query costs tens to hundreds of milliseconds and BMCs refresh the
-figure about once a second, so the meter queries at most every ``MeterOptions.ipmi_period_s``
-(1 s) and integrates by zero-order hold in between
-(:class:`~greenckpt.platform.meters.base.PowerIntegrator`): energy over a span shorter than a
-second is the last reading × the span. A query blocks only the sampler's background thread
-(:meth:`~greenckpt.platform.meters.base.PolledPowerMeter.poll`); phase boundaries, read in the
-application's thread, take the held power integrated to the boundary and never wait for
-``ipmitool``. The sampler timestamps every sample, so the series stays correct, only less
-regular.
-
-Unavailable (with the reason): ``ipmitool`` not on ``PATH``; a non-zero exit (no BMC, no
-``/dev/ipmi0`` — which needs the ``ipmi_si``/``ipmi_devintf`` modules and root — or DCMI not
-supported); output without a power reading (or not text at all); the reading deactivated. A
-query that fails later keeps the last power and is counted in ``failures`` and ``gaps``; after
-three failures in a row the meter stops extrapolating and its reads raise until the BMC answers
-again (see :class:`~greenckpt.platform.meters.base.PolledPowerMeter`).
+The details are in docs/design/measurement.md ("Meters: IPMI (the BMC)").
 """
 
 from __future__ import annotations

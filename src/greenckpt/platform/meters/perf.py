@@ -5,30 +5,7 @@ not loaded) the same counters are often still readable through perf, gated inste
 ``kernel.perf_event_paranoid`` / ``CAP_PERFMON``. The perf counters are 64-bit and the kernel
 folds the 32-bit MSR wraps into them, so no wraparound handling is needed here.
 
-Detection (reads only, through the :class:`~greenckpt.platform.root.SysRoot`)::
-
-    sys/bus/event_source/devices/power/type                 PMU type for perf_event_attr.type
-    sys/bus/event_source/devices/power/cpumask              one CPU per package to open on
-    sys/bus/event_source/devices/power/events/energy-pkg    "event=0x02" -> attr.config
-    sys/bus/event_source/devices/power/events/energy-pkg.scale   joules per count (2^-32)
-    sys/bus/event_source/devices/power/events/energy-pkg.unit    "Joules"
-    proc/sys/kernel/perf_event_paranoid                     explains a refused open (below)
-
-Events ``energy-pkg``, ``energy-ram``, ``energy-cores``, ``energy-gpu`` and ``energy-psys`` become
-domains ``package-N``, ``dram-N``, ``core-N``, ``uncore-N`` (RAPL PP1, the integrated GPU) and
-``psys``, N the package's position in ``cpumask`` — the same names the powercap meter uses.
-
-Reading: ``perf_event_open(attr, pid=-1, cpu, group_fd=-1, PERF_FLAG_FD_CLOEXEC)`` — a
-system-wide counter on one CPU of each package — implemented with ``ctypes`` (syscall 298 on
-x86_64) and a ``perf_event_attr`` of ``PERF_ATTR_SIZE_VER0`` (64 bytes; the kernel accepts any
-published size). Each read is an 8-byte ``read(2)`` of the running count; energy = count ×
-scale. A fake tree can be detected but never opened (its PMU type would name whatever PMU has
-that number on the real machine); tests drive the meter with a fake opener instead.
-
-Permissions: the probe always *tries* ``perf_event_open``; the kernel alone knows whether this
-process may (root, ``CAP_PERFMON``, ``CAP_SYS_ADMIN``, or ``kernel.perf_event_paranoid`` ≤ 0).
-Only when the kernel refuses (``EACCES``/``EPERM``) does the paranoid level serve — to explain
-the refusal and say how to lift it.
+The details are in docs/design/measurement.md ("Meters: RAPL through perf").
 """
 
 from __future__ import annotations

@@ -6,47 +6,7 @@ no ``msr`` module, no root for the read itself (once access is granted), the sam
 Intel and on AMD Zen (kernel ≥ 5.8 exposes AMD's package/core RAPL through the same
 ``intel-rapl`` control type).
 
-Layout read (all through the :class:`~greenckpt.platform.root.SysRoot`)::
-
-    sys/class/powercap/intel-rapl:0/{name,energy_uj,max_energy_range_uj}       package-0
-    sys/class/powercap/intel-rapl:0/constraint_*_{power_limit,max_power}_uw     (optional)
-    sys/class/powercap/intel-rapl:0:0/...                                       core
-    sys/class/powercap/intel-rapl:0:1/...                                       uncore / dram
-    sys/class/powercap/intel-rapl:1/...                                         psys (laptops)
-
-Domains: a top-level zone keeps its ``name`` (``package-0``, ``psys``); a sub-zone gets its
-package's number appended (``core-0``, ``uncore-0``, ``dram-0``) so that two sockets never
-collide. Domains overlap physically (core ⊂ package ⊂ psys), so they are never summed here.
-The ``intel-rapl-mmio`` control type, which duplicates the package counter on recent Intel
-parts, is ignored so nothing is counted twice.
-
-Wraparound: ``energy_uj`` is a 32-bit MSR scaled to µJ; it runs over
-``0 .. max_energy_range_uj`` and wraps to zero. The usual range is 262,143 J
-(``262143328850`` µJ), so at 250 W a package counter wraps every ~1,050 s (17.5 min); at 500 W
-every ~8.7 min. A negative delta is one wrap and is corrected by adding
-``max_energy_range_uj`` (:class:`~greenckpt.platform.meters.base.WrappingCounter`). Two wraps
-between reads cannot be seen, so :attr:`RaplMeter.max_period_s` is a quarter of the shortest
-wrap time, computed per zone from the range and the zone's highest power limit in force (or
-500 W when none is); the sampler refuses a period above it (its default, 0.1 s, is four orders
-of magnitude below). A limit that is not in force — the zone's ``enabled`` reads 0, or a
-``constraint_N_enabled`` file (where a driver exposes one) reads 0 — bounds nothing and is
-ignored; a zone left with no limit in force falls back to 500 W (or its ``max_power_uw``, if
-higher).
-
-Late reads: the meter times every read. A read that comes later than a zone's wrap-safe period
-after the previous one (a starved sampler, a caller reading by hand once an hour) cannot rule
-out a second, invisible wrap. Such a read is not refused — it still returns the best figure,
-assuming at most one wrap — but it is counted in :attr:`RaplMeter.gaps` for the zones concerned
-(and in ``late_reads``), so that the sampler marks every phase containing it as not clean.
-Refusing would only throw away the other zones' good deltas and hide the late one in the next.
-
-Root-only counters: since Linux 5.10 (CVE-2020-8694, the "Platypus" side channel) ``energy_uj``
-is mode 0400 owned by root. Opening it then raises ``PermissionError``; :meth:`RaplMeter.probe`
-turns that into :class:`~greenckpt.platform.meters.base.MeterUnavailable` with the commands
-that grant read access, and auto-detection falls back to the next meter.
-
-Resolution: the interface counts in µJ; the hardware step (the RAPL energy-status unit, not
-exposed by powercap) is typically 61 µJ for packages and 15.3 µJ for server DRAM.
+The details are in docs/design/measurement.md ("Meters: RAPL through powercap").
 """
 
 from __future__ import annotations
