@@ -29,6 +29,8 @@ ALLOWED: dict[str, set[str]] = {
     "ckpt": {"io", "platform", "model"},
     "apps": {"ckpt", "io", "platform", "model"},
     "runtime": {"ckpt", "profile", "io", "platform", "optimize", "model", "sim"},
+    # fakes and contract suites for tests (pytest allowed); nothing in src/ imports it
+    "testing": {"ckpt", "io", "platform", "model"},
     "report": {"runtime", "ckpt", "profile", "io", "platform", "optimize", "model", "sim"},
     "cli": {
         "report",
@@ -91,6 +93,28 @@ def test_every_import_points_down_the_layer_order() -> None:
                 continue
             upward.append(f"{module} imports {name} ({layer} may not import {target})")
     assert upward == []
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_only_the_testing_layer_imports_pytest() -> None:
+    """pytest is the ``test`` extra, not a runtime dependency: ``greenckpt.testing`` may use it,
+    and since no layer may import ``testing`` (the table above), nothing else reaches it."""
+    users = [
+        _module_of(path)
+        for path in sorted(SRC.rglob("*.py"))
+        if _layer(_module_of(path)) != "testing"
+        and {"pytest", "_pytest"} & _top_level_imports(path)
+    ]
+    assert users == []
 
 
 def test_the_package_root_is_a_leaf() -> None:
