@@ -1,4 +1,5 @@
-"""greenckpt.profile — the I/O+power profiler: sweeps, resumable profile files, exports, plots.
+"""greenckpt.profile — the I/O+power profiler: sweeps, resumable profile files, exports
+(its figures and tables: :mod:`greenckpt.report`).
 
 The profile *format* (typed objects, loader) lives in :mod:`greenckpt.optimize.profile`, the
 layer below, so the optimizer can read what this package writes. A whole profile run — the

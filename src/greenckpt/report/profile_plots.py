@@ -1,37 +1,10 @@
 """Figures of a profile, in the shapes of saito2013 (energy-aware checkpoint/restart I/O).
 
 Why: a profile is a table of a few hundred numbers; whether the optimizer's choice is sound is
-easier to judge from the trends the paper argues from, so these figures redraw them for any
-profile the profiler wrote:
-
-* ``throughput-vs-frequency`` — Figure 1: write and read throughput against the CPU frequency,
-  one line per number of concurrent I/O processes (does slowing the CPU slow the I/O?);
-* ``power-vs-frequency`` — Figure 2: the node's mean power against the CPU frequency, same lines
-  (how much a lower frequency saves while the node waits for the device);
-* ``throughput-vs-processes`` and ``power-vs-processes`` — Figures 3 and 4: the same quantities
-  against the number of I/O processes (log2 axis), one line per CPU setting (on flash devices
-  throughput peaks at a few processes and power keeps rising with more);
-* ``energy-per-mb`` — Figure 8: joules per MB (1 MB = 1e6 logical bytes) per operation for the
-  lowest-energy point, the highest and the lowest fixed frequency and every governor (and "as
-  found") — the baselines at the most processes measured, as the paper's "48 processes", i.e.
-  what an application gets if it writes from all its ranks without tuning;
-* ``energy-heatmap`` — not in the paper: J/GB (1e9 bytes) over every (CPU setting, process
-  count) cell, annotated, so the optimum and how flat the landscape around it is are visible at
-  a glance; cells not measured stay blank.
-
-Conventions. Governor and "as found" points have no frequency: on the vs-frequency figures they
-are hollow markers in their own labelled positions right of a dashed line; a profile with no
-fixed frequency at all (a VM without cpufreq control) gives the same figures as category plots
-of its settings. Error bars are the points' spread over repetitions, where the file has one.
-A profile swept over several sizes is plotted at its largest size only (closest to a real
-checkpoint; the title says so). When the file holds several variants of the I/O pattern (codecs,
-C-states, layouts, block sizes), the variant with the most points is plotted (ties: the
-uncompressed, C-states-as-found one) and the footer names it. Every figure's footer states the
-power source of the figures (measured and by which meters, estimated, or SYNTHETIC), and a
-synthetic profile's titles say SYNTHETIC too, so a picture can never pass for a measurement.
-
-Figures are :class:`matplotlib.figure.Figure` objects drawn on the Agg canvas directly: no pyplot
-global state, so plotting is thread-safe and needs no display.
+easier to judge from the trends the paper argues from (its Figures 1-4 and 8, and an energy
+heat map). Every figure says where its power came from, and a synthetic profile's say
+SYNTHETIC. Figures are drawn on the Agg canvas directly (no pyplot global state). The figures,
+their conventions and why: docs/design/reports.md, "Profile figures".
 """
 
 from __future__ import annotations

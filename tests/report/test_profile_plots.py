@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from greenckpt.optimize.profile import Profile, load_profile, profile_from_json
-from greenckpt.profile.plots import FIGURE_NAMES, plot_profile, power_label
+from greenckpt.report.profile_plots import FIGURE_NAMES, plot_profile, power_label
 from tests.conftest import EXAMPLE_PROFILE
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
