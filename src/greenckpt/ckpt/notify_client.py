@@ -1,80 +1,19 @@
 """Client of the energy-aware runtime's notification socket, and the wire format it speaks.
 
-Why a socket: the runtime (:mod:`greenckpt.runtime`) can only apply its settings for exactly
-the span of a checkpoint, flush or restart if it is *told* when that span starts and ends
+Why a socket: the runtime (:mod:`greenckpt.runtime`) can apply its settings for exactly the
+span of a checkpoint, flush or restart only if it is *told* when that span starts and ends
 (mills2013 section 3: explicit notification beats a governor that must first detect the I/O).
-Inside greenckpt's own library that is a :class:`~greenckpt.ckpt.hooks.PhaseHook` call; a
-process that uses another checkpoint tool (FTI, SCR, VeloC, DMTCP) or that merely runs under
-``greenckpt run`` in a separate process tells the runtime through a local socket instead —
-from Python with :class:`SocketHook`, from a job script with ``greenckpt notify``. This module
-is where the wire format is defined, once; the server
-(:class:`greenckpt.runtime.notify.NotifyServer`) imports it. It depends on nothing but the
-standard library and :mod:`greenckpt.ckpt.hooks`, because the checkpoint library sits below
-the runtime.
+Inside greenckpt's library that is a :class:`~greenckpt.ckpt.hooks.PhaseHook` call; a process
+that uses another checkpoint tool (FTI, SCR, VeloC, DMTCP), or merely runs under ``greenckpt
+run``, tells the runtime through a local Unix socket instead (``GREENCKPT_RUNTIME_SOCKET``):
+from Python with :class:`SocketHook`, from a job script with ``greenckpt notify``.
 
-Wire format, version 1
-======================
-
-Transport: a Unix-domain *stream* socket; its path is in the environment variable
-``GREENCKPT_RUNTIME_SOCKET`` (``greenckpt run`` sets it for the application). The socket file
-is created with permissions 0600, so only its owner can connect. A client may keep one
-connection open for many requests, and several clients (say, one per MPI rank or per node
-leader) may be connected at once.
-
-Framing: newline-delimited JSON. Every request is one JSON object on one line (UTF-8, at most
-:data:`MAX_LINE_BYTES` bytes including the newline); the server answers every line with
-exactly one reply line, in order. A last line without its newline (the client closed the
-connection in the middle of it) is incomplete: it is not executed, and the server reports it.
-Numbers must be finite (no ``NaN``/``Infinity``). Fields not listed below are ignored, so
-later versions may add some; fields listed as optional take the default shown when absent.
-
-Requests and replies::
-
-    {"v": 1, "event": "begin", "kind": KIND, "level": int|null, "path": str, "size": int,
-     "node": int, "pid": int}
-      -> {"v": 1, "ok": true, "io_processes": int|null, "note": str, "settings": {...}|null}
-
-    {"v": 1, "event": "end", "kind": KIND, "node": int, "ok": bool, "seconds": float}
-      -> {"v": 1, "ok": true}
-
-    {"v": 1, "event": "ping"}
-      -> {"v": 1, "ok": true, "runtime": "greenckpt <version>"}
-
-    any error
-      -> {"v": 1, "ok": false, "error": "one line"}
-
-* ``v``: the protocol version, required in every request and reply. A request whose version
-  the server does not speak gets an error reply naming both versions; a client that receives
-  a reply of another version raises :class:`NotifyError` naming both.
-* ``event``: ``begin``, ``end`` or ``ping``. ``kind``: ``checkpoint``, ``restart``, ``flush``
-  (I/O phases, for which the runtime chooses settings), ``compute`` or ``rework`` (phases it
-  only accounts for; no I/O advice is given for them).
-* ``begin``: ``level`` is the checkpoint level 1..4 or ``null`` (default ``null``); ``path`` is
-  the checkpoint directory or file, from which the runtime finds the storage device (default
-  ``""``: none); ``size`` is the bytes this node moves in the phase, before compression
-  (default 0: none); ``node`` is the caller's node index in the job (default 0); ``pid``
-  the calling process (default 0), for the runtime's logs.
-* ``begin`` reply: ``io_processes`` is the number of processes of the node that should read or
-  write at once (``null``: keep your own setting); ``note`` the runtime's one-line account of
-  its choice; ``settings`` the full decision (CPU frequency or governor, codec, C-states,
-  predictions and their power source, as in :class:`greenckpt.runtime.Settings`) or ``null``.
-* ``end``: ``ok`` is false when the phase failed (default true); ``seconds`` how long it took
-  on this node (default 0).
-* Errors — malformed JSON, a line that is not an object, an unknown event or kind, a field of
-  the wrong type, an ``end`` without a ``begin``, a request the runtime refuses — get an error
-  reply and the connection stays usable. Only a line longer than :data:`MAX_LINE_BYTES` ends
-  the connection (after its error reply), since the rest of it cannot be resynchronised.
-
-Send one ``begin`` and one ``end`` per phase and node. Phases of one kind that overlap (each
-node leader on one host announcing the same checkpoint) are one phase for greenckpt's
-runtime: it decides at the first ``begin``, later ones get the same advice, and the phase
-ends at the last matching ``end`` (failed if any of them said so); an ``end`` with no phase
-of its kind open is refused. ``begin`` and ``end`` need not come over the same connection, so
-a job script can run ``greenckpt notify begin checkpoint`` and ``greenckpt notify end
-checkpoint`` as two separate commands. For ``checkpoint``, ``restart`` and ``flush`` the
-runtime needs ``path`` and a ``size`` of at least 1 byte, and refuses the phase without them.
-
-Try it by hand: ``echo '{"v":1,"event":"ping"}' | socat - UNIX-CONNECT:$GREENCKPT_RUNTIME_SOCKET``.
+The wire format (version 1: newline-delimited JSON objects, one reply per request, ``begin``,
+``end`` and ``ping``) is defined here, once; the server
+(:class:`greenckpt.runtime.notify.NotifyServer`) imports it. This module depends only on the
+standard library and the lowest parts of :mod:`greenckpt.ckpt` (hooks, the level registry),
+because the checkpoint library sits below the runtime. The whole protocol, field by field:
+docs/design/levels-and-config.md.
 """
 
 from __future__ import annotations
@@ -91,6 +30,7 @@ from types import TracebackType
 from typing import Any, Final
 
 from greenckpt.ckpt.hooks import HookKind, PhaseAdvice, PhaseHook
+from greenckpt.ckpt.levels import BUILTIN_LEVELS, level_numbers, numbers_text
 from greenckpt.errors import GreenckptError, InvalidValueError
 from greenckpt.phases import IO_KINDS, WIRE_KINDS, WireKind
 
@@ -125,8 +65,9 @@ PROTOCOL_VERSION: Final = 1
 """The wire format's version (the ``v`` field of every message)."""
 MAX_LINE_BYTES: Final = 64 * 1024
 """Longest accepted message line, newline included."""
-MAX_LEVEL: Final = 4
-"""Highest checkpoint level a ``begin`` may name (L1 node-local ... L4 global file system)."""
+MAX_LEVEL: Final = max(spec.number for spec in BUILTIN_LEVELS)
+"""The highest built-in checkpoint level (L4 global file system), for code that imported it; a
+``begin`` may name any level registered when it is checked (:func:`_check_level`)."""
 
 
 _EVENTS = ("begin", "end", "ping")
@@ -226,15 +167,24 @@ def error_reply(text: object) -> dict[str, Any]:
 # ------------------------------------------------------------------------------ requests
 
 
-def _check_int(
-    name: str, value: object, *, low: int, high: int = _MAX_INT, nullable: bool = False
-) -> None:
-    if value is None and nullable:
+def _check_int(name: str, value: object, *, low: int) -> None:
+    """An integer field: at least ``low`` and no more than a signed 64-bit integer holds (what
+    a C or Fortran client can send)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= _MAX_INT:
+        raise ProtocolError(f'"{name}" must be an integer >= {low}, got {value!r:.40}')
+
+
+def _check_level(level: object) -> None:
+    """A ``begin``'s level: null or a level registered now (:mod:`greenckpt.ckpt.levels`), so a
+    level added by ``register_level`` may be announced like the built-in ones."""
+    known = level_numbers()
+    if level is None or (isinstance(level, int) and not isinstance(level, bool) and level in known):
         return
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        null = " or null" if nullable else ""
-        span = f">= {low}" if high == _MAX_INT else f"from {low} to {high}"
-        raise ProtocolError(f'"{name}" must be an integer {span}{null}, got {value!r:.40}')
+    if known == tuple(range(known[0], known[-1] + 1)):
+        span = f"from {known[0]} to {known[-1]}"
+    else:
+        span = f"of {numbers_text(known)}"
+    raise ProtocolError(f'"level" must be an integer {span} or null, got {level!r:.40}')
 
 
 def _check_kind(kind: object) -> None:
@@ -259,7 +209,7 @@ class BeginRequest:
 
     def __post_init__(self) -> None:
         _check_kind(self.kind)
-        _check_int("level", self.level, low=1, high=MAX_LEVEL, nullable=True)
+        _check_level(self.level)
         if not isinstance(self.path, str):
             raise ProtocolError(f'"path" must be a string, got {self.path!r:.40}')
         if "\0" in self.path:
