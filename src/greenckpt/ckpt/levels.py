@@ -3,9 +3,10 @@
 Why: a level differs from another only in facts — where it stores, what it survives, which
 redundancy it adds and which settings it takes besides its interval and codec — so those facts
 are written once here, and the configuration (:mod:`greenckpt.ckpt.config`), the manifest
-check and the :class:`~greenckpt.ckpt.api.Checkpointer` read them instead of testing level
-numbers. Adding a level is one spec and one :func:`register_level` call (plus, for a new kind
-of redundancy, one class implementing :class:`~greenckpt.ckpt.redundancy.Redundancy` and one
+check, the notification socket and the :class:`~greenckpt.ckpt.api.Checkpointer` read them
+when they run instead of restating level numbers (docs/design/levels-and-config.md). Adding a
+level is one spec and one :func:`register_level` call (plus, for a new kind of redundancy, one
+class implementing :class:`~greenckpt.ckpt.redundancy.Redundancy` and one
 :func:`~greenckpt.ckpt.redundancy.register_scheme` entry), as SCR describes its levels by
 redundancy descriptors over a few encode/rebuild schemes.
 
