@@ -1,2 +1,88 @@
 """greenckpt.ckpt — the multilevel checkpoint/restart library (node-local, partner copy,
-erasure-coded group, global file system), writing and reading through :mod:`greenckpt.io`."""
+erasure-coded group, global file system), writing and reading through :mod:`greenckpt.io`.
+
+The public API is :data:`__all__` (``from greenckpt.ckpt import Checkpointer``); every other
+name and module here is internal and may change. The names are imported on first use
+(PEP 562), so that importing one submodule (the CLI reads the configuration) stays cheap.
+Why the library is built as it is: docs/design/checkpointer.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from greenckpt.ckpt.api import Checkpointer
+    from greenckpt.ckpt.comm import Comm
+    from greenckpt.ckpt.config import Config, ConfigError, LevelConfig, load_config
+    from greenckpt.ckpt.hooks import NullHook, PhaseAdvice, PhaseHook
+    from greenckpt.ckpt.levels import LevelSpec, Storage, register_level
+    from greenckpt.ckpt.manifest import ManifestError
+    from greenckpt.ckpt.records import (
+        CheckpointError,
+        CheckpointInfo,
+        RecoveryError,
+        RecoveryInfo,
+    )
+    from greenckpt.ckpt.schedule import Backoff
+    from greenckpt.ckpt.store import StoreError
+
+_PUBLIC = {
+    "Backoff": "greenckpt.ckpt.schedule",
+    "CheckpointError": "greenckpt.ckpt.records",
+    "CheckpointInfo": "greenckpt.ckpt.records",
+    "Checkpointer": "greenckpt.ckpt.api",
+    "Comm": "greenckpt.ckpt.comm",
+    "Config": "greenckpt.ckpt.config",
+    "ConfigError": "greenckpt.ckpt.config",
+    "LevelConfig": "greenckpt.ckpt.config",
+    "LevelSpec": "greenckpt.ckpt.levels",
+    "ManifestError": "greenckpt.ckpt.manifest",
+    "NullHook": "greenckpt.ckpt.hooks",
+    "PhaseAdvice": "greenckpt.ckpt.hooks",
+    "PhaseHook": "greenckpt.ckpt.hooks",
+    "RecoveryError": "greenckpt.ckpt.records",
+    "RecoveryInfo": "greenckpt.ckpt.records",
+    "Storage": "greenckpt.ckpt.levels",
+    "StoreError": "greenckpt.ckpt.store",
+    "load_config": "greenckpt.ckpt.config",
+    "register_level": "greenckpt.ckpt.levels",
+}
+"""Each public name and the module that defines it."""
+
+__all__ = [
+    "Backoff",
+    "CheckpointError",
+    "CheckpointInfo",
+    "Checkpointer",
+    "Comm",
+    "Config",
+    "ConfigError",
+    "LevelConfig",
+    "LevelSpec",
+    "ManifestError",
+    "NullHook",
+    "PhaseAdvice",
+    "PhaseHook",
+    "RecoveryError",
+    "RecoveryInfo",
+    "Storage",
+    "StoreError",
+    "load_config",
+    "register_level",
+]
+
+
+def __getattr__(name: str) -> object:
+    """A public name, imported from its module on first use (PEP 562)."""
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -14,46 +14,11 @@ One :class:`Checkpointer` per process, the same code in a single process and und
             ck.checkpoint(level, iteration=it + 1)
     ck.finalize()
 
-The commit protocol (why a checkpoint is never reported complete before it is): every rank
-writes its file into a staging directory (data fsynced, then the directory); the ranks agree
-(allgather) that all of them succeeded; only then does one rank per directory (each node's
-lowest rank for node-local storage, rank 0 for the global file system) write the manifest and
-rename staging → committed — the commit point. Any failure before it removes the staging data
-and raises :class:`CheckpointError` on every rank; the previous checkpoints are untouched, and
-old ones are removed only after a newer one committed (keep-last-k, never the newest).
-
-Protected arrays are written from and restored into the objects given to
-:meth:`Checkpointer.protect`, in place: update them in place (``u[...] = new``), never by
-rebinding names — after ``u_prev, u_curr = u_curr, u_prev`` the checkpointer still saves and
-restores the objects it was given, now under each other's names, so a restart would swap
-them. Protect the objects again after such a swap. ``local_dir`` and ``global_dir`` must exist
-(the library creates only its own subdirectories under them: a mistyped path fails at
-construction rather than silently filling another file system).
-
-Recovery considers every committed checkpoint of every level, newest id first (of the copies
-of one checkpoint, the lowest level first); a node-local one only if every node holds it.
-Each rank checks the manifest (its own digest, and that its job, id and level are those of
-the directory holding it), that its protected data still have the recorded names, dtypes and
-shapes, reads its file straight into the protected buffers and checks the digest of the
-stored bytes; with a codec each variable's digest is also checked as it is decompressed
-(without one, the file's digest covers every variable's bytes). The job name, id and iteration
-recorded with the state in the data must equal the manifest's, so a manifest edited
-consistently on every node cannot pass off one iteration's data as another's. The first
-checkpoint that every rank read correctly wins; otherwise the next older one is tried, and the
-reasons are kept (:attr:`RecoveryInfo.skipped`): a damaged manifest is named as such, never
-reported as a corrupt data file.
-
-Levels 2 (partner copy) and 3 (erasure code) are level 1 plus redundant files on other nodes,
-made after the agreement and before the commit (:mod:`greenckpt.ckpt.redundancy`), so a
-committed level-2/3 checkpoint always has its redundancy. For them a checkpoint is a recovery
-candidate when *any* node holds it: ranks whose files are missing or corrupt get them rebuilt
-from partner copies or parity into their node's directory (a replacement node's empty one
-included), each rebuilt file checked against the digest recorded at checkpoint time, and are
-then read as usual (:attr:`RecoveryInfo.rebuilt` lists them).
-
-Failure injection (:mod:`greenckpt.ckpt.inject`) can stop a rank at the points
-"checkpoint-write" (its file written, nothing agreed), "checkpoint-commit" (everybody agreed,
-nothing committed) and "restart-read" (before a rank reads a checkpoint).
+The Checkpointer is a façade: when is :mod:`~greenckpt.ckpt.schedule`, write-and-commit
+:mod:`~greenckpt.ckpt.commit`, recovery and rebuild :mod:`~greenckpt.ckpt.recovery`, the
+asynchronous flush :mod:`~greenckpt.ckpt.flush`, every collective verdict
+:mod:`~greenckpt.ckpt.agree`. Why it works as it does (the commit protocol, in-place protected
+objects, recovery order, levels 2 and 3, failure points): docs/design/checkpointer.md.
 """
 
 from __future__ import annotations
@@ -61,38 +26,42 @@ from __future__ import annotations
 import contextlib
 import operator
 import os
-import shutil
 import time
-import traceback
 import warnings
-from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any, SupportsIndex
 
+from greenckpt.ckpt.agree import agree, one_line
 from greenckpt.ckpt.comm import Comm, world
+from greenckpt.ckpt.commit import Commit, write_and_commit, write_rank_file
 from greenckpt.ckpt.config import ON_UNRECOVERABLE, Config, ConfigError, LevelConfig, load_config
 from greenckpt.ckpt.flush import Flush
 from greenckpt.ckpt.hooks import HookKind, NullHook, PhaseAdvice, PhaseHook, PhaseKind
-from greenckpt.ckpt.inject import maybe_fail
+from greenckpt.ckpt.job import Job, tidy
 from greenckpt.ckpt.levels import BUILTIN_LEVELS, LevelSpec, Storage, level_spec
-from greenckpt.ckpt.manifest import (
-    MANIFEST_NAME,
-    Manifest,
-    ManifestError,
-    RankEntry,
-    utc_now_iso,
+from greenckpt.ckpt.manifest import Manifest, RankEntry
+from greenckpt.ckpt.protect import Identity, Protected
+from greenckpt.ckpt.records import CheckpointError, CheckpointInfo, RecoveryError, RecoveryInfo
+from greenckpt.ckpt.recovery import candidates, restore_newest
+from greenckpt.ckpt.recovery import set_aside as set_stores_aside
+from greenckpt.ckpt.redundancy import Redundancy, build_redundancy
+from greenckpt.ckpt.schedule import (
+    BACKOFF_MAX_FACTOR,
+    BACKOFF_MIN_S,
+    Backoff,
+    DecisionPolicy,
+    Last,
+    fallback_level,
+    policy_for,
+    stand_in_reason,
 )
-from greenckpt.ckpt.protect import Identity, IdentityMismatchError, Protected
-from greenckpt.ckpt.redundancy import NoRedundancy, Redundancy, build_redundancy
 from greenckpt.ckpt.store import CheckpointStore, FreeSpaceUnknownError, StoreError
 from greenckpt.ckpt.topology import Topology, write_waves
-from greenckpt.errors import GreenckptError, InvalidValueError, UsageError
-from greenckpt.io import Chunk, ConcatSink, ConcatSource, parse_codec, run_chunks
-from greenckpt.io.atomic import fsync_directory
-from greenckpt.io.checksum import digest_bytes
+from greenckpt.errors import InvalidValueError, UsageError
+from greenckpt.io import parse_codec, run_chunks
 
 __all__ = [
     "Backoff",
@@ -106,56 +75,9 @@ __all__ = [
 LEVEL_NAMES = {spec.number: spec.name for spec in BUILTIN_LEVELS}
 """The built-in levels' names (every level's is its :class:`~greenckpt.ckpt.levels.LevelSpec`'s)."""
 
-
-class CheckpointError(GreenckptError, RuntimeError):
-    """A checkpoint failed on some rank; nothing of it was committed, older ones are intact."""
-
-
-class RecoveryError(GreenckptError, RuntimeError):
-    """Checkpoints exist but none could be restored; the message says why for each."""
-
-
-@dataclass(frozen=True)
-class CheckpointInfo:
-    """A committed checkpoint, as seen by this rank."""
-
-    id: int
-    level: int
-    iteration: int | None
-    seconds: float
-    """Wall time of the whole collective checkpoint on this rank (write, agree, commit)."""
-    logical_bytes: int
-    """This rank's protected bytes."""
-    stored_bytes: int
-    """This rank's bytes on storage (fewer with a codec)."""
-    flushing: bool = False
-    """Level 4 with ``async``: the data are committed on node-local storage and being copied
-    to the global file system in the background; the level-4 copy is committed at a later API
-    call once every rank's copy is durable (then :attr:`Checkpointer.history` gets an entry
-    with ``flushing=False`` and the flush's duration)."""
-
-
-@dataclass(frozen=True)
-class RecoveryInfo:
-    """The checkpoint a recovery restored, and why newer ones were passed over."""
-
-    id: int
-    level: int
-    iteration: int | None
-    seconds: float
-    skipped: tuple[str, ...]
-    rebuilt: tuple[int, ...] = ()
-    """Ranks whose files were rebuilt from partner copies or parity (levels 2 and 3)."""
-
-
-_BACKOFF_MAX_FACTOR = 8
-"""A failing level waits at most this many of its intervals between two attempts."""
-
-_BACKOFF_MIN_S = 60.0
-"""The wait after a failure when there is no interval to count it in (a level that only takes
-explicit checkpoints, ``auto`` before a checkpoint time was measured, an interval in
-iterations without a known iteration): without a floor such a level would be tried again at
-once, which is the retry storm the back-off is there to stop."""
+_BACKOFF_MAX_FACTOR = BACKOFF_MAX_FACTOR
+_BACKOFF_MIN_S = BACKOFF_MIN_S
+"""Read at each failure (tests lower it): see :data:`greenckpt.ckpt.schedule.BACKOFF_MIN_S`."""
 
 _BLOCK = 4096
 """Files are counted in whole blocks of this size when checking free space."""
@@ -164,59 +86,6 @@ _DIRECTORY_ALLOWANCE = 64 * 1024
 _RANK_ALLOWANCE = 4096
 """Room counted per checkpoint directory (its manifest, directory blocks), plus this much per
 rank whose files it holds, on top of the files themselves."""
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """A level whose checkpoints failed, held back by :meth:`Checkpointer.need_checkpoint`.
-
-    Why: a level that cannot be written (a full disk, a read-only directory) stays due, so
-    without this ``need_checkpoint`` asks for it at every following iteration, and every
-    attempt costs time and energy and fails the same way. After the n-th failure in a row the
-    level is offered again only when ``2**(n-1)`` of its intervals (at most
-    ``_BACKOFF_MAX_FACTOR`` = 8) have passed since that failure: in iterations for an interval
-    in iterations, else in seconds (60 s where the level has no interval to count in). A
-    wait in iterations is decided on every rank from facts they share (the failure, raised on
-    every rank together, the iteration and the interval). A wait in seconds is not: each rank
-    has its own clock and its own ``at``, and ranks a few milliseconds apart at the deadline
-    would disagree — one entering the checkpoint's collectives, another the application's next
-    one, a deadlock — so while any level is held back in seconds, rank 0 decides
-    :meth:`Checkpointer.need_checkpoint` for every rank (as for a timed interval). A
-    successful checkpoint at the level, or a recovery, ends it.
-    """
-
-    level: int
-    failures: int
-    """Failed attempts in a row."""
-    reason: str
-    """The last failure's message."""
-    iteration: int | None
-    """The iteration of the last failed attempt (None: not known)."""
-    at: float
-    """``time.monotonic()`` of the last failed attempt, on this rank."""
-    delay_iterations: int | None
-    """Iterations to wait after ``iteration``; None when the wait is in seconds."""
-    delay_s: float | None
-    """Seconds to wait after ``at``; None when the wait is in iterations."""
-
-    @property
-    def in_seconds(self) -> bool:
-        """Whether the wait is counted in seconds, on each rank's own clock: a decision that
-        reads it must be rank 0's for everyone (:meth:`Checkpointer.need_checkpoint`)."""
-        return self.delay_iterations is None or self.iteration is None
-
-    def over(self, iteration: int | None, now: float) -> bool:
-        """Whether the level may be tried again at ``iteration`` and monotonic time ``now``."""
-        if not self.in_seconds:
-            assert self.delay_iterations is not None and self.iteration is not None
-            return iteration is not None and iteration >= self.iteration + self.delay_iterations
-        return now >= self.at + (self.delay_s or 0.0)
-
-    def describe(self) -> str:
-        """``after 20 iterations (from iteration 10)`` or ``after 60 s``."""
-        if self.delay_iterations is not None and self.iteration is not None:
-            return f"after {self.delay_iterations} iterations (from iteration {self.iteration})"
-        return f"after {self.delay_s or 0.0:g} s"
 
 
 def _index(value: object) -> int | None:
@@ -230,11 +99,10 @@ def _index(value: object) -> int | None:
 def _as_iteration(value: object, call: str) -> int | None:
     """``iteration`` as a plain ``int`` (None stays None), checked where it is given.
 
-    Why here: it goes into the manifest, which is JSON and requires an integer >= 0, and the
-    manifest is written last. A NumPy integer (``np.int64(5)`` from ``np.arange``) or a
-    negative number used to pass until then, so the checkpoint wrote all its data, failed at
-    the commit and started a back-off. Any integral number (``operator.index``) is taken as
-    the int it is; anything else is refused before anything is written."""
+    Why here: it goes into the manifest (JSON, an integer >= 0), which is written last; a
+    NumPy integer or a negative number used to pass until then, so the checkpoint wrote all
+    its data, failed at the commit and started a back-off. Any integral number
+    (``operator.index``) is taken as the int it is; anything else is refused at once."""
     if value is None:
         return None
     number = _index(value)
@@ -254,28 +122,8 @@ def _blocks(nbytes: int) -> int:
     return -(-nbytes // _BLOCK) * _BLOCK
 
 
-def _one_line(exc: BaseException) -> str:
-    return traceback.format_exception_only(type(exc), exc)[-1].strip()
-
-
-def _explain_mismatch(
-    path: Path, manifest_path: Path, manifest: Manifest, entry: RankEntry, digests: list[str]
-) -> str:
-    """Why a rank file's digest differs from its manifest's: the file is corrupt (some
-    variables read back differ from their recorded digests), or — every variable matching —
-    the manifest's digest of the file is what is damaged, and the message must say so rather
-    than blame a sound data file."""
-    wrong = [v.name for v, d in zip(entry.variables, digests, strict=False) if d != v.digest]
-    if wrong or len(digests) != len(entry.variables):
-        shown = ", ".join(wrong[:5]) + (", ..." if len(wrong) > 5 else "")
-        return (
-            f"{path} is corrupt: its {manifest.checksum} digest does not match the manifest's"
-            + (f" (variables {shown} differ)" if wrong else "")
-        )
-    return (
-        f"{manifest_path} is damaged: its {manifest.checksum} digest of {path.name} does not "
-        "match the file, whose every variable matches its own digest"
-    )
+_one_line = one_line
+_tidy = tidy
 
 
 def _warn_hook(kind: str, what: str, exc: BaseException) -> None:
@@ -285,16 +133,6 @@ def _warn_hook(kind: str, what: str, exc: BaseException) -> None:
         RuntimeWarning,
         stacklevel=3,
     )
-
-
-def _tidy(action: Callable[[], object], what: str) -> None:
-    """Housekeeping on one rank (removing old or failed checkpoints): its failure is a
-    warning. It must not raise on one rank after all agreed, which would leave the others
-    waiting in the next collective; the checkpoints it failed to remove are kept, not lost."""
-    try:
-        action()
-    except (OSError, ValueError) as exc:
-        warnings.warn(f"greenckpt: could not {what}: {_one_line(exc)}", RuntimeWarning, 3)
 
 
 def _hook_from_env(env: Mapping[str, str] | None) -> PhaseHook:
@@ -343,15 +181,19 @@ class Checkpointer:
             )
             for n in self.config.enabled_levels
         }
+        self.protected = Protected()
+        self._job = Job(
+            self.config, self.comm, self.topology, self.node, self.protected, self._redundancy
+        )
         # the level whose checkpoints are flushed in the background from another's store
         flushed = [n for n in self.config.enabled_levels if self._level(n).async_flush]
         self._flush_level: int | None = flushed[0] if flushed else None
         self._flush_source = 0 if self._flush_level is None else self._flush_via()
         self._flush: Flush | None = None
         self._flush_manifest: Manifest | None = None
-        self.protected = Protected()
         self.hook = hook if hook is not None else _hook_from_env(env)
-        self._stores = self._open_stores()
+        self._stores = self._job.stores  # the same dict: filled here, read by every part
+        self._stores.update(self._open_stores())
         self._finalized = False
         self._progress_fd: int | None = None
         self._progress = 0
@@ -450,10 +292,9 @@ class Checkpointer:
                 stores[number] = store
         except (StoreError, OSError) as exc:
             problem = str(exc)
-        problems = self.comm.allgather(problem)
-        bad = next(((r, p) for r, p in enumerate(problems) if p), None)
+        bad = agree(self.comm, problem)
         if bad is not None:
-            raise StoreError(bad[1] if bad[0] == self.rank else f"rank {bad[0]}: {bad[1]}")
+            raise StoreError(bad.error if bad.rank == self.rank else str(bad))
         for number, store in stores.items():
             if self._is_leader(number):
                 _tidy(
@@ -464,16 +305,11 @@ class Checkpointer:
 
     def _is_leader(self, level: int) -> bool:
         """Whether this rank commits and cleans its directory of ``level``."""
-        return self.rank == self._spec(level).storage.leader(self.topology, self.node)
-
-    def _dir_ranks(self, level: int) -> tuple[int, ...] | None:
-        """The ranks whose files this rank's directory of ``level`` holds (None: all)."""
-        return self._spec(level).storage.dir_ranks(self.topology, self.node)
+        return self._job.is_leader(level)
 
     def _redundancy_of(self, level: int) -> Redundancy:
-        """A level's redundancy (none for a level used only as an asynchronous flush's
-        source)."""
-        return self._redundancy.get(level) or NoRedundancy()
+        """A level's redundancy (none for a level used only as a flush's source)."""
+        return self._job.redundancy_of(level)
 
     # ------------------------------------------------------------------ when
 
@@ -484,20 +320,12 @@ class Checkpointer:
         asynchronous level-4 flush is under way (its completion is checked, and its failure
         raised as :class:`CheckpointError`, here).
 
-        An interval of N iterations is due when ``iteration`` reaches the next multiple of N
-        after the last checkpoint at that level or a higher one (a higher level serves the
-        lower ones too). Multiples rather than "N since the last one" keep the schedule of a
-        restarted run the same as that of a run without failures: with levels every 10 and 50
-        iterations, checkpoints fall on 10, 20, …, 50 (the higher level), 60, … whether or not
-        the run was restarted at 110.
-
-        A level whose checkpoint failed is held back (:class:`Backoff`, :attr:`backoff`): it is
-        offered again only after a delay counted from the failure and doubling with each
-        further failure, and rank 0 warns once. Meanwhile a checkpoint it would have taken
-        goes to the next level that can still be written — the lowest enabled level that
-        survives everything the failed one survives, else the one that survives the most of
-        it (:meth:`_fallback`) — and, once committed, counts for the level it stood in for.
-        With no such level, none is offered until the delay is over.
+        Each level's :class:`~greenckpt.ckpt.schedule.DecisionPolicy` says whether it is due
+        (an interval of N iterations: the next multiple of N after the last checkpoint at that
+        level or a higher one, which serves the lower ones too). A level whose checkpoint
+        failed is held back (:class:`Backoff`, :attr:`backoff`) and its due checkpoints go to
+        a level that can still be written (:meth:`_fallback`); see
+        docs/design/checkpointer.md.
         """
         self._check_open()
         iteration = _as_iteration(iteration, "need_checkpoint()")
@@ -512,21 +340,13 @@ class Checkpointer:
         timed = False
         now = time.monotonic()
         for number in self._stores:
-            lc = self._level(number)
-            if lc.every_iterations is not None:
-                if iteration is None:
-                    raise InvalidValueError(
-                        f"level {number} checkpoints every {lc.every_iterations} iterations: "
-                        "pass the iteration to need_checkpoint()"
-                    )
-                every = lc.every_iterations
-                if iteration // every > self._last_iteration[number] // every:
-                    due.append(number)
-            elif lc.every_s is not None or lc.auto:
-                timed = True
-                interval = lc.every_s if lc.every_s is not None else self._auto_interval(number)
-                if now - self._last_time[number] >= interval:
-                    due.append(number)
+            policy = self._policy(number)
+            if policy is None:
+                continue
+            timed = timed or policy.clocked
+            last = Last(self._last_iteration[number], self._last_time[number])
+            if policy.due(last, iteration, now):
+                due.append(number)
         level, covering = self._route(due, iteration, now)
         # every rank holds the same back-offs (a failure is raised on all of them), so all
         # take this branch alike; a deadline in seconds is read from each rank's own clock
@@ -568,50 +388,23 @@ class Checkpointer:
 
     def _fallback(self, number: int, iteration: int | None, now: float) -> int | None:
         """Where a checkpoint of held-back level ``number`` goes, among the enabled levels not
-        held back: the lowest that survives everything ``number`` survives
-        (:meth:`LevelSpec.covers`; for the built-in levels the next higher one, except that
-        level 3 does not stand in fully for level 2); else, as a lesser protection than none,
-        the one that survives the most of what ``number`` survives (the highest of equals:
-        level 3 for level 4 before level 2, level 3 for level 2 before level 1); else None.
-
-        Why not simply the next higher number: a higher level need not survive what a lower
-        one does (two losses in one erasure group defeat level 3, not partner copies)."""
+        held back (:func:`~greenckpt.ckpt.schedule.fallback_level`)."""
         usable = [
             n
             for n in self.config.enabled_levels
             if n != number and n in self._stores and self._may_try(n, iteration, now)
         ]
-        wanted = self._spec(number)
-        full = [n for n in usable if self._spec(n).covers(wanted)]
-        if full:
-            return min(full)
-        if not usable:
-            return None
-        return max(usable, key=lambda n: (len(self._spec(n).failures & wanted.failures), n))
+        return fallback_level(number, usable, self._spec)
+
+    def _policy(self, number: int) -> DecisionPolicy | None:
+        """Level ``number``'s decision policy (None: only explicit checkpoints)."""
+        return policy_for(number, self._level(number), partial(self._auto_interval, number))
 
     def _stand_in(self, number: int, alternative: int, iteration: int | None, now: float) -> str:
         """How the back-off warning describes ``alternative`` standing in for ``number``."""
-        name = f"level {alternative} ({self._spec(alternative).name})"
-        if self._spec(alternative).covers(self._spec(number)):
-            if alternative > number and all(
-                not self._may_try(n, iteration, now) or n not in self._stores
-                for n in self.config.enabled_levels
-                if number < n < alternative
-            ):
-                return f"{name}, the next higher level that can be written"
-            return (
-                f"{name}, the lowest level that can be written and survives everything "
-                f"level {number} survives"
-            )
-        if alternative < number and not any(
-            n > number and n in self._stores and self._may_try(n, iteration, now)
-            for n in self.config.enabled_levels
-        ):
-            return f"{name}, the next lower level that can be written (no higher one can)"
-        return (
-            f"{name}, which survives only part of what level {number} survives (no level "
-            "that survives all of it can be written)"
-        )
+        enabled = {n: self._spec(n) for n in self.config.enabled_levels}
+        writable = [n for n in enabled if n in self._stores and self._may_try(n, iteration, now)]
+        return stand_in_reason(number, alternative, enabled, writable)
 
     def _retry_interval(
         self, number: int, covering: tuple[int, ...]
@@ -619,13 +412,9 @@ class Checkpointer:
         """The interval a back-off of ``number`` counts in, (iterations, seconds): its own,
         else that of the level it stood in for, else ``_BACKOFF_MIN_S`` seconds."""
         for n in (number, *covering):
-            lc = self._level(n)
-            if lc.every_iterations is not None:
-                return lc.every_iterations, None
-            if lc.every_s is not None:
-                return None, lc.every_s
-            if lc.auto:
-                return None, max(self._auto_interval(n), _BACKOFF_MIN_S)
+            policy = self._policy(n)
+            if policy is not None:
+                return policy.interval(_BACKOFF_MIN_S)
         return None, _BACKOFF_MIN_S
 
     def _note_failure(
@@ -638,25 +427,19 @@ class Checkpointer:
     ) -> None:
         """Hold level ``number`` back after a failed checkpoint (on every rank: the failure
         was raised on all of them); rank 0 warns at the first failure in a row."""
-        previous = self._backoff.get(number)
-        failures = 1 if previous is None else previous.failures + 1
-        factor = min(2 ** (failures - 1), _BACKOFF_MAX_FACTOR)
         at = iteration if iteration is not None else self._iteration_seen
-        every_it, every_s = self._retry_interval(number, covering)
-        if every_it is not None and at is None:
-            every_it, every_s = None, _BACKOFF_MIN_S
         now = time.monotonic()
-        held = Backoff(
+        held = Backoff.after(
+            self._backoff.get(number),
             number,
-            failures,
             str(exc),
             at,
             now,
-            None if every_it is None else every_it * factor,
-            None if every_it is not None else (every_s or _BACKOFF_MIN_S) * factor,
+            self._retry_interval(number, covering),
+            _BACKOFF_MIN_S,
         )
         self._backoff[number] = held
-        if failures > 1 or self.rank != 0:
+        if held.failures > 1 or self.rank != 0:
             return
         alternative = self._fallback(number, at, now)
         if alternative is None:
@@ -921,7 +704,8 @@ class Checkpointer:
                         self._verified[lower] = [i for i in self._verified[lower] if i != old]
 
     def _checkpoint_at(self, number: int, iteration: int | None) -> CheckpointInfo:
-        """A synchronous checkpoint at ``number``, committed on every rank (collective)."""
+        """A synchronous checkpoint at ``number``, committed on every rank (collective):
+        the stages of :mod:`greenckpt.ckpt.commit`."""
         start = time.monotonic()
         ckpt_id = self._next_id
         self._next_id += 1
@@ -929,97 +713,22 @@ class Checkpointer:
         advice = self._begin("checkpoint", number, store.job_dir)
         per_node = advice.io_processes or self.config.writers_per_node
         waves = write_waves(self.topology, per_node, self.config.writers_total)
+        kept = [*self._verified_with(number, ckpt_id), *self._flushing_from(number)]
+        # recorded with the state, so recovery can check the manifest against the data
+        self.protected.identity = Identity(self.config.name, ckpt_id, iteration)
         ok = False
         try:
-            info = self._write_and_commit(number, store, ckpt_id, iteration, waves, start)
+            commit = Commit(self._job, number, store, ckpt_id, iteration, waves, self._write, kept)
+            mine = write_and_commit(commit)
+            seconds = time.monotonic() - start
             ok = True
         finally:
             self._end("checkpoint", ok, time.monotonic() - start)
-        return info
-
-    def _write_and_commit(
-        self,
-        number: int,
-        store: CheckpointStore,
-        ckpt_id: int,
-        iteration: int | None,
-        waves: list[tuple[int, ...]],
-        start: float,
-    ) -> CheckpointInfo:
-        """Write every rank's file in ``waves``, agree, add redundancy, commit (collective)."""
-        # recorded with the state, so recovery can check the manifest against the data
-        self.protected.identity = Identity(self.config.name, ckpt_id, iteration)
-        entry, error = None, None
-        for wave in waves:
-            if self.rank in wave:
-                try:
-                    entry = self._write(number, store, ckpt_id)
-                except Exception as exc:  # reported to every rank below
-                    error = _one_line(exc)
-                maybe_fail("checkpoint-write", rank=self.rank, iteration=iteration)
-            if len(waves) > 1:
-                self.comm.barrier()
-        # rank 0's clock dates the checkpoint: every node's manifest must be the same
-        outcomes = self.comm.allgather((entry, error, utc_now_iso()))
-        created = outcomes[0][2]
-        failed = [(r, e) for r, (_, e, _) in enumerate(outcomes) if e is not None]
-        if failed:
-            self._abort(number, store, ckpt_id)
-            r, e = failed[0]
-            raise CheckpointError(
-                f"checkpoint {ckpt_id} (level {number}) failed on rank {r}: {e}; nothing was "
-                "committed and the previous checkpoints are intact"
-            )
-        entries = tuple(e for e, _, _ in outcomes if e is not None)
-        stage = store.staging_path(ckpt_id)
-        redundancy, problem = self._redundancy_of(number).encode(stage, entries)
-        if problem is not None:
-            self._abort(number, store, ckpt_id)
-            raise CheckpointError(
-                f"checkpoint {ckpt_id} (level {number}) failed: {problem}; nothing was "
-                "committed and the previous checkpoints are intact"
-            )
-        manifest = Manifest(
-            name=self.config.name,
-            id=ckpt_id,
-            level=number,
-            created=created,
-            iteration=iteration,
-            checksum=self.config.checksum,
-            codec=self._codec_label(number),
-            nranks=self.comm.size,
-            nodes=self.topology.nodes,
-            ranks=entries,
-            redundancy=redundancy,
-        )
-        commit_error = None
-        maybe_fail("checkpoint-commit", rank=self.rank, iteration=iteration)
-        if self._is_leader(number):
-            try:
-                store.commit(ckpt_id, manifest, ranks=self._dir_ranks(number))
-            except (StoreError, OSError, ValueError) as exc:
-                commit_error = _one_line(exc)
-        commits = self.comm.allgather(commit_error)
-        if any(commits):
-            if self._is_leader(number) and commit_error is None:
-                # committed here but not everywhere: not a checkpoint
-                _tidy(lambda: store.remove(ckpt_id), f"remove checkpoint {ckpt_id}")
-            self._abort(number, store, ckpt_id)
-            r = next(i for i, c in enumerate(commits) if c)
-            raise CheckpointError(
-                f"checkpoint {ckpt_id} (level {number}) could not be committed on rank {r}: "
-                f"{commits[r]}; the previous checkpoints are intact"
-            )
-        if self._is_leader(number):
-            keep = self.config.keep
-            kept = [*self._verified_with(number, ckpt_id), *self._flushing_from(number)]
-            _tidy(lambda: store.cleanup(keep, protect=kept, wait=False), "remove old checkpoints")
-        mine = entries[self.rank]
         return CheckpointInfo(
             ckpt_id,
             number,
             iteration,
-            time.monotonic() - start,
+            seconds,
             mine.logical_bytes,
             mine.stored_bytes,
         )
@@ -1133,62 +842,18 @@ class Checkpointer:
             )
         )
 
-    def _codec_label(self, level: int) -> str | None:
-        spec = parse_codec(self._level(level).codec)
-        return None if spec is None else spec.label
-
     def _write(self, level: int, store: CheckpointStore, ckpt_id: int) -> RankEntry:
-        """This rank's file into the staging directory; its manifest entry.
+        """This rank's file into the staging directory; its manifest entry
+        (:func:`~greenckpt.ckpt.commit.write_rank_file` with this module's ``run_chunks``,
+        looked up now: tests replace it here)."""
+        return write_rank_file(self._job, level, store, ckpt_id, run_chunks)
 
-        The data stream from the protected buffers to the file (its digest computed as they
-        pass) while a thread takes the variables' digests from memory: the writer releases the
-        GIL in every ``pwrite`` and ``fsync`` (xxhash does not release it, but hashes 256 KiB
-        in ~15 µs), so the hashing runs while the writer waits on the kernel.
-        Every byte is so read twice, at two moments; without a codec the file holds exactly
-        those bytes, so the file's digest and the variables' stream digest must agree. If
-        they do not, memory changed while the checkpoint was written, and the checkpoint fails
-        here rather than being committed with data that no variable's digest matches (with a
-        codec the change is caught at recovery, where each variable is checked as it is
-        decompressed).
-        """
-        stage = store.staging(ckpt_id)
-        name = f"rank-{self.rank:06d}.data"
-        path = stage / name
-        slots = self.protected.slots(for_write=True)
-        total = sum(len(s.view) for s in slots)
-        codec = parse_codec(self._level(level).codec)
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644))
-        with ThreadPoolExecutor(1, thread_name_prefix="greenckpt-digest") as pool:
-            hashing = pool.submit(self.protected.variables, slots, self.config.checksum)
-            (report,) = run_chunks(
-                "write",
-                [[Chunk(str(path), 0, total, ConcatSource([s.view for s in slots]))]],
-                codec=codec,
-                digest=self.config.checksum,
-            )
-            variables, stream = hashing.result()
-        assert report.digests is not None
-        if codec is None and stream != report.digests[0]:
-            raise CheckpointError(
-                "the protected data changed while the checkpoint was being written (memory "
-                "no longer matches the bytes stored); is another thread modifying them?"
-            )
-        return RankEntry(
-            rank=self.rank,
-            node=self.node,
-            file=name,
-            logical_bytes=total,
-            stored_bytes=report.stored_bytes,
-            digest=report.digests[0],
-            variables=variables,
-        )
+    def _codec_label(self, level: int) -> str | None:
+        return self._job.codec_label(level)
 
     def _abort(self, level: int, store: CheckpointStore, ckpt_id: int) -> None:
         """Remove a failed checkpoint's staging data (after every rank stopped writing)."""
-        self.comm.barrier()
-        if self._is_leader(level):
-            shutil.rmtree(store.staging_path(ckpt_id), ignore_errors=True)
-        self.comm.barrier()
+        self._job.abort(level, store, ckpt_id)
 
     # ------------------------------------------------------------------ recover
 
@@ -1221,31 +886,8 @@ class Checkpointer:
         self._check_open()
         self._poll_flush(wait=True)
         start = time.monotonic()
-        mine = {number: store.committed() for number, store in self._stores.items()}
-        everyone = self.comm.allgather(mine)
-
-        def held(ckpt_id: int, number: int) -> bool:
-            holders = [ckpt_id in other.get(number, ()) for other in everyone]
-            # a level with redundancy rebuilds what a node lost; the others need every copy
-            return any(holders) if self._redundancy_of(number).rebuilds else all(holders)
-
-        # newest first; of one checkpoint's copies (an L1 checkpoint flushed to L4 keeps its
-        # id), the lowest level first: node-local storage is the fastest to read back
-        candidates = sorted(
-            {
-                (ckpt_id, number)
-                for other in everyone
-                for number, ids in other.items()
-                for ckpt_id in ids
-                if held(ckpt_id, number)
-            },
-            key=lambda c: (-c[0], c[1]),
-        )
-        usable = {c for c, _ in candidates}
-        # from every rank's listing, so that every rank takes the same branch below
-        held_anywhere = {i for other in everyone for ids in other.values() for i in ids}
-        orphans = sorted(held_anywhere - usable, reverse=True)
-        if not candidates and not orphans and missing_ok:
+        found = candidates(self._job)
+        if not found and missing_ok:
             return None  # a first run: nothing to restore, no restart phase
         base = self._stores[min(self._stores)].job_dir
         advice = self._begin("restart", None, base)
@@ -1255,10 +897,10 @@ class Checkpointer:
         state = self.protected.state  # a restore replaces the object, never changes it
         failure: RecoveryError | None = None
         try:
-            info = self._restore_newest(candidates, orphans, everyone, waves, start)
+            info = restore_newest(self._job, found, waves, start)
             ok = True
         except RecoveryError as exc:
-            if mode != "fresh" or not (candidates or orphans):
+            if mode != "fresh" or not found:
                 raise
             failure = exc
         finally:
@@ -1268,6 +910,10 @@ class Checkpointer:
             self._start_afresh(failure, state)
             return None
         self.set_aside = ()
+        for n in self._stores:  # the schedule goes on from the restored checkpoint
+            self._last_time[n] = time.monotonic()
+            self._last_iteration[n] = info.iteration or 0
+        self._next_id = max(self._next_id, info.id + 1)
         self._add_verified(info.level, info.id)
         self._begin_rework(info)
         return info
@@ -1276,32 +922,9 @@ class Checkpointer:
         """``on_unrecoverable="fresh"``: move this job's checkpoints aside on every level and
         node and reset the schedule, so the run goes on as a first run (collective).
 
-        Moving, not deleting: the checkpoints failed to restore for reasons a person may want
-        to look into (a different job layout, a damaged disk). Each store's leader renames
-        its job directory (:meth:`CheckpointStore.set_aside`), all with rank 0's time stamp;
-        if one cannot, :class:`RecoveryError` is raised on every rank with both reasons.
+        See :func:`greenckpt.ckpt.recovery.set_aside`.
         """
-        stamp: str = self.comm.bcast(time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
-        moved: list[str] = []
-        problem = None
-        for number, store in sorted(self._stores.items()):
-            if not self._is_leader(number):
-                continue
-            try:
-                store.join()  # removals in the background work in the job directory
-                where = store.set_aside(stamp)
-            except OSError as exc:
-                problem = f"could not move {store.job_dir} aside: {_one_line(exc)}"
-                break
-            if where is not None:
-                moved.append(str(where))
-        outcomes = self.comm.allgather((moved, problem))
-        bad = next(((r, p) for r, (_, p) in enumerate(outcomes) if p), None)
-        if bad is not None:
-            raise RecoveryError(
-                f"{failure}; starting afresh failed on rank {bad[0]}: {bad[1]}"
-            ) from failure
-        self.set_aside = tuple(Path(p) for paths, _ in outcomes for p in paths)
+        self.set_aside = set_stores_aside(self._job, failure)
         self.protected.state = state
         now = time.monotonic()
         for number in self._stores:
@@ -1394,276 +1017,6 @@ class Checkpointer:
             return
         self._rework_until = None
         self._end("rework", ok, time.monotonic() - self._rework_start)
-
-    def _restore_newest(
-        self,
-        candidates: list[tuple[int, int]],
-        orphans: list[int],
-        everyone: list[dict[int, list[int]]],
-        waves: list[tuple[int, ...]],
-        start: float,
-    ) -> RecoveryInfo:
-        """Try ``candidates`` newest first; the first every rank restores (collective)."""
-        skipped: list[str] = []
-        for ckpt_id, number in candidates:
-            manifest, why = self._shared_manifest(number, ckpt_id, everyone)
-            if manifest is None:
-                skipped.append(f"checkpoint {ckpt_id} (level {number}): {why}")
-                continue
-            maybe_fail("restart-read", rank=self.rank, iteration=manifest.iteration)
-            problem = self._read_in_waves(number, ckpt_id, manifest, waves)
-            problems = self.comm.allgather(problem)
-            bad = [(r, p) for r, p in enumerate(problems) if p]
-            rebuilt: tuple[int, ...] = ()
-            if bad and self._redundancy_of(number).rebuilds:
-                lost = {r for r, _ in bad}
-                failure = self._rebuild(number, ckpt_id, manifest, lost)
-                if failure is None:
-                    rebuilt = tuple(sorted(lost))
-                    problem = self._try_read(number, ckpt_id, manifest) if problem else None
-                    problems = self.comm.allgather(problem)
-                    bad = [(r, p) for r, p in enumerate(problems) if p]
-                else:
-                    r, p = bad[0]
-                    skipped.append(
-                        f"checkpoint {ckpt_id} (level {number}): rank {r}: {p}; rebuilding "
-                        f"failed: {failure}"
-                    )
-                    continue
-            if not bad:
-                if not manifest.verified:
-                    warnings.warn(
-                        f"greenckpt: checkpoint {ckpt_id} (level {number}) was restored from a "
-                        f"format-version-{manifest.format_version} manifest, written before "
-                        "manifests carried their own digest: its data were verified, its "
-                        "iteration and other fields could not be",
-                        RuntimeWarning,
-                        stacklevel=3,
-                    )
-                for n in self._stores:
-                    self._last_time[n] = time.monotonic()
-                    self._last_iteration[n] = manifest.iteration or 0
-                self._next_id = max(self._next_id, ckpt_id + 1)
-                passed = [f"checkpoint {o}: not held by every node" for o in orphans if o > ckpt_id]
-                return RecoveryInfo(
-                    ckpt_id,
-                    number,
-                    manifest.iteration,
-                    time.monotonic() - start,
-                    tuple(passed + skipped),
-                    rebuilt,
-                )
-            r, p = bad[0]
-            skipped.append(f"checkpoint {ckpt_id} (level {number}): rank {r}: {p}")
-        for ckpt_id in orphans:
-            skipped.append(f"checkpoint {ckpt_id}: not held by every node")
-        detail = "; ".join(skipped) if skipped else "no checkpoint exists"
-        raise RecoveryError(f"no checkpoint could be restored: {detail}")
-
-    def _read_in_waves(
-        self, level: int, ckpt_id: int, manifest: Manifest, waves: list[tuple[int, ...]]
-    ) -> str | None:
-        """:meth:`_try_read`, ranks reading at once as many as the waves allow (collective)."""
-        problem = None
-        for wave in waves:
-            if self.rank in wave:
-                problem = self._try_read(level, ckpt_id, manifest)
-            if len(waves) > 1:
-                self.comm.barrier()
-        return problem
-
-    def _shared_manifest(
-        self, level: int, ckpt_id: int, everyone: list[dict[int, list[int]]]
-    ) -> tuple[Manifest | None, str]:
-        """The checkpoint's manifest, the same on every rank (collective).
-
-        Levels without redundancy (1, 4): each rank reads its own directory's copy (they must all
-        be readable). Levels with redundancy (2, 3): read by the first rank whose node holds a
-        readable copy and broadcast, so ranks of a node that lost everything learn what to
-        rebuild.
-        """
-        if not self._redundancy_of(level).rebuilds:
-            try:
-                manifest: Manifest | None = self._stores[level].read(ckpt_id, level=level)
-                problem = ""
-            except ManifestError as exc:  # already one line naming the manifest
-                manifest, problem = None, str(exc)
-            except (OSError, ValueError) as exc:
-                manifest, problem = None, _one_line(exc)
-            seen = self.comm.allgather(
-                (problem, None if manifest is None else (manifest.created, manifest.iteration))
-            )
-            bad = next(((r, p) for r, (p, _) in enumerate(seen) if p), None)
-            if bad is not None:
-                return None, f"rank {bad[0]}: {bad[1]}"
-            if len({f for _, f in seen}) > 1:  # e.g. node-local leftovers of another run
-                return None, "the nodes hold different manifests for it (written by different runs)"
-            return manifest, ""
-        reasons = []
-        for root, other in enumerate(everyone):
-            if ckpt_id not in other.get(level, ()):
-                continue
-            found: tuple[Manifest | None, str] = (None, "")
-            if self.rank == root:
-                try:
-                    found = (self._stores[level].read(ckpt_id, level=level), "")
-                except ManifestError as exc:
-                    found = (None, str(exc))
-                except (OSError, ValueError) as exc:
-                    found = (None, _one_line(exc))
-            manifest, problem = self.comm.bcast(found, root)
-            if manifest is not None:
-                return manifest, ""
-            reasons.append(f"rank {root}: {problem}")
-        return None, "; ".join(reasons) or "no node holds it"
-
-    def _rebuild(self, level: int, ckpt_id: int, manifest: Manifest, lost: set[int]) -> str | None:
-        """Write the ``lost`` ranks' files (and the redundancy they held) again into their
-        nodes' directories from partner copies or parity (collective); why not, or None.
-
-        Rebuilt files are written under hidden names and renamed into place only when every
-        rank succeeded. A node that lost its whole directory gets a staging directory that its
-        leader commits with the checkpoint's manifest, exactly like a new checkpoint, in the
-        manifest's own format version.
-        """
-        store = self._stores[level]
-        committed = store.committed_path(ckpt_id)
-        present = committed.is_dir()
-        redundancy = self._redundancy_of(level)
-        problem: str | None = None
-        try:
-            target = committed if present else store.staging(ckpt_id)
-        except (OSError, ValueError) as exc:
-            problem = _one_line(exc)
-        problems = self.comm.allgather(problem)
-        bad = next(((r, p) for r, p in enumerate(problems) if p), None)
-        if bad is not None:
-            self._abort_rebuild(level, store, ckpt_id, present, [])
-            return f"rank {bad[0]}: {bad[1]}"
-        done, failure = redundancy.rebuild(manifest, lost, target)
-        if failure:
-            self._abort_rebuild(level, store, ckpt_id, present, done)
-            return failure
-        try:
-            for tmp, final in done:
-                os.replace(tmp, final)
-            if done:
-                fsync_directory(target)
-        except OSError as exc:
-            problem = _one_line(exc)
-        # every rank's rebuilt files must be in place before a node directory is committed
-        bad = next(((r, p) for r, p in enumerate(self.comm.allgather(problem)) if p), None)
-        if bad is None and not present and self._is_leader(level):
-            try:
-                # the manifest as it was read: a version-1 one stays version 1 (sealing it
-                # would make every later restart refuse data written without a record of
-                # their checkpoint; see manifest_to_json)
-                store.commit(ckpt_id, manifest, ranks=self._dir_ranks(level), keep_version=True)
-            except (OSError, ValueError) as exc:
-                problem = _one_line(exc)
-            if problem is None:
-                problem = self._redundancy_missing(level, store, ckpt_id, manifest)
-        if bad is None:
-            bad = next(((r, p) for r, p in enumerate(self.comm.allgather(problem)) if p), None)
-        if bad is not None:
-            self._abort_rebuild(level, store, ckpt_id, present, done)
-            return f"rank {bad[0]}: {bad[1]}"
-        return None
-
-    def _redundancy_missing(
-        self, level: int, store: CheckpointStore, ckpt_id: int, manifest: Manifest
-    ) -> str | None:
-        """After committing a rebuilt node directory: are its partner copies / parity files
-        there too? (The store checks only the rank files.)"""
-        directory = store.committed_path(ckpt_id)
-        for rank in self.topology.nodes[self.node]:
-            for name in self._redundancy_of(level).extra_files(manifest, rank):
-                if not (directory / name).is_file():
-                    return f"the rebuilt {directory} lacks {name}"
-        return None
-
-    def _abort_rebuild(
-        self,
-        level: int,
-        store: CheckpointStore,
-        ckpt_id: int,
-        present: bool,
-        done: list[tuple[Path, Path]],
-    ) -> None:
-        """Remove what a failed rebuild wrote (collective). Files already renamed into a
-        committed directory stay: each was checked against its recorded digest. A node
-        directory committed by this rebuild is removed again: it may lack redundancy."""
-        for tmp, _ in done:
-            tmp.unlink(missing_ok=True)
-        self.comm.barrier()
-        if not present and self._is_leader(level):
-            shutil.rmtree(store.staging_path(ckpt_id), ignore_errors=True)
-            if store.committed_path(ckpt_id).is_dir():
-                _tidy(lambda: store.remove(ckpt_id), f"remove checkpoint {ckpt_id}")
-        self.comm.barrier()
-
-    def _try_read(self, level: int, ckpt_id: int, manifest: Manifest) -> str | None:
-        """Read this rank's data of a checkpoint into the protected buffers; why not, or None."""
-        store = self._stores[level]
-        try:
-            if manifest.nranks != self.comm.size:
-                return f"written by {manifest.nranks} ranks, this job has {self.comm.size}"
-            entry = manifest.ranks[self.rank]
-            mismatch = self.protected.check(entry.variables)
-            if mismatch is not None:
-                return mismatch
-            directory = store.committed_path(ckpt_id)
-            path = directory / entry.file
-            try:
-                size = path.stat().st_size
-            except FileNotFoundError:
-                if not directory.is_dir():
-                    return f"its node holds no copy of checkpoint {ckpt_id} ({directory} is gone)"
-                return f"its file {entry.file} is missing from {directory}"
-            if size != entry.stored_bytes:
-                return f"{path} holds {size} B, the manifest says {entry.stored_bytes} B"
-            views, state = self.protected.read_slots(entry.variables)
-            # Without a codec the file's digest covers every variable's bytes (the write
-            # checked they matched memory), and the variables' own digests are not taken on
-            # the way (only to explain a mismatch); with one, each variable is also hashed as
-            # its bytes land, which catches memory that changed during that checkpoint.
-            per_variable = manifest.codec is not None
-            sink = ConcatSink(views, checksum=manifest.checksum if per_variable else None)
-            (report,) = run_chunks(
-                "read",
-                [[Chunk(str(path), 0, entry.logical_bytes, sink=sink)]],
-                codec=parse_codec(manifest.codec),
-                digest=manifest.checksum,
-            )
-            assert report.digests is not None
-            if report.digests[0] != entry.digest:
-                digests = (
-                    sink.digests()
-                    if per_variable
-                    else [digest_bytes(manifest.checksum, view) for view in views]
-                )
-                return _explain_mismatch(path, directory / MANIFEST_NAME, manifest, entry, digests)
-            if per_variable:
-                for v, digest in zip(entry.variables, sink.digests(), strict=True):
-                    if digest != v.digest:
-                        return f"variable {v.name} does not match its digest after reading"
-            # the data recorded which checkpoint they belong to (versions with a manifest
-            # digest): the manifest's name, id and iteration must be theirs
-            expected = (
-                Identity(manifest.name, manifest.id, manifest.iteration)
-                if manifest.verified
-                else None
-            )
-            try:
-                self.protected.load_state(state, expected)
-            except IdentityMismatchError as exc:
-                return (
-                    f"{directory / MANIFEST_NAME} does not match the data it describes ({exc}): "
-                    "the manifest was edited or damaged"
-                )
-        except Exception as exc:  # any failure here must reach the collective verdict
-            return _one_line(exc)
-        return None
 
     # ------------------------------------------------------------------ end
 

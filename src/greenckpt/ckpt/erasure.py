@@ -1,64 +1,11 @@
 """Erasure coding for the level-3 checkpoint (L3): a lost member's data rebuilt from the others.
 
-Level 3 protects a *group* of G members (ranks or nodes) against the loss of up to t of them
-without a full second copy of anybody's data — FTI's Reed–Solomon L3 (wu2018) and the diskless
-checkpointing of saito2013's slides (XOR-encoded redundancy across node-local storage, restored
-"like RAID-5"). This module holds the two pure pieces of that level; it does no MPI and no
-file I/O, so it is tested alone and the level only moves bytes around it.
-
-1. :class:`ErasureCode` — a systematic (k, m) code over k equal-role *data pieces*: it computes m
-   *parity pieces* such that any k of the k + m pieces give back all k data pieces. Pieces may
-   differ in length; a shorter piece counts as zero-padded to the longest, and every parity
-   piece is as long as the longest data piece (so ``decode`` needs the data pieces' true
-   lengths to strip the padding again). Two schemes:
-
-   * ``"xor"`` (m = 1, the default there): parity = XOR of the data pieces, computed by NumPy
-     eight bytes at a time. It is the cheapest possible code, and one lost piece is all that
-     RAID-5-style protection asks for.
-   * ``"reed-solomon"`` (any m ≥ 1, the default for m ≥ 2): Reed–Solomon over GF(2⁸) through the
-     C-backed ``zfec`` package, which limits k + m to 256.
-
-2. :class:`GroupLayout` — where the pieces live in a group of G members tolerating t lost
-   members (1 ≤ t < G). There are G *stripes*. In stripe s the t members s, s+1, …, s+t-1
-   (mod G) hold that stripe's parity pieces and each of the other k = G − t members contributes
-   one piece of its own data. So every member's data is cut into k pieces of
-   ``ceil(L_max / k)`` bytes (L_max: the longest member data in the group; a member's pieces
-   past its own length are short or empty, i.e. zero padding), piece p of member i goes to
-   stripe (i + 1 + p) mod G, and every member keeps its own data whole plus t parity pieces,
-   one for each stripe it is a parity holder of.
-
-Why this layout:
-
-* Every stripe has exactly one piece on every member, so losing any t members costs every stripe
-  at most t of its G pieces: each stripe still has k = G − t and is rebuilt by the (k, t) code.
-* Rotating the parity (rather than a dedicated parity member, RAID-4 style) gives every member
-  the same storage and the same encode/write load: t pieces of ``ceil(L_max / (G − t))`` bytes,
-  an overhead of about t / (G − t) of the data per member (1/3 for G = 4, t = 1), against 1 for
-  the partner copy of level 2.
-* For t = 1 the (G − 1, 1) code of each stripe is plain XOR parity, the cheapest one there is.
-
-Worked example, G = 4, t = 1 (k = 3; ``Di[p]`` is piece p of member i's data, ``Ps`` the parity
-of stripe s)::
-
-                member 0   member 1   member 2   member 3
-    stripe 0    P0         D1[2]      D2[1]      D3[0]        P0 = D1[2] ^ D2[1] ^ D3[0]
-    stripe 1    D0[0]      P1         D2[2]      D3[1]        P1 = D0[0] ^ D2[2] ^ D3[1]
-    stripe 2    D0[1]      D1[0]      P2         D3[2]        P2 = D0[1] ^ D1[0] ^ D3[2]
-    stripe 3    D0[2]      D1[1]      D2[0]      P3           P3 = D0[2] ^ D1[1] ^ D2[0]
-
-Member 2 stores D2 and P2. If member 2 is lost, D2[0] = D0[2] ^ D1[1] ^ P3 (stripe 3),
-D2[1] = P0 ^ D1[2] ^ D3[0] (stripe 0) and D2[2] = D0[0] ^ P1 ^ D3[1] (stripe 1); P2 itself is
-recomputed from stripe 2, whose data all survived.
-
-Groups are independent of the total rank count: the caller forms the groups (e.g. 10 ranks with
-G = 4 as 4 + 3 + 3, or 4 + 4 + 2) and a last, smaller group is the caller's choice. A group must
-have more than t members; a leftover of t or fewer has to be merged into another group.
-
-Memory: the caller streams large files in segments of a few MiB and codes one segment at a time,
-so the coder works on whole in-memory pieces and only avoids needless copies (no padding copies
-for XOR, equal-length pieces handed to ``zfec`` as they are). :func:`encode_group` and
-:func:`rebuild_group` hold a whole group in memory: they serve tests and small groups and show
-how the level drives :class:`GroupLayout` and :class:`ErasureCode` stripe by stripe.
+Level 3 protects a group of G members against the loss of up to t of them without a full
+second copy of anybody's data (FTI's Reed–Solomon L3, RAID-5-like XOR for t = 1). This module
+holds the two pure pieces of that level — :class:`ErasureCode` (a systematic (k, m) code:
+``"xor"`` or ``"reed-solomon"`` through ``zfec``) and :class:`GroupLayout` (rotating parity:
+one piece of every stripe on every member) — with no MPI and no file I/O, so they are tested
+alone. The layout, a worked example and the memory bound: docs/design/checkpointer.md.
 """
 
 from __future__ import annotations

@@ -29,8 +29,8 @@ import time
 from pathlib import Path
 from typing import Final
 
+from greenckpt.ckpt.agree import one_line
 from greenckpt.ckpt.inject import maybe_fail
-from greenckpt.ckpt.transfer import one_line
 
 __all__ = ["Flush"]
 

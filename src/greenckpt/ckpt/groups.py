@@ -32,10 +32,11 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Final
 
+from greenckpt.ckpt.agree import PEER, one_line
 from greenckpt.ckpt.comm import Comm
 from greenckpt.ckpt.erasure import Buffer, ErasureError, GroupLayout, Scheme
 from greenckpt.ckpt.topology import Topology
-from greenckpt.ckpt.transfer import PEER, SEGMENT, SegmentWriter, one_line, read_segment
+from greenckpt.ckpt.transfer import SEGMENT, SegmentWriter, read_segment
 from greenckpt.errors import GreenckptError
 from greenckpt.io.checksum import file_digest
 

@@ -1,45 +1,12 @@
 """Failure injection: kill or exit a rank at a chosen point, corrupt data, lose a node's storage.
 
 Why: a checkpoint library is only trustworthy if it has been seen to recover from the failures
-it claims to survive — a rank dying mid-write or mid-commit, a restart that dies while reading,
-a bit flipped on disk or in memory, a node whose local storage is gone. Like FTI's test suite
-and wu2018's fault-injection experiments, these failures are injected deliberately, at named
-points of the library's own code paths, so a test (or an experiment) can say exactly which
-failure it exercised and check the outcome.
-
-**Process failures** are described by a *plan* in the environment variable
-``GREENCKPT_INJECT`` (:data:`ENV`), so the application under test needs no changes: the library
-calls :func:`maybe_fail` at each point, and the plan decides whether this call dies. Syntax::
-
-    FAULT[;FAULT...]
-    FAULT  = ACTION@POINT[:key=value[,key=value...]]
-    ACTION = kill | exit
-    POINT  = compute | checkpoint-write | checkpoint-commit | restart-read | flush
-    keys   = rank, iteration, hit, code   (integers >= 0; hit >= 1; code <= 255, exit only)
-
-for example ``kill@compute:rank=2,iteration=7;exit@checkpoint-write:rank=1,hit=2,code=3``:
-rank 2 is SIGKILLed when it reaches ``compute`` at iteration 7, and rank 1 exits with status 3
-the second time it starts writing a checkpoint. Whitespace around tokens is ignored.
-
-- ``kill`` sends SIGKILL to the process itself — no handler, ``finally`` or ``atexit`` runs, as
-  when a node dies; ``exit`` calls ``os._exit(code)`` — a process that stops without cleaning up
-  but whose status the launcher sees.
-- ``rank`` (default: every rank) and ``iteration`` (default: any) filter the calls a fault
-  matches; a fault with ``iteration`` never matches a call that passes no iteration.
-- ``hit=n`` fires on the n-th matching call of that rank (counting only calls that match the
-  rank and iteration filters); without it, the first matching call fires.
-
-Before dying the process flushes stdout and stderr and writes one line to stderr such as
-``greenckpt.inject: killing rank 2 at compute (iteration 7)``, so a test log shows the death
-was deliberate. The plan is parsed once and cached: with :data:`ENV` unset, :func:`maybe_fail`
-costs one cached check, so the calls stay in production code. A malformed plan raises
-:class:`InjectError` at the first :func:`maybe_fail` — a failure test that silently injects
-nothing would pass for the wrong reason.
-
-**Data failures** are plain functions a test calls between runs: :func:`flip_bits_in_file`
-(silent corruption of a checkpoint on storage, which the digests must catch),
-:func:`flip_bits_in_buffer` (corruption of protected data in memory) and
-:func:`erase_node_storage` (a node lost with its local disk, or replaced by a blank one).
+it claims to survive, injected deliberately at named points of its own code paths. Process
+failures follow a plan in ``GREENCKPT_INJECT`` (:data:`ENV`), e.g.
+``kill@compute:rank=2,iteration=7;exit@checkpoint-write:rank=1,hit=2,code=3``, checked by
+:func:`maybe_fail` (one cached check when unset); data failures are functions a test calls
+(:func:`flip_bits_in_file`, :func:`flip_bits_in_buffer`, :func:`erase_node_storage`). The
+plan's syntax and rules: docs/design/checkpointer.md.
 """
 
 from __future__ import annotations

@@ -31,13 +31,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias
 
+from greenckpt.ckpt.agree import agree, agree_with
 from greenckpt.ckpt.comm import Comm
 from greenckpt.ckpt.erasure import GroupLayout, Scheme
 from greenckpt.ckpt.groups import encode_parity, erasure_groups, parity_name, rebuild_data
 from greenckpt.ckpt.manifest import Manifest, RankEntry
 from greenckpt.ckpt.partner import copy_name, inverse, partner_holders
 from greenckpt.ckpt.topology import Topology
-from greenckpt.ckpt.transfer import first_cause, shift_file
+from greenckpt.ckpt.transfer import shift_file
 from greenckpt.errors import InvalidValueError
 from greenckpt.io.checksum import file_digest
 
@@ -80,20 +81,20 @@ def _first(comm: Comm, error: str | None, about: int | None = None) -> str | Non
     the copy's owner (naming the holder would blame a rank whose own data may be fine), and
     :data:`_NOBODY` means no prefix (the message names the ranks itself).
     """
-    subject = comm.rank if about is None else about
-    found = comm.allgather((subject, error))
-    bad = first_cause([e for _, e in found])
+    subjects, bad = agree_with(
+        comm, comm.rank if about is None else about, error, causes_first=True
+    )
     if bad is None:
         return None
-    subject = found[bad[0]][0]
-    return bad[1] if subject == _NOBODY else f"rank {subject}: {bad[1]}"
+    subject = subjects[bad.rank]
+    return bad.error if subject == _NOBODY else f"rank {subject}: {bad.error}"
 
 
 def _agreed(comm: Comm, error: str | None) -> str | None:
     """The first rank's error (a cause before its echoes) prefixed with its rank, the same on
     every rank (collective), or None when every rank succeeded."""
-    bad = first_cause(comm.allgather(error))
-    return None if bad is None else f"rank {bad[0]}: {bad[1]}"
+    bad = agree(comm, error, causes_first=True)
+    return None if bad is None else str(bad)
 
 
 class Redundancy(Protocol):
@@ -297,11 +298,10 @@ class ErasureLevel:
     ) -> tuple[dict[str, Any], str | None]:
         """Every group's parity, each rank writing its parity file (collective): the
         manifest's ``redundancy`` object, or the first rank's error."""
-        outcomes = self.comm.allgather(self.protect(stage, entries))
-        bad = first_cause([e for _, e in outcomes])
+        infos, bad = agree_with(self.comm, *self.protect(stage, entries), causes_first=True)
         if bad is not None:
-            return {}, f"rank {bad[0]}: {bad[1]}"
-        return self.redundancy([info or {} for info, _ in outcomes]), None
+            return {}, str(bad)
+        return self.redundancy([info or {} for info in infos]), None
 
     def extra_bytes(self, sizes: Sequence[int]) -> list[int]:
         """Each rank's directory also holds its parity piece: the group's tolerance times

@@ -6,31 +6,10 @@ Layout (one store per level; on node-local storage each node has its own base)::
     <base>/<name>/.ckpt-00000013.partial/     staging: the checkpoint being written
     <base>/<name>/.ckpt-00000009.deleting/    a checkpoint being removed
 
-Why this shape: "a checkpoint is complete only when all its data are durable and verified;
-restart never picks an incomplete or corrupt one; a failing checkpoint never destroys the
-previous good one". The three directory names make the state of every checkpoint visible in
-one ``rename``-atomic name:
-
-- **Writing.** Ranks write their files into the staging directory (several ranks of a node
-  share it, so :meth:`CheckpointStore.staging` is idempotent) and fsync them.
-- **Commit.** :meth:`CheckpointStore.commit` writes ``manifest.json`` into staging, fsyncs
-  every file and the staging directory, then renames ``.ckpt-N.partial`` to ``ckpt-N`` and
-  fsyncs the job directory. *The rename is the commit point.* A crash before it leaves only a
-  ``.partial`` directory, which :meth:`~CheckpointStore.committed` never lists, so restart can
-  never see a half checkpoint that looks committed; a crash after it leaves a complete one.
-  Earlier checkpoints are untouched by a commit, failed or not.
-- **Removal.** :meth:`CheckpointStore.remove` first renames ``ckpt-N`` to ``.ckpt-N.deleting``
-  (so it stops looking committed atomically) and only then deletes the files: a crash halfway
-  through a deletion cannot leave a committed-looking checkpoint with files missing.
-- **Recovery.** :meth:`CheckpointStore.discard_partial` removes what a crashed run left in
-  staging or deletion; :meth:`CheckpointStore.verify` checks a committed checkpoint (files
-  present with their sizes, and with ``deep`` their digests) before a restart trusts it.
-  Reading a manifest checks its own digest (:mod:`greenckpt.ckpt.manifest`) and that it says
-  what its place says: the job and id of its directory and, when the caller knows it, the
-  level whose store holds it — a manifest moved or edited consistently is refused too.
-
-Ids are positive integers, increasing per job; directory names hold them zero-padded to eight
-digits (more digits when an id needs them), so names also sort in id order.
+Why this shape: the state of every checkpoint is visible in one rename-atomic name, so a crash
+never leaves a half checkpoint that looks committed nor destroys the previous good one. *The
+rename of staging to committed is the commit point.* The whole life cycle (writing, commit,
+removal, recovery): docs/design/checkpointer.md.
 """
 
 from __future__ import annotations

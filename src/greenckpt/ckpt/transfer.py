@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import traceback
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from greenckpt.ckpt.agree import PEER, first_cause, one_line
 from greenckpt.ckpt.comm import Comm
 from greenckpt.io.checksum import new_hasher
 
@@ -36,18 +35,9 @@ __all__ = [
     "shift_file",
 ]
 
-PEER: Final = "(because of a peer) "
-"""Marks an error that only reflects another rank's failure (nothing arrived from it), so the
-error reported to the user is the cause, not its echo on the peers."""
-
 SEGMENT: Final = 4 * 1024 * 1024
 """Bytes per exchanged segment: large enough for full-speed transfers, small enough that a
 rank holds only a few of them at once."""
-
-
-def one_line(exc: BaseException) -> str:
-    """An exception as the one line that error messages carry."""
-    return traceback.format_exception_only(type(exc), exc)[-1].strip()
 
 
 def read_segment(fd: int, offset: int, length: int) -> bytes:
@@ -193,13 +183,3 @@ def shift_file(
             PEER + f"received {writer.size} of {expected} bytes from rank {source}",
         )
     return Received(writer.size, digest, None)
-
-
-def first_cause(errors: Sequence[str | None]) -> tuple[int, str] | None:
-    """The rank and error to report among every rank's: the first that is not only a
-    consequence of another rank's failure (marked :data:`PEER`), else the first of those."""
-    found = [(r, e) for r, e in enumerate(errors) if e]
-    if not found:
-        return None
-    own = [(r, e) for r, e in found if PEER not in e]
-    return own[0] if own else found[0]

@@ -1,0 +1,217 @@
+"""Write-and-commit: a checkpoint as a chain of small stages run in order, stopping at the
+first failure.
+
+Why a chain (VeloC's manager is the model): each stage does one job — write every rank's
+data (with its digest), agree that all succeeded, encode the level's redundancy, describe the
+checkpoint in a manifest, publish it (the commit point: manifest + rename of staging to
+committed), retire old checkpoints — and a failure in any of them must stop the later ones
+and remove the staging data, so that nothing incomplete is ever committed and the previous
+checkpoints stay intact. The design is explained in docs/design/checkpointer.md.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from greenckpt.ckpt.agree import agree, agree_with, one_line
+from greenckpt.ckpt.inject import maybe_fail
+from greenckpt.ckpt.job import Job, tidy
+from greenckpt.ckpt.manifest import Manifest, RankEntry, utc_now_iso
+from greenckpt.ckpt.records import CheckpointError
+from greenckpt.ckpt.store import CheckpointStore, StoreError
+from greenckpt.io import Chunk, ConcatSource, parse_codec
+
+__all__ = ["CHECKPOINT_STAGES", "Commit", "run_stages", "write_and_commit"]
+
+S = TypeVar("S")
+
+RunChunks = Callable[..., Any]
+""":func:`greenckpt.io.run_chunks`, passed in by the caller (tests replace it there)."""
+
+WriteRank = Callable[[int, CheckpointStore, int], RankEntry]
+"""Writes this rank's file of checkpoint (level, store, id): :func:`write_rank_file` bound to
+the job, as the caller holds it (tests replace it on a Checkpointer)."""
+
+
+@dataclass
+class Commit:
+    """One checkpoint on its way through the stages: what they need and what they add."""
+
+    job: Job
+    level: int
+    store: CheckpointStore
+    ckpt_id: int
+    iteration: int | None
+    waves: list[tuple[int, ...]]
+    write: WriteRank
+    kept: Sequence[int] = ()
+    """Checkpoints the keep-last-k cleanup after the commit must keep."""
+    entries: tuple[RankEntry, ...] = ()
+    created: str = ""
+    redundancy: dict[str, Any] = field(default_factory=dict)
+    manifest: Manifest | None = None
+
+    def failed(self, why: str) -> CheckpointError:
+        """The error a stage raises on every rank; nothing was committed."""
+        return CheckpointError(
+            f"checkpoint {self.ckpt_id} (level {self.level}) failed{why}; nothing was "
+            "committed and the previous checkpoints are intact"
+        )
+
+
+def run_stages(stages: Sequence[Callable[[S], None]], state: S, undo: Callable[[S], None]) -> None:
+    """Run ``stages`` in order on ``state``; at the first that raises
+    :class:`CheckpointError`, run ``undo`` and re-raise it (the later stages do not run)."""
+    for stage in stages:
+        try:
+            stage(state)
+        except CheckpointError:
+            undo(state)
+            raise
+
+
+def write_rank_file(
+    job: Job, level: int, store: CheckpointStore, ckpt_id: int, run_chunks: RunChunks
+) -> RankEntry:
+    """This rank's file into the staging directory; its manifest entry.
+
+    The data stream from the protected buffers to the file (its digest computed as they
+    pass) while a thread takes the variables' digests from memory (the writer releases the
+    GIL in every ``pwrite`` and ``fsync``). Without a codec the file holds exactly the bytes
+    hashed, so the two digests must agree: if not, memory changed while the checkpoint was
+    written, and it fails here rather than being committed with data no digest matches (with
+    a codec the change is caught at recovery, each variable checked as it is decompressed).
+    """
+    stage = store.staging(ckpt_id)
+    name = f"rank-{job.rank:06d}.data"
+    path = stage / name
+    slots = job.protected.slots(for_write=True)
+    total = sum(len(s.view) for s in slots)
+    codec = parse_codec(job.level(level).codec)
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644))
+    with ThreadPoolExecutor(1, thread_name_prefix="greenckpt-digest") as pool:
+        hashing = pool.submit(job.protected.variables, slots, job.config.checksum)
+        (report,) = run_chunks(
+            "write",
+            [[Chunk(str(path), 0, total, ConcatSource([s.view for s in slots]))]],
+            codec=codec,
+            digest=job.config.checksum,
+        )
+        variables, stream = hashing.result()
+    assert report.digests is not None
+    if codec is None and stream != report.digests[0]:
+        raise CheckpointError(
+            "the protected data changed while the checkpoint was being written (memory "
+            "no longer matches the bytes stored); is another thread modifying them?"
+        )
+    return RankEntry(
+        rank=job.rank,
+        node=job.node,
+        file=name,
+        logical_bytes=total,
+        stored_bytes=report.stored_bytes,
+        digest=report.digests[0],
+        variables=variables,
+    )
+
+
+def write_data(c: Commit) -> None:
+    """Every rank writes its file in its wave; all agree that every rank succeeded."""
+    job = c.job  # the caller stamped the protected data with the checkpoint's Identity
+    entry, error = None, None
+    for wave in c.waves:
+        if job.rank in wave:
+            try:
+                entry = c.write(c.level, c.store, c.ckpt_id)
+            except Exception as exc:  # reported to every rank below
+                error = one_line(exc)
+            maybe_fail("checkpoint-write", rank=job.rank, iteration=c.iteration)
+        if len(c.waves) > 1:
+            job.comm.barrier()
+    # rank 0's clock dates the checkpoint: every node's manifest must be the same
+    outcomes, bad = agree_with(job.comm, (entry, utc_now_iso()), error)
+    if bad is not None:
+        raise c.failed(f" on {bad}")
+    c.created = outcomes[0][1]
+    c.entries = tuple(e for e, _ in outcomes if e is not None)
+
+
+def encode_redundancy(c: Commit) -> None:
+    """The level's redundant files next to the data (partner copies, parity; collective)."""
+    stage = c.store.staging_path(c.ckpt_id)
+    c.redundancy, problem = c.job.redundancy_of(c.level).encode(stage, c.entries)
+    if problem is not None:
+        raise c.failed(f": {problem}")
+
+
+def describe(c: Commit) -> None:
+    """The checkpoint's manifest, the same on every rank."""
+    job = c.job
+    c.manifest = Manifest(
+        name=job.config.name,
+        id=c.ckpt_id,
+        level=c.level,
+        created=c.created,
+        iteration=c.iteration,
+        checksum=job.config.checksum,
+        codec=job.codec_label(c.level),
+        nranks=job.comm.size,
+        nodes=job.topology.nodes,
+        ranks=c.entries,
+        redundancy=c.redundancy,
+    )
+
+
+def publish(c: Commit) -> None:
+    """The commit point: each directory's leader writes the manifest and renames staging to
+    committed; all agree, and a checkpoint committed on only some nodes is removed again."""
+    job, store = c.job, c.store
+    assert c.manifest is not None  # described before
+    commit_error = None
+    maybe_fail("checkpoint-commit", rank=job.rank, iteration=c.iteration)
+    if job.is_leader(c.level):
+        try:
+            store.commit(c.ckpt_id, c.manifest, ranks=job.dir_ranks(c.level))
+        except (StoreError, OSError, ValueError) as exc:
+            commit_error = one_line(exc)
+    bad = agree(job.comm, commit_error)
+    if bad is None:
+        return
+    if job.is_leader(c.level) and commit_error is None:
+        # committed here but not everywhere: not a checkpoint
+        tidy(lambda: store.remove(c.ckpt_id), f"remove checkpoint {c.ckpt_id}")
+    raise CheckpointError(
+        f"checkpoint {c.ckpt_id} (level {c.level}) could not be committed on rank {bad.rank}: "
+        f"{bad.error}; the previous checkpoints are intact"
+    )
+
+
+def retire_old(c: Commit) -> None:
+    """Keep-last-k within the level, in the background (each directory's leader)."""
+    if c.job.is_leader(c.level):
+        keep, kept, store = c.job.config.keep, list(c.kept), c.store
+        tidy(lambda: store.cleanup(keep, protect=kept, wait=False), "remove old checkpoints")
+
+
+CHECKPOINT_STAGES: tuple[Callable[[Commit], None], ...] = (
+    write_data,
+    encode_redundancy,
+    describe,
+    publish,
+    retire_old,
+)
+"""The stages of a synchronous checkpoint, in order."""
+
+
+def _undo(c: Commit) -> None:
+    c.job.abort(c.level, c.store, c.ckpt_id)
+
+
+def write_and_commit(c: Commit) -> RankEntry:
+    """Run :data:`CHECKPOINT_STAGES` on ``c`` (collective); this rank's manifest entry."""
+    run_stages(CHECKPOINT_STAGES, c, _undo)
+    return c.entries[c.job.rank]

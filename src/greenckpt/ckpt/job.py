@@ -1,0 +1,88 @@
+"""The parts of one checkpointing job that the write-and-commit stages, the recovery and the
+façade (:class:`greenckpt.ckpt.api.Checkpointer`) share: configuration, communicator,
+topology, protected data, each level's store and redundancy, and the small questions asked
+of them (who leads a directory, whose files it holds).
+
+Why one object: the stages and the recovery are functions of these parts, not of the
+Checkpointer, so each can be read and tested without the whole façade.
+"""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from greenckpt.ckpt.agree import one_line
+from greenckpt.ckpt.comm import Comm
+from greenckpt.ckpt.config import Config, LevelConfig
+from greenckpt.ckpt.levels import LevelSpec, level_spec
+from greenckpt.ckpt.protect import Protected
+from greenckpt.ckpt.redundancy import NoRedundancy, Redundancy
+from greenckpt.ckpt.store import CheckpointStore
+from greenckpt.ckpt.topology import Topology
+from greenckpt.io import parse_codec
+
+__all__ = ["Job", "tidy"]
+
+
+def tidy(action: Callable[[], object], what: str) -> None:
+    """Housekeeping on one rank (removing old or failed checkpoints): its failure is a
+    warning. It must not raise on one rank after all agreed, which would leave the others
+    waiting in the next collective; the checkpoints it failed to remove are kept, not lost."""
+    try:
+        action()
+    except (OSError, ValueError) as exc:
+        warnings.warn(f"greenckpt: could not {what}: {one_line(exc)}", RuntimeWarning, 3)
+
+
+@dataclass
+class Job:
+    """This process's view of the job's checkpointing parts (see the module docstring)."""
+
+    config: Config
+    comm: Comm
+    topology: Topology
+    node: int
+    protected: Protected
+    redundancy: dict[int, Redundancy]
+    stores: dict[int, CheckpointStore] = field(default_factory=dict)
+
+    @property
+    def rank(self) -> int:
+        return self.comm.rank
+
+    def level(self, number: int) -> LevelConfig:
+        """A level's settings."""
+        return self.config.level(number)
+
+    def spec(self, number: int) -> LevelSpec:
+        """A level's description (storage, what it survives, its scheme)."""
+        return level_spec(number)
+
+    def is_leader(self, level: int) -> bool:
+        """Whether this rank commits and cleans its directory of ``level``."""
+        return self.rank == self.spec(level).storage.leader(self.topology, self.node)
+
+    def dir_ranks(self, level: int) -> tuple[int, ...] | None:
+        """The ranks whose files this rank's directory of ``level`` holds (None: all)."""
+        return self.spec(level).storage.dir_ranks(self.topology, self.node)
+
+    def redundancy_of(self, level: int) -> Redundancy:
+        """A level's redundancy (none for a level used only as an asynchronous flush's
+        source)."""
+        return self.redundancy.get(level) or NoRedundancy()
+
+    def codec_label(self, level: int) -> str | None:
+        """The label of a level's codec as the manifest records it (None: no codec)."""
+        spec = parse_codec(self.level(level).codec)
+        return None if spec is None else spec.label
+
+    def abort(self, level: int, store: CheckpointStore, ckpt_id: int) -> None:
+        """Remove a failed checkpoint's staging data (after every rank stopped writing;
+        collective)."""
+        self.comm.barrier()
+        if self.is_leader(level):
+            shutil.rmtree(store.staging_path(ckpt_id), ignore_errors=True)
+        self.comm.barrier()

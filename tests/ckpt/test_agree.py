@@ -1,0 +1,64 @@
+"""The one collective agreement (greenckpt.ckpt.agree): the first failing rank's error,
+the same on every rank."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TypeVar
+
+import pytest
+
+from greenckpt.ckpt.agree import PEER, Failure, agree, agree_with, first_cause, raise_first
+
+T = TypeVar("T")
+
+
+class FakeComm:
+    """A communicator whose allgather returns the other ranks' values as given."""
+
+    def __init__(self, rank: int, others: Mapping[int, object], size: int) -> None:
+        self.rank, self.size, self.others = rank, size, others
+        self.calls = 0
+
+    def allgather(self, value: T) -> list[T]:
+        self.calls += 1
+        return [value if r == self.rank else self.others[r] for r in range(self.size)]  # type: ignore[misc]
+
+
+def test_all_ok_is_no_failure_in_one_collective() -> None:
+    comm = FakeComm(0, {1: None, 2: ""}, 3)
+    assert agree(comm, None) is None  # type: ignore[arg-type]
+    assert comm.calls == 1
+
+
+def test_the_first_failing_rank_decides_for_every_rank() -> None:
+    for rank in range(3):
+        errors = {0: None, 1: "disk full", 2: "read-only"}
+        comm = FakeComm(rank, errors, 3)
+        failure = agree(comm, errors[rank])  # type: ignore[arg-type]
+        assert failure == Failure(1, "disk full")
+        assert str(failure) == "rank 1: disk full"
+
+
+def test_a_cause_comes_before_its_echoes_when_asked() -> None:
+    errors = {0: PEER + "nothing arrived", 1: "cannot read x"}
+    comm = FakeComm(0, errors, 2)
+    assert agree(comm, errors[0]) == Failure(0, PEER + "nothing arrived")  # type: ignore[arg-type]
+    assert agree(comm, errors[0], causes_first=True) == Failure(1, "cannot read x")  # type: ignore[arg-type]
+    assert first_cause([None, None]) is None
+
+
+def test_values_are_gathered_with_the_verdict() -> None:
+    comm = FakeComm(1, {0: ("a", None), 2: ("c", "bad")}, 3)
+    values, failure = agree_with(comm, "b", None)  # type: ignore[arg-type]
+    assert values == ["a", "b", "c"]
+    assert failure == Failure(2, "bad")
+
+
+def test_raise_first_raises_the_same_error_on_every_rank() -> None:
+    for rank in range(2):
+        errors = {0: "boom", 1: None}
+        comm = FakeComm(rank, errors, 2)
+        with pytest.raises(RuntimeError, match=r"^rank 0: boom$"):
+            raise_first(comm, errors[rank], lambda f: RuntimeError(str(f)))  # type: ignore[arg-type]
+    raise_first(FakeComm(0, {1: None}, 2), None, lambda f: RuntimeError(str(f)))  # type: ignore[arg-type]
