@@ -50,7 +50,7 @@ def test_any_command_restores_a_dead_sessions_settings_first(
 ) -> None:
     tree, state, before = _killed_session(tmp_path)
     monkeypatch.setenv(ENV_VAR, str(tree))
-    monkeypatch.setattr("greenckpt.platform.restore.default_state_file", lambda root: state)
+    monkeypatch.setattr("greenckpt.platform.recovery.default_state_file", lambda root: state)
     main(["levels", "--config", "/nonexistent.toml"])  # any command, even one that fails
     assert "restored" in capsys.readouterr().err
     assert not state.exists()

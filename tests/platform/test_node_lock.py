@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import greenckpt.platform.nodelock as nodelock_mod
 import greenckpt.platform.restore as restore_mod
 from greenckpt.platform.restore import (
     NodeSettings,
@@ -129,15 +130,15 @@ def test_a_user_who_cannot_change_the_node_needs_no_lock(
 ) -> None:
     blocked = tmp_path / "not-a-dir"
     blocked.write_text("")
-    monkeypatch.setattr(restore_mod, "node_lock_file", lambda root=None: blocked / "node.lock")
-    monkeypatch.setattr(restore_mod, "_may_change_node", lambda root: False)
+    monkeypatch.setattr(nodelock_mod, "node_lock_file", lambda root=None: blocked / "node.lock")
+    monkeypatch.setattr(nodelock_mod, "_may_change_node", lambda root: False)
     root = FakeSysfsRoot(tree, deny_writes=True)
     with (
         NodeSettings(root, state_file=tmp_path / "s.json", signals=()) as node,
         pytest.raises(PlatformError, match="permission denied"),
     ):
         node.set_frequency(2.0e9)
-    monkeypatch.setattr(restore_mod, "_may_change_node", lambda root: True)
+    monkeypatch.setattr(nodelock_mod, "_may_change_node", lambda root: True)
     with pytest.raises(PlatformError, match=r"cannot create the node lock .* have root create"):
         NodeSettings(FakeSysfsRoot(tree), state_file=tmp_path / "s.json").__enter__()
 
@@ -162,7 +163,7 @@ def test_a_session_that_could_not_restore_leaves_its_record_for_the_next(
     session.set_governor("powersave")
     failed = restore_mod.RestoreReport((), ("write refused (simulated EBUSY)",), False, None)
     with monkeypatch.context() as m:
-        m.setattr(restore_mod, "_restore_saved", lambda *a, **k: failed)
+        m.setattr(restore_mod, "restore_saved", lambda *a, **k: failed)
         with pytest.raises(PlatformError):
             session.close()
     assert left.exists()
@@ -181,9 +182,9 @@ def test_a_record_this_user_cannot_see_counts_as_left(tmp_path: Path) -> None:
     private = tmp_path / "private"
     private.mkdir()
     doc = {"state_file": str(private / "node-state.json"), "pid": 1, "user": "a"}
-    assert restore_mod._left_unrestored(doc, tmp_path / "mine.json") is None  # certainly gone
+    assert nodelock_mod._left_unrestored(doc, tmp_path / "mine.json") is None  # certainly gone
     (private / "node-state.json").write_text("{}")
-    assert restore_mod._left_unrestored(doc, tmp_path / "mine.json") is not None
+    assert nodelock_mod._left_unrestored(doc, tmp_path / "mine.json") is not None
     real_lstat = os.lstat
 
     def denied(path: str | os.PathLike[str]) -> os.stat_result:
@@ -193,4 +194,4 @@ def test_a_record_this_user_cannot_see_counts_as_left(tmp_path: Path) -> None:
 
     with pytest.MonkeyPatch.context() as m:
         m.setattr(os, "lstat", denied)
-        assert restore_mod._left_unrestored(doc, tmp_path / "mine.json") is not None
+        assert nodelock_mod._left_unrestored(doc, tmp_path / "mine.json") is not None

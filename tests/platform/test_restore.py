@@ -18,7 +18,10 @@ from typing import Any
 
 import pytest
 
+import greenckpt.platform.nodelock as nodelock_mod
+import greenckpt.platform.recovery as recovery_mod
 import greenckpt.platform.restore as restore_mod
+import greenckpt.platform.statefile as statefile_mod
 from greenckpt.platform.restore import (
     NodeSettings,
     default_state_file,
@@ -349,16 +352,16 @@ def test_failed_close_leaves_a_file_restore_takes_without_force(
 def test_failed_close_that_cannot_mark_the_file_says_force(
     acpi: FakeSysfsRoot, state: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    original = restore_mod._write_state_file
+    original = statefile_mod.write_state_file
 
     def no_rewrite(path: Path, doc: Any, *, exclusive: bool) -> None:
         if doc.get("ended"):
             raise PlatformError("disk full")
         original(path, doc, exclusive=exclusive)
 
-    monkeypatch.setattr(restore_mod, "_write_state_file", no_rewrite)
+    monkeypatch.setattr(restore_mod, "write_state_file", no_rewrite)
     monkeypatch.setattr(
-        restore_mod, "_restore_saved", lambda *a: restore_mod.RestoreReport((), ("refused",))
+        restore_mod, "restore_saved", lambda *a: restore_mod.RestoreReport((), ("refused",))
     )
     with pytest.raises(PlatformError) as err, NodeSettings(acpi, state_file=state) as node:
         node.set_frequency(2e9)
@@ -471,8 +474,8 @@ def test_concurrent_restorers_never_undo_a_new_session(
     undoes N's change from its outdated record and deletes N's file."""
     before = snapshot(acpi.path)
     _crash_doc(acpi, state)
-    monkeypatch.setattr(restore_mod, "_LOCK_WAIT_S", 0.2)
-    original = restore_mod._restore_saved
+    monkeypatch.setattr(nodelock_mod, "LOCK_WAIT_S", 0.2)
+    original = recovery_mod.restore_saved
     seen: list[str] = []
 
     def b_is_slow(root: SysRoot, cpufreq: Any, cpuidle: Any) -> restore_mod.RestoreReport:
@@ -491,7 +494,7 @@ def test_concurrent_restorers_never_undo_a_new_session(
                 seen.append(f"N: {exc}")
         return original(root, cpufreq, cpuidle)
 
-    monkeypatch.setattr(restore_mod, "_restore_saved", b_is_slow)
+    monkeypatch.setattr(recovery_mod, "restore_saved", b_is_slow)
     report = restore_from_state_file(acpi, state)  # B
     holder = f"another greenckpt process (pid {os.getpid()}, restoring the node's settings)"
     assert seen[0] == "B paused"
@@ -674,13 +677,13 @@ def test_signal_while_saving_is_handled_before_any_write(
 ) -> None:
     """A signal landing between publishing the state file and recording it in memory waits
     until both agree, then restores: the change it interrupted writes nothing."""
-    original = restore_mod._write_state_file
+    original = statefile_mod.write_state_file
 
     def write_then_signal(path: Path, doc: Any, *, exclusive: bool) -> None:
         original(path, doc, exclusive=exclusive)
         signal.raise_signal(signal.SIGTERM)
 
-    monkeypatch.setattr(restore_mod, "_write_state_file", write_then_signal)
+    monkeypatch.setattr(restore_mod, "write_state_file", write_then_signal)
     got: list[int] = []
     old = signal.signal(signal.SIGTERM, lambda s, f: got.append(s))
     before = snapshot(acpi.path)

@@ -114,7 +114,7 @@ def test_every_command_starts_despite_a_nested_state_file(
     state = tmp_path / "node-state.json"
     state.write_text("[" * 100_000 + "]" * 100_000)
     monkeypatch.setenv(ENV_VAR, str(tree))
-    monkeypatch.setattr("greenckpt.platform.restore.default_state_file", lambda root: state)
+    monkeypatch.setattr("greenckpt.platform.recovery.default_state_file", lambda root: state)
     main(["levels", "--config", "/nonexistent.toml"])  # any command: it runs, after a warning
     err = capsys.readouterr().err
     assert "greenckpt: warning:" in err and "nested too deeply" in err

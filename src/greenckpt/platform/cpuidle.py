@@ -30,15 +30,10 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from greenckpt.platform.cpufreq import (
-    CPU_DIR,
-    SysfsWrite,
-    WriteGuard,
-    format_cpus,
-    name_choices,
-    write_attributes,
-)
+from greenckpt.platform.cpufreq_info import CPU_DIR
+from greenckpt.platform.cpunotation import format_cpus, name_choices
 from greenckpt.platform.root import ClosesOnExit, PlatformError, SysRoot
+from greenckpt.platform.sysfs_writes import SysfsWrite, WriteGuard, write_attributes
 
 __all__ = [
     "CPUIDLE_DIR",
@@ -205,27 +200,8 @@ class CpuidleController:
                 f"a latency must be a non-negative number of seconds, got {deeper_than_s!r}"
             )
         if wanted_names is not None:
-            known = info.names()
-            unknown = [n for n in wanted_names if n not in known]
-            hints = {n: name_choices(n, known) for n in unknown}
-            if len(set(hints.values())) == 1:  # few states: one list serves every name
-                raise PlatformError(
-                    f"no C-state named {', '.join(map(repr, unknown))}: {hints[unknown[0]]}"
-                )
-            if hints:  # many states: the closest ones for each unknown name
-                raise PlatformError(
-                    "no C-state named " + "; ".join(f"{n!r}: {h}" for n, h in hints.items())
-                )
-        if cpus is None:
-            chosen_cpus = set(info.cpus)
-        else:
-            chosen_cpus = set(cpus)
-            missing = sorted(chosen_cpus - set(info.cpus))
-            if missing:
-                raise PlatformError(
-                    f"CPU {format_cpus(missing)} has no idle states (offline or nonexistent): "
-                    f"CPUs with idle states are {format_cpus(info.cpus)}"
-                )
+            _check_names(info, wanted_names)
+        chosen_cpus = _check_cpus(info, cpus)
         # Compare in whole-ish microseconds so 10e-6 s selects "> 10 µs" exactly.
         threshold_us = None if deeper_than_s is None else round(deeper_than_s * 1e6, 3)
         select_all = not require_criterion and deeper_than_s is None and wanted_names is None
@@ -307,6 +283,35 @@ class CpuidleController:
     ) -> CstateResult:
         """Plan and apply :meth:`plan_enable` (no restoration: use NodeSettings for that)."""
         return self.apply(self.plan_enable(deeper_than_s=deeper_than_s, names=names, cpus=cpus))
+
+
+def _check_names(info: CpuidleInfo, wanted_names: list[str]) -> None:
+    """Refuse names no CPU has, with the available names (the closest ones when many)."""
+    known = info.names()
+    unknown = [n for n in wanted_names if n not in known]
+    hints = {n: name_choices(n, known) for n in unknown}
+    if len(set(hints.values())) == 1:  # few states: one list serves every name
+        raise PlatformError(
+            f"no C-state named {', '.join(map(repr, unknown))}: {hints[unknown[0]]}"
+        )
+    if hints:  # many states: the closest ones for each unknown name
+        raise PlatformError(
+            "no C-state named " + "; ".join(f"{n!r}: {h}" for n, h in hints.items())
+        )
+
+
+def _check_cpus(info: CpuidleInfo, cpus: Iterable[int] | None) -> set[int]:
+    """The CPUs asked for (all with idle states when None); refuse ones without idle states."""
+    if cpus is None:
+        return set(info.cpus)
+    chosen_cpus = set(cpus)
+    missing = sorted(chosen_cpus - set(info.cpus))
+    if missing:
+        raise PlatformError(
+            f"CPU {format_cpus(missing)} has no idle states (offline or nonexistent): "
+            f"CPUs with idle states are {format_cpus(info.cpus)}"
+        )
+    return chosen_cpus
 
 
 class CpuDmaLatency(ClosesOnExit):
