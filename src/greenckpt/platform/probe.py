@@ -8,13 +8,12 @@ why (a virtual machine has no RAPL and no cpufreq; a non-root user cannot read `
 
 from __future__ import annotations
 
-import os
 import socket
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from greenckpt.platform.cpufreq import CpufreqController
+from greenckpt.platform.capability import frequency_control
 from greenckpt.platform.cpuidle import CpuidleController
 from greenckpt.platform.meters import MeterOptions, select_meters
 from greenckpt.platform.pagereport import read_page_reporting
@@ -80,10 +79,10 @@ def _meters(root: SysRoot, options: MeterOptions | None) -> list[Capability]:
 
 
 def _cpufreq(root: SysRoot) -> Capability:
-    try:
-        info = CpufreqController(root).detect()
-    except PlatformError as exc:
-        return Capability("cpufreq", False, str(exc))
+    control = frequency_control(root)
+    info = control.cpufreq
+    if info is None:
+        return Capability("cpufreq", False, control.reason)
     pol = info.policies[0]
     freqs = pol.frequencies_hz or (pol.cpuinfo_min_hz, pol.cpuinfo_max_hz)
     summary = (
@@ -108,7 +107,7 @@ def _cpufreq(root: SysRoot) -> Capability:
             }
             for p in info.policies
         ],
-        "writable": os.access(root / "sys/devices/system/cpu/cpufreq", os.W_OK),
+        "writable": control.available,
     }
     return Capability("cpufreq", True, summary, details)
 

@@ -11,6 +11,7 @@ import os
 import shutil
 from pathlib import Path
 
+from greenckpt.platform.capability import frequency_control
 from greenckpt.platform.cpufreq import CpufreqController, format_hz
 from greenckpt.platform.cpuidle import CpuidleController
 from greenckpt.platform.root import PlatformError, SysRoot
@@ -71,14 +72,13 @@ def _check_cpufreq(spec: SweepSpec, root: SysRoot | None) -> None:
     wanted = [s for s in spec.settings if s.kind != "uncontrolled"]
     if not wanted:
         return
-    try:
-        ctl = CpufreqController(root)
-        info = ctl.detect()
-    except PlatformError as exc:
+    control = frequency_control(root)
+    info = control.cpufreq
+    if info is None:
         raise SweepError(
-            f"CPU frequency cannot be controlled on this node ({exc}); profile with the "
-            "frequency as found (--frequencies asfound)"
-        ) from None
+            f"CPU frequency cannot be controlled on this node ({control.reason}); profile with "
+            "the frequency as found (--frequencies asfound)"
+        )
     for pol in info.policies:
         for s in wanted:
             try:
@@ -94,12 +94,11 @@ def _check_cpufreq(spec: SweepSpec, root: SysRoot | None) -> None:
                 offered = ", ".join(format_hz(f) for f in pol.frequencies_hz or ())
                 hint = f" (offered: {offered})" if offered and s.kind == "frequency" else ""
                 raise SweepError(f"{exc}{hint}") from None
-        governor_file = ctl.root / f"{pol.path}/scaling_governor"
-        if not os.access(governor_file, os.W_OK):
-            raise SweepError(
-                f"cannot change the CPU frequency: {governor_file} is not writable (run as "
-                "root, or profile with the frequency as found: --frequencies asfound)"
-            )
+    if control.unwritable is not None:
+        raise SweepError(
+            f"cannot change the CPU frequency: {control.unwritable} is not writable (run as "
+            "root, or profile with the frequency as found: --frequencies asfound)"
+        )
 
 
 def _check_cpuidle(spec: SweepSpec, root: SysRoot | None) -> None:

@@ -13,7 +13,8 @@ a profile. :mod:`greenckpt.runtime.session` applies them per phase and always re
 :mod:`greenckpt.runtime.report` accounts time and energy per phase (:class:`RunReport`);
 :mod:`greenckpt.runtime.modelled` puts the model's EPE at the interval a run used beside the
 observed one (:func:`modelled_epe`); :mod:`greenckpt.runtime.notify` serves the same to other
-processes over a local socket.
+processes over a local socket. How the parts fit, and the modules they are split into
+(node, baselines, fit, control, spans, metering, lost, hook): docs/design/runtime.md.
 """
 
 from greenckpt.runtime.modelled import ModelledEpe, modelled_epe, with_modelled_epe

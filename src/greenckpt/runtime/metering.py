@@ -1,0 +1,129 @@
+"""The run's meter readings: one sampler, the domains summed into node energy, and records
+built from two boundary readings.
+
+Why boundary readings: every phase boundary is one synchronous reading of every meter
+(:meth:`~greenckpt.platform.sampler.Sampler.mark`), and a record's energy is the counter delta
+between its two readings, so the records partition the run exactly and their energies add up
+to the run's (docs/design/runtime.md, "Accounting"). Every figure says whether it was measured
+or estimated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from greenckpt.platform.meters.base import Meter, Source
+from greenckpt.platform.meters.detect import Selection, select_meters
+from greenckpt.platform.root import SysRoot
+from greenckpt.platform.sampler import Mark, Sampler
+from greenckpt.profile.power import PowerChoice, choose_power_domains
+from greenckpt.runtime.report import PhaseRecord, PowerTrace, RunKind
+
+__all__ = ["RunMeters"]
+
+
+class RunMeters:
+    """The sampler of one run and what its readings mean.
+
+    ``meters``: a selection or meters the caller owns, or ``None`` to detect the best
+    available through ``root`` (then owned here and closed by :meth:`stop`). ``t0`` is the
+    run's first reading: record times are seconds since it.
+    """
+
+    def __init__(
+        self, meters: Selection | Sequence[Meter] | None, root: SysRoot, rate_hz: float
+    ) -> None:
+        self._meters = meters
+        self._root = root
+        self.rate_hz = rate_hz
+        self._owned: Selection | None = None
+        self.sampler: Sampler | None = None
+        self.power: PowerChoice | None = None
+        self.t0 = 0.0
+
+    def start(self, notes: list[str]) -> Mark:
+        """Start sampling and return the run's first reading; say in ``notes`` when there is
+        no node energy figure or it is estimated."""
+        meters = self._meters
+        if meters is None:
+            self._owned = select_meters(root=self._root)
+            meters = self._owned
+        try:
+            sampler = Sampler(meters, rate_hz=self.rate_hz)
+            sampler.start()
+        except BaseException:
+            self._close_owned()
+            raise
+        self.sampler = sampler
+        try:
+            self.power = choose_power_domains(sampler.domains, sampler.sources)
+        except ValueError as exc:
+            self.power = None
+            notes.append(f"no node energy figure, per-domain energy only: {exc}")
+        if self.power is not None and self.power.source == "estimated":
+            notes.append(
+                f"power is ESTIMATED ({self.power.scope}), not measured: use the figures for "
+                "orders of magnitude, not as a measured saving"
+            )
+        mark = sampler.mark()
+        self.t0 = mark.t_s
+        return mark
+
+    def stop(self) -> None:
+        """Stop sampling and close the meters detected here."""
+        if self.sampler is not None:
+            self.sampler.stop()
+        self._close_owned()
+
+    def _close_owned(self) -> None:
+        if self._owned is not None:
+            self._owned.close()
+            self._owned = None
+
+    @property
+    def power_source(self) -> Source | None:
+        """Whether the node energy figure is measured or estimated (None: no figure)."""
+        if self.power is None:
+            return None
+        return "estimated" if self.power.source == "estimated" else "measured"
+
+    def record(
+        self, kind: RunKind, index: int, start: Mark, end: Mark, **extra: object
+    ) -> PhaseRecord:
+        """The record of ``kind`` between two readings, with ``extra`` fields."""
+        energy = start.energy_to(end)
+        power = self.power
+        sampler = self.sampler
+        assert sampler is not None
+        return PhaseRecord(
+            kind=kind,
+            index=index,
+            start_s=start.t_s - self.t0,
+            end_s=end.t_s - self.t0,
+            energy_j=energy,
+            sources=dict(sampler.sources),
+            node_energy_j=None if power is None else sum(energy[k] for k in power.keys),
+            power_source=self.power_source,
+            power_domains=() if power is None else power.keys,
+            gaps=start.gaps_to(end),
+            **extra,  # type: ignore[arg-type]
+        )
+
+    def node_energy(self, start: Mark, end: Mark) -> float | None:
+        """The node's energy between two readings (None: no node figure)."""
+        if self.power is None:
+            return None
+        delta = start.energy_to(end)
+        return sum(delta[k] for k in self.power.keys)
+
+    def trace(self) -> PowerTrace | None:
+        """The node power sampled over the run, in run seconds (None: no node figure)."""
+        power, sampler = self.power, self.sampler
+        if power is None or sampler is None:
+            return None
+        raw = PowerTrace.from_series(sampler.series(), power.keys, power.scope)
+        kept = [(t - self.t0, w) for t, w in zip(raw.t_s, raw.watts, strict=True)]
+        kept = [(t, w) for t, w in kept if t > 0]
+        return PowerTrace(
+            tuple(t for t, _ in kept), tuple(w for _, w in kept), raw.source, raw.scope
+        )

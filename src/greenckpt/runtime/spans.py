@@ -1,0 +1,89 @@
+"""The open spans the runtime accounts: an I/O phase (reference-counted per kind) and the
+compute or rework time between them.
+
+Why reference counting: several notifiers may report the same kind of phase at once (two
+emulated nodes on one host, each rank group's leader); the first begin decides, later ones
+join, the last end closes, and the span is one record that says how many it merged
+(docs/design/runtime.md, "Overlapping notifications").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from greenckpt.phases import AccountedKind
+from greenckpt.platform.sampler import Mark
+from greenckpt.runtime.report import RunKind
+from greenckpt.runtime.settings import Settings
+
+__all__ = ["Segment", "Span"]
+
+
+@dataclass
+class Span:
+    """An open phase of one kind (reference-counted)."""
+
+    kind: RunKind
+    index: int
+    start: Mark
+    order: int
+    refs: int = 1
+    notifiers: int = 1
+    level: int | None = None
+    levels: set[int] = field(default_factory=set)
+    path: str | None = None
+    size: int = 0
+    settings: Settings | None = None
+    background: bool = False
+    ok: bool = True
+    notes: list[str] = field(default_factory=list)
+    nodes: set[int] = field(default_factory=set)
+    reported_s: float | None = None
+
+    def join(
+        self, *, node: int | None, size: int, level: int | None, background: bool | None
+    ) -> None:
+        """Another notifier begins this kind while it is open: count it; the first begin's
+        settings and background flag are kept (a disagreement is noted)."""
+        self.refs += 1
+        self.notifiers += 1
+        if node is not None:
+            self.nodes.add(node)
+        self.size += max(size, 0)
+        if level is not None:
+            self.levels.add(level)
+        if background is not None and background != self.background:
+            self.notes.append(
+                f"a notifier said background={background}; the first begin's "
+                f"background={self.background} was kept"
+            )
+
+    def record_fields(self) -> dict[str, object]:
+        """The record's fields that come from the span (levels of merged notifications that
+        disagree leave the level unknown, and say so)."""
+        notes = list(self.notes)
+        level = self.level
+        if len(self.levels) > 1:
+            notes.append(f"merged notifications of levels {sorted(self.levels)}")
+            level = None
+        return {
+            "level": level,
+            "path": self.path,
+            "size": self.size,
+            "settings": self.settings,
+            "ok": self.ok,
+            "background": self.background,
+            "notifiers": self.notifiers,
+            "nodes": tuple(sorted(self.nodes)),
+            "reported_seconds": self.reported_s,
+            "notes": tuple(notes),
+        }
+
+
+@dataclass
+class Segment:
+    """The open compute or rework span between I/O phases."""
+
+    kind: AccountedKind
+    index: int
+    start: Mark
