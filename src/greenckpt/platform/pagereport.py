@@ -1,29 +1,17 @@
 """Free page reporting: a VM guest handing freed memory back to its host, and holding it off.
 
 Why: with virtio-balloon free page reporting, a guest kernel tells the host which free memory
-blocks it may discard; the next use of such a block faults the memory back in from the host.
-I/O through the page cache allocates and frees memory constantly (a checkpoint's pages are
-cached while written and dropped afterwards), so on such a guest the throughput of the *same*
-read depends on whether the memory it lands in was reported in the meantime. Measured on the
-2-CPU Firecracker guest this project is developed on (whose kernel reports every freed block at
-once, ``min_free_ms = 0``): a 256 MiB write + fsync + read of one file ran at 1.4–1.6 GB/s
-write / 2.0–2.6 GB/s read when the read came at once, and at 0.6–0.8 / 0.5–0.8 GB/s when it
-came 2 s later, with 220–350 MiB reported in between; with reporting held off for 60 s the
-2 s-later runs were back to 1.2–1.5 / 1.7–2.3 GB/s. Such a guest makes any two I/O tools
-look different or alike by chance, so benchmarks that compare tools hold reporting off while
-they run and say so; a profile made on such a guest describes the guest's memory as much as its
-storage, which :func:`read_page_reporting` lets a report point out.
-
-Two knobs exist. Upstream kernels (5.7+) report free blocks of ``page_reporting_order`` pages
-2 s after they are freed, with no delay to tune. Some VM kernels (Firecracker's ``-fc``
-builds) add ``min_free_ms``: how long a block must stay free before it is reported. Holding
-off means raising ``min_free_ms``; where only the upstream knob exists nothing is changed and
-the holder says so. The original value is recorded in a state file before it is changed and
-written back on close (also on SIGTERM and SIGHUP). A holder that died without closing
-(SIGKILL, OOM kill) is undone like the node's other settings: by ``greenckpt restore`` and at
-the start of every command (:func:`restore_page_reporting`), and by the next holder. The
-record names its holder by pid *and* process start time, since pids are reused: a record
-whose pid now belongs to another process is a dead holder's.
+blocks it may discard, and their next use faults them back in from the host. I/O through the
+page cache allocates and frees memory constantly, so on such a guest the throughput of the
+*same* read depends on whether its memory was reported in the meantime (measured: about half,
+see docs/design/restore.md). Benchmarks that compare tools hold reporting off and say so, and
+:func:`read_page_reporting` lets a report point out that a profile describes such a guest.
+Holding off raises ``min_free_ms`` (VM kernels that have it); where only the upstream knob
+exists nothing is changed and the holder says so. The original value is recorded in a state
+file before it is changed and written back on close (also on SIGTERM and SIGHUP); a holder
+that died without closing is undone like the node's other settings (``greenckpt restore``,
+the start of every command, the next holder). Records name their holder by pid *and*
+process start time, since pids are reused.
 """
 
 from __future__ import annotations
