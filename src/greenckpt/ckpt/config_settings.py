@@ -41,8 +41,7 @@ NO_LEVEL = (
     '(every = "10min", "50it" or "auto") or enabled = true'
 )
 
-# --------------------------------------------------------------------------------------------
-
+#: A converter: checks a raw value read from a source and returns it normalised.
 Convert = Callable[[object, Reading], object]
 
 #: Top-level settings: field name (= TOML key = keyword) -> converter.
