@@ -3,33 +3,13 @@
 Why: a run's report sets the *observed* energy per second of useful work beside the
 *modelled* one (saito2013 section 6). The planner's ``Plan.best.epe`` is the EPE at the
 model's energy-optimal interval, but a run checkpoints at whatever interval the application
-chose (the demo, for one, at fixed iteration counts), so comparing the observed EPE with
-the optimum mixes two questions: how good the model is, and how far the interval was from
-the optimum. This module answers the first: it evaluates
-:func:`greenckpt.model.epe` at the interval the run *used*, with the checkpoint and restart
-figures the profile predicts for the settings the runtime applied.
-
-Where each input comes from (stated, with its source, in :attr:`ModelledEpe.derivation`):
-
-* ``T_A``: **observed** — the mean seconds of compute between consecutive foreground
-  checkpoints (from the run's start to the first checkpoint, then from each checkpoint's end
-  to the next one's start): ``compute`` and ``rework`` records, the work a checkpoint saves
-  (iterations recomputed after a restart are checkpointed like new ones). Work a failure threw
-  away, restarts and any other span are the model's failure cost, not its interval, and are
-  left out; so is compute after the last checkpoint, which ends no interval. A run with
-  several checkpoint levels is modelled as one level: every checkpoint ends a basic unit (the
-  single-level model of saito2013).
-* ``T_C``, ``W_C``: the profile's **prediction** for the settings applied at the run's
-  checkpoints (:attr:`Settings.predicted_seconds`, :attr:`Settings.predicted_power_w`), the
-  mean time over the checkpoints and the time-weighted mean power.
-* ``T_R``, ``W_R``: the prediction for the run's restarts when it had any; otherwise the
-  policy is asked what it would apply to restart the last checkpoint (nothing is applied;
-  same level, path, per-node size and codec) and its prediction is used.
-* ``W_A`` and the failure rate λ: stated by the caller (they are not measurable in one run).
-
-The powers' source is the profile's (``measured``, ``estimated`` or ``synthetic``); when
-anything is missing — no checkpoint, no prediction because the policy did not use a profile,
-no ``W_A`` or λ — there is no modelled EPE and :attr:`ModelledEpe.derivation` says why.
+chose, so comparing the observed EPE with the optimum mixes two questions: how good the model
+is, and how far the interval was from the optimum. This module answers the first: it
+evaluates :func:`greenckpt.model.epe` at the interval the run *used* (``T_A`` observed), with
+the checkpoint and restart figures the profile predicts for the settings the runtime applied;
+``W_A`` and λ are stated by the caller. Where each input comes from, and when there is none:
+docs/design/runtime.md ("The modelled EPE at the run's interval"); every derivation says it in
+:attr:`ModelledEpe.derivation`.
 """
 
 from __future__ import annotations
@@ -49,7 +29,7 @@ from greenckpt.units import format_duration
 __all__ = ["ModelledEpe", "modelled_epe", "observed_interval", "with_modelled_epe"]
 
 _INTERVAL_KINDS = ACCOUNTED_KINDS
-"""The records whose seconds make up a checkpoint interval (see the module docstring)."""
+"""The records whose seconds make up a checkpoint interval (docs/design/runtime.md)."""
 
 
 @dataclass(frozen=True)
@@ -98,7 +78,7 @@ def _none(why: str, **known: Any) -> ModelledEpe:
 
 def observed_interval(records: Sequence[PhaseRecord]) -> tuple[float | None, int]:
     """The mean seconds of compute (and rework) between foreground checkpoints, and how many
-    checkpoints it was observed over (see the module docstring); None without checkpoints."""
+    checkpoints it was observed over (docs/design/runtime.md); None without checkpoints."""
     checkpoints = sorted(
         (r for r in records if r.kind == "checkpoint" and not r.background),
         key=lambda r: r.start_s,
@@ -179,6 +159,23 @@ def _restart_prediction(
     )
 
 
+def _refused_inputs(rate: float | None, app_power: float | None) -> str | None:
+    """Why the model cannot be given ``rate`` and ``app_power`` (None: it can)."""
+    if app_power is None or rate is None:
+        missing = " and ".join(
+            name
+            for name, value in (
+                ("the application's power W_A", app_power),
+                ("the job's failure rate (MTBF)", rate),
+            )
+            if value is None
+        )
+        return f"the model needs {missing}"
+    if not (math.isfinite(rate) and rate > 0 and math.isfinite(app_power) and app_power > 0):
+        return f"rate ({rate!r}/s) and W_A ({app_power!r} W) must be finite and > 0"
+    return None
+
+
 def modelled_epe(
     report: RunReport,
     *,
@@ -190,18 +187,9 @@ def modelled_epe(
     """The model's EPE for ``report``'s run at the interval it used (see the module
     docstring). ``rate``: the job's failure rate (1/s); ``app_power``: ``W_A`` (watts);
     ``policy``: the run's policy, asked for a restart's prediction when the run had none."""
-    if app_power is None or rate is None:
-        missing = " and ".join(
-            name
-            for name, value in (
-                ("the application's power W_A", app_power),
-                ("the job's failure rate (MTBF)", rate),
-            )
-            if value is None
-        )
-        return _none(f"the model needs {missing}")
-    if not (math.isfinite(rate) and rate > 0 and math.isfinite(app_power) and app_power > 0):
-        return _none(f"rate ({rate!r}/s) and W_A ({app_power!r} W) must be finite and > 0")
+    refused = _refused_inputs(rate, app_power)
+    if refused is not None or rate is None or app_power is None:
+        return _none(refused or "")
     known: dict[str, Any] = {"W_A": app_power, "rate": rate}
     T_A, count = observed_interval(report.records)
     if T_A is None:

@@ -6,31 +6,9 @@ checkpoint, flush or restart starts and ends. greenckpt's own library tells it t
 FTI, SCR, VeloC or DMTCP, or greenckpt's library under ``greenckpt run`` — tells it through
 this server, with :class:`greenckpt.ckpt.notify_client.SocketHook` from Python or
 ``greenckpt notify`` from a job script. The wire format is defined (and documented) once, in
-:mod:`greenckpt.ckpt.notify_client`; this module only serves it.
-
-How it works:
-
-* :class:`NotifyServer` listens on a Unix-domain stream socket, created with permissions 0600
-  (bound, chmod-ed, and only then listening, so nobody else can ever connect) at the path the
-  caller gives, or in a new private temporary directory. A path that already exists is
-  reused only if it is a *stale* socket (connecting is refused: its server has ended); a live
-  socket of another server, or a file that is not a socket, is refused with one line.
-* One thread accepts connections and one thread per connection reads its lines, so several
-  clients (every node leader of a job on this host, say) are served at once. Every call into
-  the target (the runtime) happens under one lock, so the target needs no locking of its own.
-* Every ``begin`` and ``end`` is passed on to the target as it comes; the target counts
-  overlapping phases of one kind (:class:`greenckpt.runtime.session.Runtime` reference-counts
-  them: one decision at the first ``begin``, the phase ends at the last ``end``) and refuses
-  an ``end`` without a ``begin`` (the client gets the error reply). ``begin`` and ``end`` may
-  come over different connections (``greenckpt notify`` runs once per event). Phases begun
-  through the socket and still open when the server closes are ended with ``ok=False``, so
-  the runtime can put the node back.
-* ``begin``'s and ``end``'s ``node`` and ``end``'s ``seconds`` are passed on: the runtime
-  keeps which nodes announced a phase and the notifiers' own timing beside its measurement
-  (``seconds`` 0, the wire default, means "not given"). ``begin``'s ``pid`` is validated only.
-* Notifications that are lost or cut short — a request without its final newline when the
-  client closes, phases still open at close — are kept in :attr:`NotifyServer.incidents` and
-  handed to the target's ``note`` (the runtime's report notes), never skewed silently.
+:mod:`greenckpt.ckpt.notify_client`; this module only serves it: a private Unix socket, one
+thread per connection, every call into the runtime under one lock, and nothing lost
+silently. How it works in detail: docs/design/runtime.md ("The notification socket").
 """
 
 from __future__ import annotations
