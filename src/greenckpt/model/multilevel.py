@@ -227,6 +227,27 @@ def _period_costs(levels: Sequence[Level], work: FloatArray, level: IntArray) ->
     return _period_costs_pass(levels, work, level, safe=True)
 
 
+def _failure_free_costs(work: FloatArray, level: IntArray, C: FloatArray) -> FloatArray:
+    """The period's costs when no level can fail: the work, and each checkpoint once."""
+    L = len(C)
+    out = np.zeros((work.shape[0], 1 + 2 * L))
+    out[:, 0] = work.sum(axis=1)
+    for i in range(L):
+        out[:, 1 + i] = C[i] * np.count_nonzero(level == i)
+    return out
+
+
+def _rollback_targets(level: IntArray, L: int) -> IntArray:
+    """target[k, s]: newest event j < k whose level >= s, else -1 (the period's start)."""
+    N = len(level)
+    target = np.full((N, L), -1, dtype=np.int64)
+    last = np.full(L, -1, dtype=np.int64)
+    for k in range(N):
+        target[k] = last
+        last[: int(level[k]) + 1] = k
+    return target
+
+
 def _period_costs_pass(
     levels: Sequence[Level], work: FloatArray, level: IntArray, *, safe: bool
 ) -> FloatArray:
@@ -238,20 +259,11 @@ def _period_costs_pass(
     R = np.array([lv.restart_time for lv in levels])
     Lam = float(rates.sum())
     if Lam == 0.0:
-        out = np.zeros((M, D))
-        out[:, 0] = work.sum(axis=1)
-        for i in range(L):
-            out[:, 1 + i] = C[i] * np.count_nonzero(level == i)
-        return out
+        return _failure_free_costs(work, level, C)
     w = rates / Lam
     # Weight of failures above level s, summed from the top so that it is exactly 0 there.
     w_gt = np.concatenate((np.cumsum(w[::-1])[::-1][1:], [0.0]))
-    # target[k, s]: newest event j < k whose level >= s, else -1 (the period's start).
-    target = np.full((N, L), -1, dtype=np.int64)
-    last = np.full(L, -1, dtype=np.int64)
-    for k in range(N):
-        target[k] = last
-        last[: int(level[k]) + 1] = k
+    target = _rollback_targets(level, L)
     cum = np.zeros((N + 1, M, D))
     V: dict[tuple[int, int], FloatArray] = {}
     span = _span if safe else _plain_span

@@ -26,6 +26,7 @@ from greenckpt.optimize.profile import (
     load_profile,
     profile_from_json,
     profile_to_json,
+    save_profile,
 )
 
 __all__ = [
@@ -46,4 +47,5 @@ __all__ = [
     "plan",
     "profile_from_json",
     "profile_to_json",
+    "save_profile",
 ]

@@ -23,7 +23,7 @@ Constraints:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -475,6 +475,14 @@ def baseline_point(profile: Profile, op: str, name: str, n: int) -> tuple[Profil
     governed = [p for p in pts if p.governor == name]
     if governed:
         return governed[0], f"measured under the {name} governor"
+    return _baseline_at_fixed_frequency(profile, op, name, n, pts)
+
+
+def _baseline_at_fixed_frequency(
+    profile: Profile, op: str, name: str, n: int, pts: Sequence[ProfilePoint]
+) -> tuple[ProfilePoint | None, str]:
+    """:func:`baseline_point` for a governor not measured as such: the fixed-frequency point
+    at the frequency it sets, or None and why it cannot be read from ``pts``."""
     fixed = [p for p in pts if p.frequency is not None]
     if not fixed and all(p.uncontrolled for p in pts):
         return None, (

@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, cast
 
+from greenckpt.durable import write_atomic
 from greenckpt.errors import GreenckptError
 from greenckpt.files import read_regular
 
@@ -355,8 +357,8 @@ def check_unique_cells(points: Sequence[ProfilePoint], where: str = "profile.poi
             )
 
 
-def profile_from_json(data: Any) -> Profile:
-    """Build a :class:`Profile` from parsed JSON, validating every field."""
+def _version_from_json(data: Any) -> int:
+    """The format version of a parsed profile, after checking it is one this code reads."""
     if not isinstance(data, dict):
         raise ProfileError("profile: expected a JSON object at the top level")
     if data.get("format") != FORMAT_NAME:
@@ -370,6 +372,10 @@ def profile_from_json(data: Any) -> Profile:
             "profile.format_version: this greenckpt reads versions "
             f"{', '.join(map(str, READABLE_VERSIONS))}, got {version!r}"
         )
+    return cast(int, version)
+
+
+def _points_from_json(data: Mapping[str, Any], version: int) -> tuple[ProfilePoint, ...]:
     raw_points = data.get("points")
     if not isinstance(raw_points, list) or not raw_points:
         raise ProfileError("profile.points: expected a non-empty list of measured points")
@@ -377,6 +383,10 @@ def profile_from_json(data: Any) -> Profile:
         _point_from_json(p, f"profile.points[{i}]", version) for i, p in enumerate(raw_points)
     )
     check_unique_cells(points)
+    return points
+
+
+def _synthetic_from_json(data: Mapping[str, Any], points: Sequence[ProfilePoint]) -> bool:
     synthetic = data.get("synthetic", False)
     if not isinstance(synthetic, bool):
         raise ProfileError(f"profile.synthetic: expected true or false, got {synthetic!r}")
@@ -385,49 +395,63 @@ def profile_from_json(data: Any) -> Profile:
             "profile.synthetic: points have power_source 'synthetic', so the profile must "
             "say synthetic: true"
         )
+    return synthetic
+
+
+def _idle_from_json(
+    data: Mapping[str, Any],
+) -> tuple[float | None, PowerSource | None, float | None]:
+    """The idle power, its source and its spread (all None when the profile has none)."""
     idle = data.get("idle_power")
-    idle_power = idle_source = idle_spread = None
-    if idle is not None:
-        if not isinstance(idle, dict):
-            raise ProfileError('profile.idle_power: expected {"value_W": ..., "source": ...}')
-        idle_power = _number(idle, "value_W", "profile.idle_power")
-        idle_source = cast(
-            PowerSource, _choice(idle, "source", "profile.idle_power", POWER_SOURCES)
-        )
-        idle_spread = _optional_number(idle, "spread_W", "profile.idle_power")
+    if idle is None:
+        return None, None, None
+    if not isinstance(idle, dict):
+        raise ProfileError('profile.idle_power: expected {"value_W": ..., "source": ...}')
+    return (
+        _number(idle, "value_W", "profile.idle_power"),
+        cast(PowerSource, _choice(idle, "source", "profile.idle_power", POWER_SOURCES)),
+        _optional_number(idle, "spread_W", "profile.idle_power"),
+    )
+
+
+def _descriptions_from_json(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The descriptive fields (objects, name lists, strings, status), each checked."""
+    found: dict[str, Any] = {}
     for key in ("machine", "storage", "sweep"):
-        if not isinstance(data.get(key, {}), dict):
+        value = data.get(key, {})
+        if not isinstance(value, dict):
             raise ProfileError(f"profile.{key}: expected an object")
-    names = {}
+        found[key] = dict(value)
     for key in ("meters", "power_domains"):
         value = data.get(key, [])
         if not isinstance(value, list) or not all(isinstance(m, str) for m in value):
             raise ProfileError(f"profile.{key}: expected a list of names")
-        names[key] = tuple(value)
-    text = {}
+        found[key] = tuple(value)
     for key in ("note", "created", "tool"):
         value = data.get(key, "")
         if not isinstance(value, str):
             raise ProfileError(f"profile.{key}: expected a string")
-        text[key] = value
+        found[key] = value
     status = data.get("status", "complete")
     if status not in ("complete", "partial"):
         raise ProfileError(f"profile.status: expected 'complete' or 'partial', got {status!r}")
+    found["status"] = status
+    return found
+
+
+def profile_from_json(data: Any) -> Profile:
+    """Build a :class:`Profile` from parsed JSON, validating every field."""
+    version = _version_from_json(data)
+    points = _points_from_json(data, version)
+    synthetic = _synthetic_from_json(data, points)
+    idle_power, idle_source, idle_spread = _idle_from_json(data)
     return Profile(
         points=points,
         synthetic=synthetic,
-        note=text["note"],
-        machine=dict(data.get("machine", {})),
-        storage=dict(data.get("storage", {})),
-        meters=names["meters"],
         idle_power=idle_power,
         idle_power_source=idle_source,
         idle_power_spread=idle_spread,
-        power_domains=names["power_domains"],
-        created=text["created"],
-        tool=text["tool"],
-        status=status,
-        sweep=dict(data.get("sweep", {})),
+        **_descriptions_from_json(data),
     )
 
 
@@ -518,3 +542,14 @@ def profile_to_json(profile: Profile) -> dict[str, Any]:
         out["sweep"] = dict(profile.sweep)
     out["points"] = [point_to_json(p) for p in profile.points]
     return out
+
+
+def save_profile(profile: Profile, path: str | os.PathLike[str]) -> None:
+    """Write ``profile`` to ``path`` atomically, as strict JSON (a profile holds only finite
+    numbers: the loader refuses anything else).
+
+    Atomic because a sweep rewrites its profile after every finished cell and may be killed at
+    any moment: the file on disk is always the previous complete version or the new one. It
+    sits beside :func:`load_profile` so the format is written and read in one module.
+    """
+    write_atomic(path, json.dumps(profile_to_json(profile), indent=2, allow_nan=False) + "\n")

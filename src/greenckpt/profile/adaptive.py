@@ -1,39 +1,13 @@
 """Adaptive sweeps: measure only the cells that could change the optimizer's decision.
 
-Why: a full grid (every frequency × every process count × both operations × repetitions) can
-take hours per storage target, yet the optimizer needs only the region of the grid around its
-optimum. The adaptive mode is a branch-and-bound over the grid:
-
-1. **Initial design**, measured *quickly* (one run, no warm-up). For each group of cells that
-   share C-states, size and codec: every process count at the highest fixed frequency (the
-   process axis is where storage devices have their peaks and knees: saito2013 Figures 1–2),
-   the lowest, middle and highest process counts at the lowest fixed frequency (the frequency
-   axis is smooth: CPU work scales with the clock), and the lowest and highest process counts
-   of every other CPU setting (each governor, or "as found"). A grid with no fixed
-   frequency (a node without cpufreq: one "as found" row, or governors only) has no row to
-   spare: its first row gets the lowest, middle and highest process counts like the lowest
-   frequency, since a first look at every count would alone cost 1/(warm-up + repetitions)
-   of the full grid (25 % with the defaults) before anything is decided. Every other cell
-   lies between measured ones.
-2. **Optimistic surrogate.** Every unmeasured cell gets predicted points: throughput and power
-   interpolated from the measured cells of its group (linearly in frequency and log₂ processes
-   for fixed frequencies; along the process axis for a governor row), then made *optimistic*
-   — throughput × (1 + m), power × (1 − m), with ``m`` the optimism margin.
-3. **Bound.** For each decision scenario, the planner runs on measured ∪ optimistic points.
-   If its best plan uses an optimistic point, that cell *could* beat everything measured: it
-   is measured quickly next. If it uses a quickly measured point, that cell is measured in
-   full (warm-up and every repetition), since the decision now rests on it. When every
-   scenario's best plan uses fully measured points only, no unmeasured cell can win unless
-   the surrogate is off by more than the margin, and the sweep stops.
-
-Quick looks cost one run instead of ``warmup + repetitions``; only the cells the decision
-rests on get the full treatment. The profile records ``repetitions`` per point, so a reader
-sees which points are single runs.
-
-The decision is the planner's (write setting, write processes, read setting, read processes) for
-the scenarios given (checkpoint size, MTBF, application power); a larger margin measures more
-and is safer. ``benchmarks/bench_adaptive.py`` replays recorded full-grid profiles and reports
-the share of the grid's measurement time used and whether the decision matched.
+Why: a full grid (every frequency × process count × operation × repetition) can take hours per
+storage target, yet the optimizer needs only the region around its optimum. The adaptive mode
+is a branch-and-bound over the grid: a quick initial design, an optimistic surrogate for every
+unmeasured cell (throughput × (1 + m), power × (1 − m)), and the planner as the bound — a cell
+its best plan uses is measured (quickly, then in full), and the sweep stops when every
+scenario's best plan rests on fully measured points only. A larger margin ``m`` measures more
+and is safer. The steps in full: docs/design/profiler.md; ``benchmarks/bench_adaptive.py``
+replays recorded full-grid profiles to check it.
 """
 
 from __future__ import annotations

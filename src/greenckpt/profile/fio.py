@@ -357,6 +357,22 @@ def _engine_read_method(directory: str, block_size: int) -> str | None:
         remove_files(str(p) for p in Path(directory).glob("probe.*"))
 
 
+def _check_validate_args(counts: list[int], size: int, block_size: int, repeats: int) -> None:
+    """Refuse bad arguments of :func:`validate` before anything is run or written."""
+    if not counts or any(isinstance(n, bool) or n < 1 for n in counts):
+        raise InvalidValueError(f"workers_list must be process counts ≥ 1, got {counts!r}")
+    if len(set(counts)) != len(counts):
+        raise InvalidValueError(f"workers_list repeats a process count: {counts!r}")
+    if repeats < 1:
+        raise InvalidValueError(f"repeats must be ≥ 1, got {repeats}")
+    if block_size < 1:
+        raise InvalidValueError(f"block size must be ≥ 1 byte, got {block_size}")
+    if size < max(counts) * block_size:
+        raise InvalidValueError(
+            f"size {size} B is less than {max(counts)} processes × block size {block_size} B"
+        )
+
+
 def validate(
     directory: str | os.PathLike[str],
     size: int,
@@ -379,18 +395,7 @@ def validate(
     errors when it fails.
     """
     counts = list(workers_list)
-    if not counts or any(isinstance(n, bool) or n < 1 for n in counts):
-        raise InvalidValueError(f"workers_list must be process counts ≥ 1, got {counts!r}")
-    if len(set(counts)) != len(counts):
-        raise InvalidValueError(f"workers_list repeats a process count: {counts!r}")
-    if repeats < 1:
-        raise InvalidValueError(f"repeats must be ≥ 1, got {repeats}")
-    if block_size < 1:
-        raise InvalidValueError(f"block size must be ≥ 1 byte, got {block_size}")
-    if size < max(counts) * block_size:
-        raise InvalidValueError(
-            f"size {size} B is less than {max(counts)} processes × block size {block_size} B"
-        )
+    _check_validate_args(counts, size, block_size, repeats)
     if not fio_available():
         raise FioError("fio is not installed (apt-get install -y fio, dnf install fio)")
     root = os.path.abspath(os.fspath(directory))

@@ -164,7 +164,18 @@ class SweepSpec:
     """Free-form settings recorded with the sweep (meters asked for, sampling rate)."""
 
     def validate(self) -> None:
-        """Raise :class:`SweepError` for the first invalid value (nothing about the machine)."""
+        """Raise :class:`SweepError` for the first invalid value (nothing about the machine).
+
+        The checks run in a fixed order (the grid, then how each cell is run, then the codecs
+        and data), so the same bad spec always gets the same first message.
+        """
+        self._validate_grid()
+        self._validate_runs()
+        self._validate_codecs()
+        if self.data not in DATA_KINDS:
+            raise SweepError(f"data must be one of {', '.join(DATA_KINDS)}, got {self.data!r}")
+
+    def _validate_grid(self) -> None:
         if not self.settings:
             raise SweepError("no CPU settings to measure: give frequencies and/or governors")
         if len(set(self.settings)) != len(self.settings):
@@ -189,6 +200,8 @@ class SweepSpec:
                         f"size {s} B cannot give each of {n} processes a {self.block_size} B "
                         f"block: use a size of at least {n * self.block_size} B or fewer processes"
                     )
+
+    def _validate_runs(self) -> None:
         if self.layout not in LAYOUTS:
             raise SweepError(f"layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")
         if self.read_method not in READ_METHODS:
@@ -201,6 +214,8 @@ class SweepSpec:
             raise SweepError(f"warm-up runs must be >= 0, got {self.warmup}")
         if not self.idle_seconds >= 0:
             raise SweepError(f"idle seconds must be >= 0, got {self.idle_seconds}")
+
+    def _validate_codecs(self) -> None:
         if not self.codecs:
             raise SweepError("the codec list is empty: give none and/or codecs, e.g. none,zstd")
         labels = []
@@ -222,8 +237,6 @@ class SweepSpec:
                 "codecs need --layout file_per_process: compressed sizes are known only after "
                 "writing, so processes cannot share one file at fixed offsets"
             )
-        if self.data not in DATA_KINDS:
-            raise SweepError(f"data must be one of {', '.join(DATA_KINDS)}, got {self.data!r}")
 
     def cells(self) -> list[Cell]:
         """Every cell, in measuring order (see the module docstring)."""

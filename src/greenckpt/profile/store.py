@@ -1,26 +1,20 @@
-"""Atomic profile files: a reader (or a resumed sweep) never sees a half-written profile.
+"""Where a sweep writes its profile: the output path is checked before hours of measuring.
 
-Why: a sweep can take hours and be killed at any moment (a wall-time limit, Ctrl-C, a node
-failure). The profile is rewritten after every finished cell: the new text goes to a temporary
-file in the same directory, is fsynced, renamed over the old file, and the directory is fsynced
-— so the file on disk is always either the previous complete version or the new one.
+Why: a sweep can take hours and be killed at any moment, so its profile is rewritten after
+every finished cell, atomically (:func:`greenckpt.optimize.profile.save_profile`, beside the
+loader so the format is read and written in one module; this module keeps the name for its
+callers), and the target is checked for writability before the first cell is measured.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from greenckpt.errors import InvalidValueError
-from greenckpt.io.atomic import write_atomic
-from greenckpt.optimize.profile import Profile, profile_to_json
+from greenckpt.optimize.profile import save_profile
 
-
-def save_profile(profile: Profile, path: str | os.PathLike[str]) -> None:
-    """Write ``profile`` to ``path`` atomically, as strict JSON (a profile holds only finite
-    numbers: the loader refuses anything else)."""
-    write_atomic(path, json.dumps(profile_to_json(profile), indent=2, allow_nan=False) + "\n")
+__all__ = ["check_writable_target", "save_profile"]
 
 
 def check_writable_target(path: str | os.PathLike[str]) -> None:
