@@ -28,9 +28,9 @@ from greenckpt.profile.export import CSV_COLUMNS
 from greenckpt.profile.fio import fio_available
 from greenckpt.profile.grid import Cell, CpuSetting
 from greenckpt.profile.measure import NodeMeasurer, RunResult
-from greenckpt.report.profile_plots import FIGURE_NAMES
 from greenckpt.profile.preflight import default_settings
 from greenckpt.profile.progress import Eta
+from greenckpt.report.profile_plots import FIGURE_NAMES
 
 NO_CPUFREQ = default_settings() == (CpuSetting.uncontrolled(),)
 AS_FOUND = [] if NO_CPUFREQ else ["--frequencies", "asfound"]

@@ -22,6 +22,7 @@ import pytest
 
 from greenckpt.cli import demo_cmd
 from greenckpt.model import epe
+from greenckpt.report.run_text import render_run_text
 from greenckpt.runtime.modelled import modelled_epe, observed_interval, with_modelled_epe
 from greenckpt.runtime.report import PhaseRecord, RunReport
 from greenckpt.runtime.settings import PhaseRequest, Settings
@@ -189,7 +190,7 @@ def test_modelled_epe_is_the_model_at_the_observed_interval() -> None:
     filled = with_modelled_epe(report, m)
     assert filled.predicted_epe == pytest.approx(want) and filled.predicted_source == "estimated"
     assert m.derivation in filled.notes
-    assert f"predicted {want:.2f} W (model, estimated powers)" in filled.render_text()
+    assert f"predicted {want:.2f} W (model, estimated powers)" in render_run_text(filled)
 
 
 def test_modelled_epe_says_why_when_it_cannot_be_computed() -> None:

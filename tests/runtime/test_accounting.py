@@ -28,6 +28,8 @@ from typing import Any
 import pytest
 
 from greenckpt.ckpt.comm import find_mpiexec
+from greenckpt.report.run_plot import plot_run, power_limits, run_figure
+from greenckpt.report.run_text import render_run_text
 from greenckpt.runtime import Node, PhaseRequest, Settings
 from greenckpt.runtime.notify import NotifyServer
 from greenckpt.runtime.report import (
@@ -36,7 +38,6 @@ from greenckpt.runtime.report import (
     PowerTrace,
     RunReport,
     load_report,
-    power_limits,
 )
 from greenckpt.runtime.session import Runtime, RuntimeHook
 from tests.platform import fake_power as fp
@@ -124,7 +125,7 @@ def test_compute_after_the_restored_checkpoint_and_the_downtime_are_lost(tmp_pat
     assert doc["lost_s"] == pytest.approx(lost.seconds)
     assert doc["by_kind"]["lost"]["count"] == 1
     assert "lost work and downtime excluded" in doc["epe"]["definition"]
-    text = report.render_text()
+    text = render_run_text(report)
     assert "of which rework" in text and f"lost {lost.seconds:.3f} s" in text
     assert any(line.startswith("lost ") for line in text.splitlines())
 
@@ -426,7 +427,7 @@ def many_checkpoints(n: int = 60, *, flat: bool = True) -> RunReport:
 
 def test_the_plot_labels_each_kind_once_not_each_phase(tmp_path: Path) -> None:
     report = many_checkpoints()
-    fig = report.figure()
+    fig = run_figure(report)
     (ax,) = fig.axes
     assert len(ax.texts) == 0  # before: one rotated label per checkpoint, overlapping
     (legend,) = fig.legends
@@ -437,7 +438,7 @@ def test_the_plot_labels_each_kind_once_not_each_phase(tmp_path: Path) -> None:
         "checkpoint L1",
         "checkpoint L2",
     ]
-    svg = report.plot(tmp_path / "power.svg").read_text()
+    svg = plot_run(report, tmp_path / "power.svg").read_text()
     assert svg.count(">checkpoint L1<") == 1 and svg.count(">checkpoint L2<") == 1
 
 
@@ -446,7 +447,7 @@ def test_the_plots_y_axis_leaves_room_above_and_below_the_trace(flat: bool) -> N
     report = many_checkpoints(10, flat=flat)
     assert report.trace is not None
     low, high = min(report.trace.watts), max(report.trace.watts)
-    (ax,) = report.figure().axes
+    (ax,) = run_figure(report).axes
     bottom, top = ax.get_ylim()
     assert top > high  # before: the top was the data maximum, a flat trace lay on the frame
     assert bottom < low
@@ -463,7 +464,7 @@ def test_power_limits() -> None:
 
 def test_a_report_without_trace_gets_the_same_room(tmp_path: Path) -> None:
     records = many_checkpoints(3).records
-    (ax,) = RunReport.from_records(records).figure().axes
+    (ax,) = run_figure(RunReport.from_records(records)).axes
     bottom, top = ax.get_ylim()
     assert bottom < WATTS < top and top >= WATTS * 1.05
 

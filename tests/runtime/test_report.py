@@ -18,6 +18,8 @@ import pytest
 
 from greenckpt.platform.meters.base import Source
 from greenckpt.platform.sampler import Series
+from greenckpt.report.run_plot import plot_run
+from greenckpt.report.run_text import render_run_text
 from greenckpt.runtime import Node, Settings
 from greenckpt.runtime.report import (
     BaselineRun,
@@ -191,7 +193,7 @@ def test_overlaps_gaps_and_missing_node_figures_are_stated() -> None:
     bare = RunReport.from_records([rec(0, "compute", 0.0, 5.0, None)])
     assert bare.total_energy_j is None and bare.observed_epe is None
     assert bare.by_kind()["compute"].energy_j is None
-    assert "n/a" in bare.render_text()
+    assert "n/a" in render_run_text(bare)
 
 
 def test_records_refuse_impossible_values() -> None:
@@ -233,7 +235,7 @@ def test_json_has_every_figure_with_its_source_and_reads_back(
     assert first_ckpt["settings"]["frequency_hz"] == 1_400_000_000
     again = load_report(path)
     assert again.records == report.records
-    assert again.render_text() == report.render_text()
+    assert render_run_text(again) == render_run_text(report)
     assert again.by_level() == report.by_level()
 
 
@@ -297,7 +299,7 @@ def _row(text: str, name: str) -> list[str]:
 
 
 def test_text_table_shows_count_seconds_joules_watts_and_source(report: RunReport) -> None:
-    text = report.render_text()
+    text = render_run_text(report)
     assert _row(text, "phase") == ["phase", "count", "seconds", "joules", "W", "source"]
     assert _row(text, "compute") == ["compute", "3", "30.000", "3000.0", "100.0", "estimated"]
     assert _row(text, "checkpoint")[:7] == [
@@ -324,7 +326,7 @@ def test_text_table_shows_count_seconds_joules_watts_and_source(report: RunRepor
     assert "EPE observed 122.35 W (estimated); predicted 130.00 W (model, synthetic" in text
     assert "vs baseline performance (wu2018 Eq. 2, estimated): runtime +11.11 %" in text
     assert "energy +4.00 %" in text and "node power -6.40 %" in text
-    synthetic = RunReport.from_records(hand_records(), synthetic=True).render_text()
+    synthetic = render_run_text(RunReport.from_records(hand_records(), synthetic=True))
     assert "SYNTHETIC" in synthetic.splitlines()[0]
     assert _row(synthetic, "compute")[-2:] == ["estimated,", "SYNTHETIC"]
 
@@ -370,7 +372,7 @@ def test_plots_are_written_with_labelled_phases(
         scope="CPU",
     )
     with_trace = RunReport.from_records(report.records, trace=trace, policy="profile")
-    path = with_trace.plot(tmp_path / f"power{suffix}")
+    path = plot_run(with_trace, tmp_path / f"power{suffix}")
     data = path.read_bytes()
     assert len(data) > 1000
     if suffix == ".png":
@@ -387,10 +389,10 @@ def test_a_report_without_trace_plots_the_mean_power_per_phase(
     report: RunReport, tmp_path: Path
 ) -> None:
     synthetic = RunReport.from_records(report.records, synthetic=True)
-    text = synthetic.plot(tmp_path / "p.svg").read_text()
+    text = plot_run(synthetic, tmp_path / "p.svg").read_text()
     assert "mean power per phase (estimated, SYNTHETIC)" in text and "SYNTHETIC (fake" in text
     with pytest.raises(ValueError, match=r"\.png or \.svg"):
-        synthetic.plot(tmp_path / "p.pdf")
+        plot_run(synthetic, tmp_path / "p.pdf")
 
 
 # ---------------------------------------------------------------------------- from a run
@@ -433,7 +435,7 @@ def test_a_run_of_the_runtime_gives_a_complete_report(tmp_path: Path) -> None:
     assert doc["power"]["meters"] == ["rapl"] and doc["power"]["source"] == "measured"
     assert len(doc["trace"]["t_s"]) == len(report.trace.t_s)
     for suffix in (".png", ".svg"):
-        assert report.plot(tmp_path / f"run{suffix}").stat().st_size > 1000
-    text = report.render_text()
+        assert plot_run(report, tmp_path / f"run{suffix}").stat().st_size > 1000
+    text = render_run_text(report)
     assert "SYNTHETIC" in text and "no frequency control" in text
     assert root.log == []

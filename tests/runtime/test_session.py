@@ -21,6 +21,7 @@ import pytest
 from greenckpt.ckpt.hooks import PhaseAdvice, PhaseHook
 from greenckpt.platform.restore import NodeSettings, pending_state, restore_from_state_file
 from greenckpt.platform.root import PlatformError, SysRoot
+from greenckpt.report.run_text import render_run_text
 from greenckpt.runtime import NO_FREQUENCY_CONTROL, Node, PhaseRequest, Settings
 from greenckpt.runtime.session import CONTROL_OFF, PhaseRecord, Runtime, RuntimeHook
 from tests.platform import fake_power as fp
@@ -386,7 +387,7 @@ def test_a_node_without_cpufreq_gets_parallelism_only_and_nothing_is_written(
     assert not state.exists()
     report = rt.report()
     assert any(n.startswith(NO_FREQUENCY_CONTROL) for n in report.notes)
-    assert NO_FREQUENCY_CONTROL in report.render_text()
+    assert NO_FREQUENCY_CONTROL in render_run_text(report)
 
 
 def test_control_off_decides_and_accounts_but_never_touches_the_node(
@@ -528,7 +529,7 @@ def test_energy_is_labelled_estimated_with_the_estimator(tmp_path: Path, state: 
     report = rt.report()
     assert report.power_source == "estimated"
     assert any("ESTIMATED" in n for n in report.notes)
-    assert "estimated" in report.render_text()
+    assert "estimated" in render_run_text(report)
 
 
 def test_energy_is_labelled_measured_with_a_fake_rapl_tree(tmp_path: Path, state: Path) -> None:

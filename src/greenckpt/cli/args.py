@@ -316,6 +316,21 @@ class Inputs:
     """The checkpoint size as echoed to the user, in the units they wrote it in."""
 
 
+def stated_failure_rate(ns: argparse.Namespace) -> tuple[float, int]:
+    """The job's failure rate (1/s) and its nodes from ``--mtbf`` × ``--nodes`` (one node's
+    MTBF: the job fails ``nodes`` times as often) or ``--job-mtbf`` (the whole job's); one of
+    the two is given. The one computation of ``greenckpt plan``/``simulate`` and ``run``; what
+    ``--nodes`` may mean beside ``--job-mtbf`` is each command's to check."""
+    nodes = 1 if ns.nodes is None else ns.nodes
+    if ns.mtbf is not None:
+        rate, flag = nodes / ns.mtbf, f"--mtbf {ns.mtbf:g} s"
+    else:
+        rate, flag = 1.0 / ns.job_mtbf, f"--job-mtbf {ns.job_mtbf:g} s"
+    if not math.isfinite(rate):
+        raise InvalidValueError(f"{flag} is too short to be a failure rate")
+    return rate, nodes
+
+
 def scenario_from_args(ns: argparse.Namespace) -> Inputs:
     """Load the profile and build the :class:`Scenario` from parsed flags.
 
@@ -325,21 +340,13 @@ def scenario_from_args(ns: argparse.Namespace) -> Inputs:
     — and said so in the echo; without ``--work`` it would be dropped silently, so it is
     refused.
     """
-    nodes = 1 if ns.nodes is None else ns.nodes
+    rate, nodes = stated_failure_rate(ns)
     if ns.mtbf is not None:
-        rate = nodes / ns.mtbf
-        if not math.isfinite(rate):
-            raise InvalidValueError(f"--mtbf {ns.mtbf:g} s is too short to be a failure rate")
         mtbf_text = (
             f"{units.format_duration(1 / rate)} (job: {nodes} node(s) × "
             f"{units.format_duration(ns.mtbf)} per node)"
         )
     else:
-        rate = 1.0 / ns.job_mtbf
-        if not math.isfinite(rate):
-            raise InvalidValueError(
-                f"--job-mtbf {ns.job_mtbf:g} s is too short to be a failure rate"
-            )
         mtbf_text = f"{units.format_duration(ns.job_mtbf)} (whole job, --job-mtbf)"
         if ns.nodes is not None:
             if ns.work is None:

@@ -53,7 +53,6 @@ from greenckpt.ckpt.inject import erase_node_storage
 from greenckpt.cli import profile_cmd
 from greenckpt.cli.args import add_hidden_alias
 from greenckpt.cli.console import make_console
-from greenckpt.cli.run_cmd import write_report_safely
 from greenckpt.errors import InvalidValueError
 from greenckpt.io import IOJobError
 from greenckpt.jsonout import dumps
@@ -64,6 +63,8 @@ from greenckpt.platform.cpufreq import CpufreqController, CpufreqPolicy
 from greenckpt.platform.root import PlatformError
 from greenckpt.profile import CpuSetting, SweepSpec, cpu_settings, run_profile
 from greenckpt.report.plan_report import plan_tables, plan_to_dict
+from greenckpt.report.run_files import write_report_safely
+from greenckpt.report.run_text import render_run_text
 from greenckpt.runtime.modelled import ModelledEpe, modelled_epe, with_modelled_epe
 from greenckpt.runtime.notify import NotifyServer
 from greenckpt.runtime.policy import Node, make_policy
@@ -410,7 +411,7 @@ def _demo(ns: argparse.Namespace) -> tuple[int, dict[str, Any]]:
     same = restarted["digest"] == ref["digest"]
     verdict = "bit-identical to" if same else "DIFFERENT FROM"
     print(f"result after failure and restart is {verdict} the failure-free run")
-    print(report.render_text())
+    print(render_run_text(report))
     paths, problem = write_report_safely(report, work / "report")
     if problem is not None:
         print(f"greenckpt demo: error: {problem}", file=sys.stderr)

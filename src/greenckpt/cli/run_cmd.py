@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import os
 import shutil
 import signal
@@ -49,11 +48,14 @@ from greenckpt.cli.args import (
     meter_names,
     open_meters,
     positive_int,
+    stated_failure_rate,
     unit_type,
 )
 from greenckpt.errors import InvalidValueError
 from greenckpt.jsonout import dumps
 from greenckpt.optimize.profile import Profile, load_profile
+from greenckpt.report.run_files import write_report_safely
+from greenckpt.report.run_text import render_run_text
 from greenckpt.runtime.modelled import ModelledEpe, modelled_epe, with_modelled_epe
 from greenckpt.runtime.notify import NotifyServer
 from greenckpt.runtime.policy import POLICY_NAMES, Node, Policy, make_policy
@@ -182,35 +184,30 @@ def failure_rate(ns: argparse.Namespace) -> FailureRate | None:
     already the whole job's, so ``--nodes`` with it is refused rather than silently ignored.
     """
     nodes: int | None = ns.nodes
-    if ns.job_mtbf is not None:
-        if nodes is not None:
-            raise InvalidValueError(
-                f"--nodes {nodes} has no effect with --job-mtbf, which is already the whole "
-                "job's MTBF: give --mtbf (the MTBF of one node) with --nodes, or --job-mtbf alone"
-            )
-        rate = 1.0 / ns.job_mtbf
-        text = f"job MTBF {format_duration(ns.job_mtbf)} (stated)"
-        node_mtbf = None
-    elif ns.mtbf is not None:
-        nodes = 1 if nodes is None else nodes
-        rate = nodes / ns.mtbf
-        node_mtbf = ns.mtbf
-        text = (
-            f"job MTBF {format_duration(1.0 / rate)} ({nodes} node(s) × MTBF "
-            f"{format_duration(ns.mtbf)} per node, stated)"
+    if ns.job_mtbf is not None and nodes is not None:
+        raise InvalidValueError(
+            f"--nodes {nodes} has no effect with --job-mtbf, which is already the whole "
+            "job's MTBF: give --mtbf (the MTBF of one node) with --nodes, or --job-mtbf alone"
         )
-    else:
+    if ns.job_mtbf is None and ns.mtbf is None:
         if nodes is not None:
             raise InvalidValueError(
                 f"--nodes {nodes} needs --mtbf (the MTBF of one node): the job's failure rate "
                 "is nodes/MTBF"
             )
         return None
-    if not (math.isfinite(rate) and rate > 0):
+    rate, n = stated_failure_rate(ns)
+    if rate <= 0:
         raise InvalidValueError(
             "the MTBF is too short or too long to be a failure rate: give e.g. 14h"
         )
-    return FailureRate(rate, nodes, node_mtbf, text)
+    if ns.job_mtbf is not None:
+        return FailureRate(rate, None, None, f"job MTBF {format_duration(ns.job_mtbf)} (stated)")
+    text = (
+        f"job MTBF {format_duration(1.0 / rate)} ({n} node(s) × MTBF "
+        f"{format_duration(ns.mtbf)} per node, stated)"
+    )
+    return FailureRate(rate, n, ns.mtbf, text)
 
 
 def load_policy_inputs(ns: argparse.Namespace) -> tuple[Profile | None, Node]:
@@ -349,34 +346,6 @@ def run_with_runtime(
         forwarder.uninstall()
 
 
-def write_report(report: RunReport, directory: Path) -> list[Path]:
-    """report.json, phases.csv and power.png (when there is a power trace) in ``directory``."""
-    directory.mkdir(parents=True, exist_ok=True)
-    written = [
-        report.write_json(directory / "report.json"),
-        report.write_csv(directory / "phases.csv"),
-    ]
-    if report.trace is not None and len(report.trace.t_s) > 1:
-        written.append(report.plot(directory / "power.png"))
-    return written
-
-
-def write_report_safely(report: RunReport, directory: Path) -> tuple[list[Path], str | None]:
-    """:func:`write_report` into ``directory``, or — when that fails — into a new temporary
-    directory, so that a finished run never loses its report; the files written and, on
-    failure, one line saying what happened."""
-    try:
-        return write_report(report, directory), None
-    except OSError as exc:
-        why = f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")
-    try:
-        fallback = Path(tempfile.mkdtemp(prefix="greenckpt-report-"))
-        paths = write_report(report, fallback)
-    except OSError as exc:
-        return [], f"the report could not be written to {directory} ({why}) nor elsewhere ({exc})"
-    return paths, f"the report could not be written to {directory} ({why}); written to {fallback}"
-
-
 def prepare_report_dir(directory: Path) -> list[Path]:
     """Make sure the report can be written before the command starts: create ``directory``
     (returning the folders created, for :func:`_remove_created`) and write and remove a probe
@@ -496,7 +465,7 @@ def run(ns: argparse.Namespace) -> int:
         }
         print(dumps(doc), flush=True)
     else:
-        print(report.render_text(), flush=True)  # first: the table is never lost
+        print(render_run_text(report), flush=True)  # first: the table is never lost
         paths, problem = write_report_safely(report, directory)
         if paths:
             print("report: " + ", ".join(str(p) for p in paths))

@@ -1,0 +1,45 @@
+"""A run report's files: ``report.json``, ``phases.csv`` and ``power.png`` in one directory.
+
+Why a library call: ``greenckpt run`` and ``greenckpt demo`` write the same three files, and a
+Python user running :class:`~greenckpt.runtime.Runtime` can write them too. A finished run
+never loses its report: when the directory cannot be written, the files go to a new temporary
+directory and one line says where (:func:`write_report_safely`).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from greenckpt.report.run_plot import plot_run
+from greenckpt.runtime.report import RunReport
+
+__all__ = ["write_report", "write_report_safely"]
+
+
+def write_report(report: RunReport, directory: Path) -> list[Path]:
+    """report.json, phases.csv and power.png (when there is a power trace) in ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written = [
+        report.write_json(directory / "report.json"),
+        report.write_csv(directory / "phases.csv"),
+    ]
+    if report.trace is not None and len(report.trace.t_s) > 1:
+        written.append(plot_run(report, directory / "power.png"))
+    return written
+
+
+def write_report_safely(report: RunReport, directory: Path) -> tuple[list[Path], str | None]:
+    """:func:`write_report` into ``directory``, or — when that fails — into a new temporary
+    directory, so that a finished run never loses its report; the files written and, on
+    failure, one line saying what happened."""
+    try:
+        return write_report(report, directory), None
+    except OSError as exc:
+        why = f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")
+    try:
+        fallback = Path(tempfile.mkdtemp(prefix="greenckpt-report-"))
+        paths = write_report(report, fallback)
+    except OSError as exc:
+        return [], f"the report could not be written to {directory} ({why}) nor elsewhere ({exc})"
+    return paths, f"the report could not be written to {directory} ({why}); written to {fallback}"
