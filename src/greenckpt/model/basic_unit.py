@@ -1,29 +1,15 @@
 """Expected time spent in each state of one basic unit of a run with checkpoints and failures.
 
-A *basic unit* (saito2013 section 6, Figure 6) is one checkpoint interval: the application
-computes for ``T_A`` seconds (state A), writes a checkpoint for ``T_C`` seconds (state C) and,
-when a failure strikes, reads the last checkpoint back for ``T_R`` seconds (state R) before it
-redoes the unit's work. Failures arrive as a Poisson process of rate ``rate`` (λ, 1/s) in every
-state; a failure during R starts R again.
+A *basic unit* (saito2013 section 6, Figure 6) is one checkpoint interval: compute ``T_A``
+(state A), write a checkpoint ``T_C`` (state C) and, after a failure, read it back ``T_R``
+(state R) before redoing the unit. Failures are Poisson of rate ``rate`` (λ, 1/s) in every state.
 
-Two per-state decompositions are offered and both have the same total,
-``λ⁻¹·e^{λT_R}·(e^{λ(T_A+T_C)} − 1)``:
-
-``"exact"`` (the default)
-    The expectations of the Markov model itself: time actually spent computing, writing and
-    restarting. These agree with simulation state by state.
-
-``"saito2013"``
-    The formulas exactly as printed in the paper (after Vaidya 1995). They book the restarts
-    caused by failures *during A* under A, so ``T_Ā`` is larger and ``T_R̄`` smaller than the
-    time really spent in each state. The totals agree; energies agree only when
-    ``W_A == W_R``. docs/model.md derives both.
-
-Every function is pure and vectorised: arguments broadcast as NumPy arrays, and Python floats
-in give NumPy floats out. ``rate == 0`` is the failure-free limit and is handled exactly. When
-``λ(T_A+T_C)`` or ``λT_R`` exceeds about 709, ``e^{…}`` overflows: the affected expectations are
-``inf`` (the run never finishes in any useful sense), never NaN; a state that takes no time, or
-draws no power, still contributes exactly 0 (see :func:`zero_wins_product`).
+Two per-state decompositions with the same total are offered: ``"exact"`` (the default), the
+time the Markov model really spends in each state, which simulation reproduces state by state;
+and ``"saito2013"``, the paper's printed formulas, which book the restarts after failures in A
+under A (so energies agree only when ``W_A == W_R``). Every function is pure and vectorised.
+``rate == 0`` is exact, and an overflowing ``e^{…}`` gives ``inf``, never NaN (see
+:func:`zero_wins_product`). docs/model.md section 1 derives both forms and their limits.
 """
 
 from __future__ import annotations

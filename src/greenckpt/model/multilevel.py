@@ -2,35 +2,15 @@
 
 Multilevel libraries (FTI, SCR; wu2018 section 3) keep cheap, frequent checkpoints that survive
 mild failures (L1 node-local) and rarer, costlier ones that survive severe failures (L2 partner
-copy, L3 erasure code, L4 parallel file system). The model here:
+copy, L3 erasure code, L4 parallel file system). Level ``i`` has its own checkpoint and restart
+costs and powers, and a rate ``λ_i`` of the failures whose recovery needs it; a
+:class:`Schedule` is one period of checkpoint events ending at the top level, so periods are
+independent renewals (FTI's ``ckp(3,5,7,11)`` and nested schedules are both built here).
 
-* Level ``i`` has a checkpoint cost ``C_i``, a restart cost ``R_i``, node powers while writing
-  and restarting, and a failure rate ``λ_i``: the rate of failures whose recovery needs level
-  ``i`` (a checkpoint at level ``≥ i`` survives them, a lower one does not). Failures of all
-  levels form independent Poisson processes, also during checkpoints and restarts.
-* A :class:`Schedule` is one *period*: a sequence of checkpoint events, each after ``work``
-  seconds of computation and at one level; the period ends with a checkpoint at the top level,
-  so periods are independent renewals. FTI's ``ckp(3,5,7,11)`` (checkpoint at the highest level
-  whose interval is due) and nested schedules (every ``n``-th level-``i`` checkpoint is taken
-  at level ``i+1``) are both built here.
-* A failure of level ``s`` rolls back to the newest checkpoint of level ``≥ s`` and costs a
-  restart ``R_s``; a failure during that restart starts it again, at the more severe level of
-  the two (whose rollback point is never later).
-
-The expectation is computed exactly by first passages: ``G_k``, the expected cost (time per
-state, as a vector) to get from the start of event ``k`` to the start of event ``k+1``, depends
-only on ``G_0 … G_{k−1}`` and on ``V_{s,m}``, the expected cost of a level-``s`` restart that
-resumes at event ``m``, which in turn depends only on ``G`` before ``m`` and on more severe
-restarts. One forward pass gives the period's expectations in ``O(N·L²)`` (each of the ``N·L``
-restart costs sums over the more severe levels). With one level this reduces to the ``"exact"``
-basic-unit formulas. docs/model.md has the derivation.
-
-Overflow: when ``Λ·(t + C)`` or ``Λ·R`` exceeds about 709 the expectations are astronomically
-large; they come out as ``inf`` (a true zero stays 0), never NaN. The recursion is written in
-that spirit: each event's cost is ``a_k + (e^{ΛD_k} − 1)·(…)`` rather than a quotient by
-``e^{−ΛD_k}`` (0/0 once it underflows), products use :func:`zero_wins_product`, and a
-difference of prefix sums whose larger term is inf is inf (the period's total is then inf in
-that component anyway).
+Why exact: the expectation is computed by first passages in one forward pass, ``O(N·L²)``, so
+the optimizer can compare thousands of schedules without simulating; with one level it reduces
+to the ``"exact"`` basic unit. The recursion is written so that overflow gives ``inf``, never
+NaN. docs/model.md section 5 has the model, the derivation and the overflow rules.
 """
 
 from __future__ import annotations

@@ -1,26 +1,15 @@
 """Monte Carlo simulation of a run of basic units with failures (single-level checkpointing).
 
-The semantics are those of :mod:`greenckpt.model.basic_unit`: the application computes for
-``T_A`` seconds (state A), writes a checkpoint for ``T_C`` (state C), and so on; a failure in A
-or C throws the unit's progress away and starts a restart of ``T_R`` seconds (state R); a
-failure during R starts R again; once R succeeds the unit is redone from its start.
+The semantics are those of :mod:`greenckpt.model.basic_unit`; this checks the model state by
+state and extends it to Weibull and replayed failures.
 
 Why the simulation walks over gaps between failures instead of over time: failures do not
-depend on the application, so everything that happens between two consecutive failures is a
-deterministic function of the gap's length ``g``. A gap that starts with a failure first
-restarts (the whole gap is restart time if ``g < T_R``), then completes
-``n = ⌊(g − T_R)/X⌋`` whole units (``X = T_A + T_C``), and the remainder is lost partial work,
-A first, then C. The first gap, from ``t = 0``, has no restart. That is exact for any failure
-process independent of the application, and a handful of NumPy operations per batch of gaps
-simulates millions of units per second.
-
-Each gap is also one cycle of the renewal-reward estimator: the seconds spent in each state
-over all gaps divided by the units completed over all gaps, with a delta-method interval
-(:mod:`greenckpt.sim.stats`). For exponential and Weibull failures the gaps are i.i.d. (every
-failure restarts the same unit from its start) and the interval is asymptotically exact; for a
-replayed trace the gaps are what they are and the interval is indicative only
-(:attr:`SimResult.iid_samples` says which). The energies are modelled as state time × the given
-node power in that state; nothing here measures power.
+depend on the application, so everything between two consecutive failures is a deterministic
+function of the gap's length. A handful of NumPy operations per batch of gaps then simulates
+millions of units per second, exactly for any failure process independent of the application.
+Each gap is one cycle of a renewal-reward estimate (:mod:`greenckpt.sim.stats`), whose interval
+is indicative only for a replayed trace (:attr:`SimResult.iid_samples`). Energies are state
+time × the given power; nothing here measures power. docs/model.md section 6.2 has the details.
 """
 
 from __future__ import annotations

@@ -1,38 +1,15 @@
 """Monte Carlo simulation of multilevel checkpointing with failures of several severities.
 
-The semantics are those of :mod:`greenckpt.model.multilevel`: a :class:`~greenckpt.model.Schedule`
-period is a sequence of events, each ``work[k]`` seconds of compute followed by a checkpoint at
-level ``level[k]`` (``levels[l].ckpt_time`` seconds); the period ends with a top-level
-checkpoint. A failure of level ``s`` rolls back to the newest completed checkpoint of level
-``≥ s`` in the current period (or to the period's start, which the previous period's top-level
-checkpoint protects) and costs a restart of ``levels[s].restart_time``; a failure of level
-``s'`` during that restart starts it again at level ``max(s, s')``, with the rollback point
-recomputed for that level (it can only move earlier).
-
-Failures: with ``process=None`` the failures of level ``s`` are independent Poisson processes
-of rate ``levels[s].rate``. Their superposition is one Poisson process of rate
-``Λ = Σ rate_s``, each of whose failures is, independently, of level ``s`` with probability
-``rate_s / Λ``; that is how they are drawn (exactly the same law). A Weibull or trace process
-describes *when* the machine fails but not how badly, so with an explicit ``process`` each
-failure's level is drawn with the same probabilities ``rate_s / Λ``: the levels' rates then set
-only the mix of severities, and the process alone sets how often failures come.
+The semantics are those of :mod:`greenckpt.model.multilevel` (a failure of level ``s`` rolls
+back to the newest checkpoint of level ``≥ s``); with Poisson failures the per-period means
+match :func:`greenckpt.model.expected_multilevel`. A Weibull or trace process sets when the
+machine fails, and the levels' rates only the mix of severities.
 
 Why failure by failure: a failure's consequence depends on where in the period it strikes, so
-the simulation keeps its position in *failure-free time* within the period and, per gap,
-advances it in O(1) (whole periods by division) and locates a failure in O(log N) by bisection
-over the events' start times, so a period of thousands of checkpoints costs little more per
-failure than a period of one. (The bisection is :func:`bisect.bisect_right` on a list: the
-cumulative-sum + searchsorted idea without NumPy's per-call overhead on a single scalar.) The
-time spent in each state is booked without walking events either: the compute and per-level
-checkpoint seconds from the period's start to any position are cumulative sums, and work thrown
-away by a rollback is the difference of two of them.
-
-Estimates: the samples are *periods* (from one top-level checkpoint to the next). With Poisson
-failures every period is an independent, identically distributed renewal cycle, and the
-per-period means match :func:`greenckpt.model.expected_multilevel`; they are reported per second
-of useful work (divided by the period's work). With a Weibull or trace process, consecutive
-periods are dependent and the intervals are indicative only. The run stops when the requested
-number of periods has completed; for a trace, the incomplete period at its end is not counted.
+the simulation keeps its position in failure-free time, advances it in O(1) per gap and locates
+a failure in O(log N) by bisection; time per state is booked from cumulative sums. A period of
+thousands of checkpoints then costs little more per failure than a period of one. The samples
+are periods, reported per second of useful work. docs/model.md section 6.3 has the details.
 """
 
 from __future__ import annotations

@@ -1,30 +1,15 @@
 """Failure processes: when the machine fails, as a stream of gaps between consecutive failures.
 
 Failures are a property of the machine, not of the application: they strike at the same times
-whatever the run is doing (computing, checkpointing or restarting) and the application cannot
-delay or provoke them. The simulators therefore never ask the process anything but "how long
-until the next failure?", and they ask it in vectorised batches so that millions of gaps cost a
-few NumPy calls instead of a Python loop.
+whatever the run is doing and the application cannot delay or provoke them. The simulators
+therefore never ask the process anything but "how long until the next failure?", and they ask
+it in vectorised batches so that millions of gaps cost a few NumPy calls, not a Python loop.
 
-Three processes are provided:
-
-:class:`Exponential`
-    A Poisson process of rate λ (the model's assumption). Gaps are i.i.d. exponential and
-    memoryless, so every failure and every checkpoint completion is a renewal point.
-:class:`Weibull`
-    A renewal process with Weibull gaps of shape ``k``, the scale chosen so that the mean gap
-    equals the given MTBF (``scale = MTBF / Γ(1 + 1/k)``). Shape 1 is the exponential; shape
-    < 1 (clustered failures, a decreasing hazard) is what failure logs of large machines show.
-    The machine is taken to be "as new" at job start, so the first gap has the same law.
-:class:`Trace`
-    A replayed, sorted list of failure times (seconds from job start). Its gaps are whatever the
-    log says, neither independent nor identically distributed, so confidence intervals computed
-    from them are indicative only. The run is simulated up to ``horizon`` (default: the last
-    failure); the stretch from the last failure to the horizon has no failure at its end and is
-    handed to the simulator as :attr:`FailureProcess.final_stretch`.
-
-The process object is immutable and can be reused; :meth:`FailureProcess.stream` opens a fresh,
-stateful :class:`GapStream` for one simulation run.
+:class:`Exponential` (Poisson, the model's assumption), :class:`Weibull` (renewal gaps with the
+given MTBF; shape < 1 is what failure logs show) and :class:`Trace` (a replayed failure log,
+whose intervals are indicative only) are provided. A process is immutable and reusable;
+:meth:`FailureProcess.stream` opens a fresh, stateful :class:`GapStream` for one run.
+docs/model.md section 6.1 describes each process.
 """
 
 from __future__ import annotations

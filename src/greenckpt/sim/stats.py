@@ -1,24 +1,14 @@
 """Estimates with confidence intervals from streamed samples.
 
-The simulators produce millions of per-cycle samples (per gap between failures, or per
-checkpoint period) in batches and must not keep them. :class:`Moments` keeps only the count, the
-mean vector and the centred co-moment matrix, merged batch by batch with the pairwise update of
-Chan, Golub and LeVeque (1979): summing raw squares instead would lose the variance to
-cancellation once a run has millions of gaps. Any linear combination of the sampled quantities
-(energy is ``Σ power × time``) then gets its own variance from the matrix without a second pass.
+The simulators produce millions of per-cycle samples in batches and must not keep them.
+:class:`Moments` keeps only the count, the mean vector and the centred co-moment matrix, merged
+batch by batch with the pairwise update of Chan, Golub and LeVeque (1979): summing raw squares
+would lose the variance to cancellation. Any linear combination of the sampled quantities
+(energy is ``Σ power × time``) then gets its own variance without a second pass.
 
-Two estimators are offered:
-
-:func:`ratio_estimate`
-    The renewal-reward estimator ``Σ yᵢ / Σ uᵢ`` (e.g. seconds in A per completed basic unit,
-    with ``yᵢ`` the seconds in A and ``uᵢ`` the units completed in gap ``i``), with the
-    delta-method standard error ``sqrt(Σ(yᵢ − R·uᵢ)² / (n(n−1))) / ū``.
-:func:`mean_estimate`
-    The plain sample mean with its standard error.
-
-Intervals use Student's t quantile with ``n − 1`` degrees of freedom (it tends to the normal
-quantile; it only matters when failures are rare and the run has few cycles). With fewer than
-two samples the error is unknown and reported as infinite.
+:func:`ratio_estimate` is the renewal-reward estimator with a delta-method error,
+:func:`mean_estimate` the plain sample mean; intervals use Student's t. docs/model.md section
+6.4 gives the formulas.
 """
 
 from __future__ import annotations
