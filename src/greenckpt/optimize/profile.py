@@ -1,24 +1,15 @@
 """The I/O+power profile: typed objects and the versioned JSON file format.
 
-A profile is what the profiler measured on one machine for one storage target: for each
-operation (checkpoint write, restart read), each CPU setting (a fixed frequency, or a stock
-governor measured as a setting) and each number of concurrent I/O processes (optionally with a
-codec and with C-states on or off), the throughput and the node's mean power. The optimizer
-turns it into ``T_C``/``T_R`` and ``W_C``/``W_R`` for the model.
+A profile is what the profiler measured on one machine for one storage target: per operation,
+CPU setting and number of I/O processes (optionally per codec and C-state setting), the
+throughput and the node's mean power. The optimizer turns it into ``T_C``/``T_R`` and
+``W_C``/``W_R`` for the model. Throughput counts *logical* bytes, so points with and without a
+codec compare directly, and every power figure carries its source (``measured``, ``estimated``
+or ``synthetic``, never presented as a measurement).
 
-Throughput is counted in *logical* bytes (the application's checkpoint bytes per second, before
-any compression), so points with and without a codec compare directly. Every power figure
-carries its source: ``measured`` (a meter), ``estimated`` (a model of the node's power) or
-``synthetic`` (made up for examples and tests; never presented as a measurement).
-
-The format (``format: "greenckpt-profile"``, ``format_version: 2``; version 1 files are still
-read) is documented in docs/formats.md. Version 2 adds what the profiler records: the CPU
-setting "not controlled" (a node without cpufreq control, where a point has neither a fixed
-frequency nor a governor), the size, block size and layout each point was measured with, the
-raw repetitions, whether the power figure rests on clean readings, and the sweep that made the
-file (so a killed sweep can resume). Loading validates every field and raises
-:class:`ProfileError` with the JSON path of the first bad value, so a malformed file never
-reaches the optimizer.
+Why validate here: loading checks every field and raises :class:`ProfileError` with the JSON
+path of the first bad value, so a malformed file never reaches the optimizer. The format is in
+docs/formats.md; what each field is for, and what version 2 adds, in docs/design/profiler.md.
 """
 
 from __future__ import annotations

@@ -6,23 +6,10 @@ describe Python overhead rather than the storage, and every plan made from it wo
 :func:`validate` runs both on the same directory with the same size S, block size and number
 of processes, and reports engine/fio per case; the engine's target is 0.9× fio or better.
 
-The cases are matched to fio's options:
-
-* write: ``fio --rw=write --bs=B --size=S/n --numjobs=n --end_fsync=1 --ioengine=psync
-  --fallocate=none`` (buffered writes, each job fsyncs its file at the end, inside fio's
-  timer) vs ``run_io("write", ...)`` with a file per process (each worker fsyncs its file and
-  the directory). fio's default ``--fallocate=native`` would preallocate every file *before*
-  its clock starts; the engine (like a checkpoint) allocates blocks while writing, hence
-  ``none``.
-* read: fio reads the files its write left, with ``--direct=1`` where the engine reads with
-  ``O_DIRECT``; where the engine cannot (a RAM filesystem, a filesystem refusing O_DIRECT), fio
-  reads buffered after dropping the files' pages (its default ``--invalidate=1``), which is
-  what the engine does too.
-
-Runs are interleaved — for every repetition and process count, fio and the engine in an order
-that alternates, each writing then reading — and every run starts after ``os.sync()``, so
-neither tool pays for the other's writeback or file deletion. Each case is the median over the
-repetitions, with the min–max span (on a VM a write's final fsync can be bimodal).
+Each case is matched to fio's options (buffered writes with a final fsync and no
+preallocation; reads with ``O_DIRECT`` where the engine uses it), runs of the two tools are
+interleaved after ``os.sync()`` so neither pays for the other's writeback, and each case is the
+median of the repetitions. docs/design/profiler.md gives the exact fio command lines and why.
 """
 
 from __future__ import annotations

@@ -1,25 +1,14 @@
 """Profiles of several nodes: compared, then merged into one profile for the whole machine.
 
-Why: on a cluster the same sweep is run on several nodes at once (one profile per node, e.g.
-one MPI rank per node). A plan for the job needs one figure per operating point, and the
-median across nodes is that figure: it ignores one odd node instead of averaging it in. But a
-median hides *why* a node is odd, so :func:`compare_profiles` comes first — it shows each
-node's throughput and power relative to the median at every point and flags those off by more
-than a threshold (a node with a degraded disk, a different BIOS power setting, a noisy
-neighbour). Drop the odd node, or fix it, before trusting the merged profile.
+Why: on a cluster the same sweep is run on several nodes at once (one profile per node). A plan
+for the job needs one figure per operating point, and the median across nodes is that figure:
+it ignores one odd node instead of averaging it in. But a median hides *why* a node is odd, so
+:func:`compare_profiles` comes first — it flags the nodes off the median by more than a
+threshold (a degraded disk, a different BIOS power setting, a noisy neighbour).
 
-Merging refuses what cannot be combined rather than guessing: profiles of different storage
-targets, power figures over different power domains or from different meters, and sweeps
-that did not measure the same points. A merged point is:
-
-- ``throughput``/``power``: the median across nodes (the mean of the middle two for an even
-  number of nodes);
-- ``throughput_spread``/``power_spread``: max − min across the nodes' figures (the spread
-  *between nodes*, not the repetitions' spread within a node);
-- ``runs``: every node's runs, in node order; ``repetitions``: their sum;
-- ``reliable``: true only if it is on every node;
-- ``power_source``: ``synthetic`` if any node's is, else ``estimated`` if any node's is, else
-  ``measured``; ``read_method``: the common one, or the distinct ones joined by ``+``.
+Merging refuses what cannot be combined rather than guessing: different storage targets, power
+figures over different power domains or from different meters, sweeps of different points.
+How each field of a merged point is combined is in docs/design/profiler.md.
 """
 
 from __future__ import annotations
