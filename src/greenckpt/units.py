@@ -1,29 +1,15 @@
 """Parse and format physical quantities at the edges of greenckpt.
 
-Inside greenckpt every quantity is a plain SI ``float``: bytes, seconds, hertz,
-watts, joules, fractions (``1.0`` is 100 %) and rates in 1/s. Units exist only
-where people meet the program: command-line flags, configuration files and
-reports. Converting here, at the edge, means the models never see a string,
-never guess a unit and never mix MiB with MB or minutes with milliseconds.
+Inside greenckpt every quantity is a plain SI ``float``: bytes, seconds, hertz, watts, joules,
+fractions (``1.0`` is 100 %) and rates in 1/s. Units exist only where people meet the program:
+command-line flags, configuration files and reports. Converting here, at the edge, means the
+models never see a string, never guess a unit and never mix MiB with MB.
 
-Parsing is strict on purpose. A bare ``14`` for a checkpoint interval could mean
-seconds, minutes or hours, so every parser except :func:`parse_fraction`
-requires a unit. Zero and negative values are refused unless the caller opts in
-(``allow_zero=True``, ``allow_negative=True``), because an interval, a bandwidth
-or a power of zero is almost always a typo. Every failure raises
-:class:`UnitError`, whose message is one line that quotes the input and says
-what would have been valid, so the CLI can print it as is.
-
-All parsers share one tokenizer (:data:`_TERM`, a regex for ``number unit``
-pairs) and one conversion routine (:func:`_parse`); a quantity kind is only a
-table of unit spellings and SI factors (:class:`_Kind`). The arithmetic is done
-in :mod:`decimal` and rounded to ``float`` once, so ``parse_size("1.1kB")`` is
-exactly ``1100.0`` and not ``1100.0000000000002``.
-
-The ``format_*`` functions go the other way for reports: they pick the largest
-unit in which the value is at least 1 and print about three significant digits.
-Their output is always accepted by the matching parser, so a value written to a
-report can be pasted back into a flag.
+Parsing is strict on purpose: a bare ``14`` for an interval could be seconds or hours, so every
+parser except :func:`parse_fraction` requires a unit, and zero or negative values are refused
+unless the caller opts in. Every failure raises :class:`UnitError` with a one-line message the
+CLI prints as is. The ``format_*`` functions print what the parsers accept, so a value in a
+report can be pasted back into a flag. docs/design/units.md has the design.
 """
 
 from __future__ import annotations

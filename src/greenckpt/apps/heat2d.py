@@ -1,29 +1,18 @@
 """A 2-D heat-distribution solver over MPI that survives failures with greenckpt.
 
-The application of wu2018's HDC and moran2018's SPMD heat example: a global ``NX x NY``
-grid of float64 temperatures, split into blocks of consecutive rows (the first
-``NX % ranks`` ranks take one row more), relaxed with the Jacobi 5-point stencil. The outer
-ring of the grid is fixed (the first row is a hot edge, the others are cold) and so is a
-rectangular heat source in the middle; every other cell becomes the mean of its four
-neighbours at each iteration. Each rank keeps one halo row above and one below its block
-and swaps them with its neighbours (``Sendrecv``) before every update.
+The application of wu2018's HDC and moran2018's SPMD heat example: a float64 grid split into
+blocks of rows over the ranks, relaxed with the Jacobi 5-point stencil around fixed edges and a
+fixed heat source, with halo rows swapped between neighbours before every update.
 
-Why it is written this way: the run must end with the *same bits* whatever happened to it,
-so that a restart can be verified by comparing one digest. Every cell is updated by the same
-element-wise NumPy expression whatever the number of ranks, and no value depends on a
-reduction whose order could vary with timing, so the final field is identical after any
-number of kills and restarts, and even between a single process and ``mpiexec -n 4``. Rank 0
-gathers the field (``Gatherv``, rank order) and writes a JSON result with its xxh3_64 digest.
+Why it is written this way: the run must end with the *same bits* whatever happened to it, so
+that a restart can be verified by comparing one digest. Every cell is updated by the same
+element-wise expression whatever the number of ranks, and no value depends on a reduction whose
+order could vary, so the final field is identical after any number of kills and restarts. The
+rank's rows and ``state["it"]`` are checkpointed; ``maybe_fail("compute", ...)`` lets a test
+kill a rank, and running the same command again restarts from the newest checkpoint.
 
-Checkpointing: the rank's own rows (not the halos, which are refreshed before every use) and
-``state["it"]``, the number of completed iterations, are protected. The run first recovers
-the newest checkpoint that every rank can read and verify, then iterates, asking
-``need_checkpoint`` after each iteration. ``maybe_fail("compute", ...)`` lets a test kill a
-rank after it computed a given iteration (``GREENCKPT_INJECT=kill@compute:rank=2,
-iteration=120``); running the same command again restarts from the newest checkpoint.
-
-Run ``python -m greenckpt.apps.heat2d --help`` (``python examples/heat2d.py --help`` in a
-checkout); ``examples/README.md`` shows complete sessions.
+docs/design/apps.md has the details; run ``python -m greenckpt.apps.heat2d --help``
+(``python examples/heat2d.py --help`` in a checkout); ``examples/README.md`` shows sessions.
 """
 
 from __future__ import annotations

@@ -1,29 +1,14 @@
 """A STREAM-like memory-bandwidth benchmark over MPI, with greenckpt checkpoints.
 
-wu2018 pairs the compute-bound heat code with STREAM, the memory-bound benchmark (McCalpin),
-to see how checkpointing costs differ between the two kinds of application. Every rank owns
-three float64 arrays ``a``, ``b`` and ``c`` of ``--elements`` values and, at each iteration,
-runs STREAM's four kernels in STREAM's order, each timed on its own::
-
-    copy   c = a               16 bytes per element
-    scale  b = q * c           16
-    add    c = a + b           24
-    triad  a = b + q * c       24
-
-Rates count STREAM's bytes (what the kernel must move), not the extra traffic of NumPy's
-temporaries; rank 0 prints the best rate of each kernel in MB/s (10^6 B/s), summed over the
-ranks. They are timings of this run on this machine, nothing more.
+wu2018 pairs the compute-bound heat code with STREAM, the memory-bound benchmark (McCalpin), to
+see how checkpointing costs differ between the two kinds of application. Every rank runs
+STREAM's copy, scale, add and triad kernels on three float64 arrays, each timed on its own;
+rates count STREAM's bytes, and are timings of this run on this machine, nothing more.
 
 Why the values are made to evolve: a restart that restored the wrong iteration's arrays must
-change the final digest. With ``q = 0.5`` the four kernels multiply ``a`` by exactly 1.25 per
-iteration; an untimed fold ``a = fmod(a, 1024)`` keeps the values bounded (no overflow however
-long the run), so every iteration leaves different bits while the arithmetic stays
-deterministic element by element. Rank 0 gathers every rank's ``a``, ``b``, ``c`` in rank order
-(``Gather``) and writes a JSON result with their xxh3_64 digest.
-
-Checkpointing is as in ``heat2d.py``: the three arrays and ``state["it"]`` are protected, the
-run recovers first, ``maybe_fail("compute", ...)`` lets a test kill a rank after an iteration,
-and running the same command again resumes from the newest checkpoint that every rank can read.
+change the final digest, so each iteration multiplies ``a`` by exactly 1.25 and an untimed
+``fmod`` keeps it bounded: every iteration leaves different bits, deterministically.
+Checkpointing is as in ``heat2d.py``. docs/design/apps.md has the kernels and the details.
 """
 
 from __future__ import annotations
