@@ -4,21 +4,14 @@ Why: a level differs from another only in facts — where it stores, what it sur
 redundancy it adds and which settings it takes besides its interval and codec — so those facts
 are written once here, and the configuration (:mod:`greenckpt.ckpt.config`), the manifest
 check, the notification socket and the :class:`~greenckpt.ckpt.api.Checkpointer` read them
-when they run instead of restating level numbers (docs/design/levels-and-config.md). Adding a
-level is one spec and one :func:`register_level` call (plus, for a new kind of redundancy, one
-class implementing :class:`~greenckpt.ckpt.redundancy.Redundancy` and one
-:func:`~greenckpt.ckpt.redundancy.register_scheme` entry), as SCR describes its levels by
-redundancy descriptors over a few encode/rebuild schemes.
+when they run instead of restating level numbers. Adding a level is one spec and one
+:func:`register_level` call (plus a :class:`~greenckpt.ckpt.redundancy.Redundancy` scheme for a
+new kind of redundancy).
 
-The numbers are what users see (``l1`` … ``l4`` in the configuration, ``checkpoint(level)``,
-the manifest's ``level``) and they order the levels by cost: a checkpoint at a level also
-serves the lower levels' schedules. What a level survives is :attr:`LevelSpec.tolerates`, a
-set of :class:`Failure` kinds, and the levels are only partly ordered by it: level 3 does not
-survive everything level 2 survives (two lost nodes in one erasure group defeat it, but not
-partner copies unless the two are partners), nor level 2 everything level 3 survives. So a
-checkpoint at a level retires another level's older checkpoints, or stands in for a level
-held back after failures, only where it survives at least what that level survives
-(:meth:`LevelSpec.covers`), never by number alone.
+The numbers order the levels by cost; what a level survives (:attr:`LevelSpec.tolerates`) is
+only a partial order, so a checkpoint retires or stands in for another level's only where it
+survives at least as much (:meth:`LevelSpec.covers`), never by number alone.
+docs/design/levels-and-config.md ("Levels as data") explains both.
 """
 
 from __future__ import annotations

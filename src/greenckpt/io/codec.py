@@ -2,24 +2,14 @@
 
 Why compression lives in the I/O engine: compressing trades CPU work for bytes moved, so its
 cost depends on the CPU frequency and on how many processes compress at once — exactly what the
-profiler sweeps (moran2018 section 5.5: with gzip, checkpoints cost more energy and restarts
-less). The profile is only worth something if the checkpoint library compresses through the
-same loop, so both use the worker's compressed path.
+profiler sweeps (moran2018 section 5.5). The profile is only worth something if the checkpoint
+library compresses through the same loop, so both use the worker's compressed path.
 
-Codecs (all C-backed): ``zstd`` (``zstandard`` package, level 1–22, default 3), ``lz4`` (the
-``lz4`` package's block format, fast mode) and ``zlib`` (stdlib, level 0–9, default 6). A codec
-is written ``name`` or ``name:level``; ``none`` means uncompressed.
-
-Format: each block of at most ``block_size`` logical bytes becomes one *frame*, written one
-after the other from the chunk's offset::
-
-    frame  = header payload
-    header = stored_length (u32 LE, bit 31 set = payload stored raw) , raw_length (u32 LE)
-
-A block that does not shrink is stored raw (bit 31) so incompressible data never grows by
-more than the 8-byte header per block. Frames are self-delimiting, so a reader needs only the
-chunk's logical length to know where the stream ends; the stored size is what lands on disk.
-Integrity is not the frame's job: the checkpoint library checksums the stored bytes.
+Codecs: ``zstd[:1-22]``, ``lz4`` and ``zlib[:0-9]`` (all C-backed); ``none`` is uncompressed.
+Each block becomes one self-delimiting frame (an 8-byte header, then the payload, stored raw
+when it does not shrink), so incompressible data barely grows and a reader needs only the
+logical length. Integrity is not the frame's job: the checkpoint library checksums the stored
+bytes. docs/design/measurement.md and docs/formats.md give the frame layout.
 """
 
 from __future__ import annotations
