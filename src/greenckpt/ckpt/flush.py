@@ -26,13 +26,23 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
 from greenckpt.ckpt.agree import one_line
+from greenckpt.ckpt.announce import Announcer
+from greenckpt.ckpt.config import ConfigError
 from greenckpt.ckpt.inject import maybe_fail
+from greenckpt.ckpt.job import Job, tidy
+from greenckpt.ckpt.levels import Storage, level_spec
+from greenckpt.ckpt.manifest import Manifest
+from greenckpt.ckpt.records import CheckpointError, CheckpointInfo
+from greenckpt.ckpt.store import StoreError
+from greenckpt.errors import InvalidValueError
 
-__all__ = ["Flush"]
+__all__ = ["AsyncFlush", "Flush", "FlushFailure"]
 
 _BLOCK: Final = 4 * 1024 * 1024
 
@@ -102,3 +112,142 @@ class Flush:
         """Block until the copy finished."""
         if self._thread is not None:
             self._thread.join()
+
+
+@dataclass(frozen=True)
+class FlushFailure:
+    """A flush that failed on some rank (the same on every rank): not committed."""
+
+    error: CheckpointError
+    iteration: int | None
+
+
+class AsyncFlush:
+    """The level flushed in the background (level 4 with ``async = true``) from another
+    level's store (``source``; 0 and ``level`` None: no such level), and its flush under way.
+
+    Starting and polling it are the Checkpointer's; committing the copy once every rank's
+    flush is over, or reporting its failure on every rank, is done here.
+    """
+
+    def __init__(self, job: Job) -> None:
+        self._job = job
+        flushed = [n for n in job.config.enabled_levels if job.level(n).async_flush]
+        self.level: int | None = flushed[0] if flushed else None
+        self.source = 0 if self.level is None else self._via()
+        self._flush: Flush | None = None
+        self._manifest: Manifest | None = None
+
+    def _via(self) -> int:
+        """The level whose store an asynchronous checkpoint is written to first; checked."""
+        flush = self.level
+        via = None if flush is None else level_spec(flush).async_via
+        assert flush is not None and via is not None  # async applies only to such levels
+        if level_spec(via).storage is Storage.NODE_LOCAL and self._job.config.local_dir is None:
+            raise InvalidValueError(
+                f"level {flush} with async = true flushes from node-local storage: set local_dir "
+                "too (checkpoints are written there first), or set async = false"
+            )
+        self._check_codec(flush, via)
+        return via
+
+    def _check_codec(self, flush: int, via: int) -> None:
+        """Refuse a level-4 codec that an asynchronous flush would ignore: the flush copies
+        the level-1 files byte for byte (their digests must hold on both copies), so the
+        level-4 copy always has level 1's codec. Silently storing it otherwise would surprise
+        whoever sized the global file system for the codec they asked for."""
+        config = self._job.config
+        wanted, used = self._job.codec_label(flush), self._job.codec_label(via)
+        # a Config built directly has no sources: only a codec it names counts as asked for
+        source = config.sources.get(f"l{flush}.codec", "Config")
+        asked = wanted is not None or source not in ("default", "Config")
+        if asked and wanted != used:
+            raise ConfigError(
+                f"{source}: l{flush} codec = {wanted or 'none'!r} cannot apply with async = true: "
+                f"the background flush copies the level-{via} files as they are, with level "
+                f"{via}'s codec ({used or 'none'!r}); set the same codec for l{via}, remove it "
+                f"from l{flush}, or set async = false"
+            )
+
+    def source_of(self, level: int) -> list[int]:
+        """The checkpoint of ``level``'s store that a running flush copies (empty if none):
+        every removal of old checkpoints there must keep it, or the flush fails."""
+        if self._flush is not None and level == self.source:
+            return [self._flush.ckpt_id]
+        return []
+
+    def start(self, info: CheckpointInfo, phases: Announcer) -> None:
+        """Copy this rank's files of checkpoint ``info.id`` (committed in the source's store)
+        to the flushed level's staging directory in the background."""
+        job, level = self._job, self.level
+        assert level is not None  # only a level flushed asynchronously gets here
+        local, global_ = job.stores[self.source], job.stores[level]
+        phases.begin("flush", level, global_.job_dir)
+        try:
+            manifest = local.read(info.id)
+            source = local.committed_path(info.id) / manifest.ranks[job.rank].file
+            stage = global_.staging_path(info.id)
+            stage.mkdir(parents=True, exist_ok=True)
+        except (OSError, ValueError) as exc:
+            # kept as a failed flush: reported on every rank at the next call, like any other
+            self._flush = Flush.failed(info.id, info.iteration, one_line(exc))
+            return
+        self._manifest = replace(manifest, level=level, redundancy={})
+        self._flush = Flush(info.id, [source], stage, job.rank, info.iteration)
+
+    def poll(
+        self, phases: Announcer, verified_with: Callable[[int, int], list[int]], *, wait: bool
+    ) -> CheckpointInfo | FlushFailure | None:
+        """Commit the copy once every rank's flush is over: this rank's record of it, or the
+        failure; None while it runs or when none does (collective while a flush is under
+        way). ``verified_with``: the flushed level's checkpoints its cleanup keeps."""
+        flush, manifest, level = self._flush, self._manifest, self.level
+        if flush is None or level is None:
+            return None
+        if wait:
+            flush.wait()
+        states = self._job.comm.allgather((flush.done(), flush.error))
+        if not all(done for done, _ in states):
+            return None
+        self._flush = self._manifest = None
+        errors = [e for _, e in states]
+        phases.end("flush", not any(errors), flush.seconds or 0.0)
+        bad = self._commit(flush, manifest, errors)
+        if bad is not None:
+            self._job.abort(level, self._job.stores[level], flush.ckpt_id)
+            error = CheckpointError(
+                f"the asynchronous flush of checkpoint {flush.ckpt_id} to the global file "
+                f"system failed on rank {bad[0]}: {bad[1]}; it was not committed there "
+                "(the checkpoint is still on node-local storage)"
+            )
+            return FlushFailure(error, flush.iteration)
+        if self._job.is_leader(level):
+            store, keep = self._job.stores[level], self._job.config.keep
+            kept = verified_with(level, flush.ckpt_id)
+            tidy(lambda: store.cleanup(keep, protect=kept), "remove old checkpoints")
+        assert manifest is not None  # no rank failed, so every rank started its flush
+        mine = manifest.ranks[self._job.rank]
+        return CheckpointInfo(
+            flush.ckpt_id,
+            level,
+            flush.iteration,
+            flush.seconds or 0.0,
+            mine.logical_bytes,
+            mine.stored_bytes,
+        )
+
+    def _commit(
+        self, flush: Flush, manifest: Manifest | None, errors: list[str | None]
+    ) -> tuple[int, str] | None:
+        """Commit the copy if no rank failed (the level's leader; collective): the first
+        failing rank and its error, or None."""
+        level = self.level
+        assert level is not None
+        if not any(errors) and self._job.is_leader(level):
+            assert manifest is not None  # rank 0's flush started, or it would have an error
+            try:
+                self._job.stores[level].commit(flush.ckpt_id, manifest)
+            except (StoreError, OSError, ValueError) as exc:
+                errors[0] = one_line(exc)
+        errors[0] = self._job.comm.bcast(errors[0])
+        return next(((r, e) for r, e in enumerate(errors) if e), None)

@@ -9,18 +9,20 @@ Checkpointer, so each can be read and tested without the whole façade.
 
 from __future__ import annotations
 
+import os
 import shutil
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from greenckpt.ckpt.agree import one_line
+from greenckpt.ckpt.agree import agree, one_line
 from greenckpt.ckpt.comm import Comm
 from greenckpt.ckpt.config import Config, LevelConfig
 from greenckpt.ckpt.levels import LevelSpec, level_spec
 from greenckpt.ckpt.protect import Protected
 from greenckpt.ckpt.redundancy import NoRedundancy, Redundancy
-from greenckpt.ckpt.store import CheckpointStore
+from greenckpt.ckpt.store import CheckpointStore, StoreError
 from greenckpt.ckpt.topology import Topology
 from greenckpt.io import parse_codec
 
@@ -86,3 +88,39 @@ class Job:
         if self.is_leader(level):
             shutil.rmtree(store.staging_path(ckpt_id), ignore_errors=True)
         self.comm.barrier()
+
+    def store_base(self, number: int) -> Path:
+        """Where a level's store lives on this node (:meth:`LevelSpec.base`)."""
+        spec = self.spec(number)
+        directory = getattr(self.config, spec.storage.setting)
+        assert isinstance(directory, str)  # the Config checked it is set for enabled levels
+        return spec.base(directory, self.topology, self.node)
+
+    def open_stores(self, flush_source: int) -> dict[int, CheckpointStore]:
+        """The stores of the enabled levels and of an asynchronous flush's source (0: none),
+        checked on every rank (collective: :class:`StoreError` on every rank if one is
+        unusable); each directory's leader removes the leftovers of a crashed run."""
+        stores: dict[int, CheckpointStore] = {}
+        problem = None
+        try:
+            levels = set(self.config.enabled_levels) | ({flush_source} - {0})
+            for number in sorted(levels):
+                base = self.store_base(number)
+                top = Path(
+                    os.path.expanduser(getattr(self.config, self.spec(number).storage.setting))
+                )
+                if base != top and top.is_dir():
+                    base.mkdir(parents=True, exist_ok=True)  # node<k>/, level2/, level3/
+                store = CheckpointStore(base, self.config.name)
+                store.check_usable()
+                stores[number] = store
+        except (StoreError, OSError) as exc:
+            problem = str(exc)
+        bad = agree(self.comm, problem)
+        if bad is not None:
+            raise StoreError(bad.error if bad.rank == self.rank else str(bad))
+        for number, store in stores.items():
+            if self.is_leader(number):
+                tidy(store.discard_partial, f"remove leftovers of a crashed run in {store.job_dir}")
+        self.comm.barrier()
+        return stores
