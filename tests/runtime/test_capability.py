@@ -58,9 +58,7 @@ def test_an_acpi_cpufreq_node_has_control_with_its_governors_and_table(tmp_path:
     control = frequency_control(_tree("intel-acpi-cpufreq", tmp_path))
     assert control.available and control.present and control.reason == ""
     assert {"userspace", "performance", "ondemand"} <= set(control.governors)
-    assert control.frequencies_hz and list(control.frequencies_hz) == sorted(
-        control.frequencies_hz
-    )
+    assert control.frequencies_hz and list(control.frequencies_hz) == sorted(control.frequencies_hz)
     assert control.cpufreq is not None and control.unwritable is None
 
 

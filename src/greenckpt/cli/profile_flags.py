@@ -16,11 +16,8 @@ from typing import TypeVar
 from greenckpt import units
 from greenckpt.cli.args import positive_int
 from greenckpt.io import CodecError, parse_codec
-from greenckpt.optimize.profile import (
-    GOVERNORS,
-    OPERATIONS,
-    Operation,
-)
+from greenckpt.optimize.profile import OPERATIONS, Operation
+from greenckpt.optimize.setting import GOVERNORS
 
 T = TypeVar("T")
 

@@ -25,6 +25,7 @@ from typing import Any, Literal, cast
 from greenckpt.durable import write_atomic
 from greenckpt.errors import GreenckptError
 from greenckpt.files import read_regular
+from greenckpt.optimize.setting import GOVERNORS, CpuSetting
 
 FORMAT_NAME = "greenckpt-profile"
 FORMAT_VERSION = 2
@@ -34,9 +35,6 @@ Operation = Literal["write", "read"]
 PowerSource = Literal["measured", "estimated", "synthetic"]
 OPERATIONS: tuple[Operation, ...] = ("write", "read")
 POWER_SOURCES: tuple[PowerSource, ...] = ("measured", "estimated", "synthetic")
-GOVERNORS = ("performance", "powersave", "ondemand", "schedutil", "conservative", "userspace")
-"""The Linux cpufreq governors a point can be measured under (a typo would silently make a
-baseline unevaluable, so unknown names are refused)."""
 
 
 class ProfileError(GreenckptError, ValueError):
@@ -89,27 +87,24 @@ class ProfilePoint:
     """Logical bytes per stored byte measured at this point (codec points only)."""
 
     @property
+    def setting(self) -> CpuSetting:
+        """The CPU setting this point was measured under, as the package's one setting type."""
+        return CpuSetting.of(self.frequency, self.governor)
+
+    @property
     def uncontrolled(self) -> bool:
         """True when the CPU frequency was not controlled (neither fixed nor a governor)."""
-        return self.frequency is None and self.governor is None
+        return self.setting.kind == "uncontrolled"
 
     @property
     def setting_label(self) -> str:
         """Human label of the CPU setting, e.g. ``2.10 GHz``, ``ondemand`` or ``as found``."""
-        if self.governor is not None:
-            return self.governor
-        if self.frequency is None:
-            return "as found"
-        return f"{self.frequency / 1e9:.2f} GHz"
+        return self.setting.label
 
     @property
     def setting_key(self) -> str:
         """Machine-readable CPU setting: ``<hz>``, ``governor:<name>`` or ``uncontrolled``."""
-        if self.governor is not None:
-            return f"governor:{self.governor}"
-        if self.frequency is None:
-            return "uncontrolled"
-        return f"{self.frequency:.0f}"
+        return self.setting.key
 
     @property
     def energy_per_byte(self) -> float:

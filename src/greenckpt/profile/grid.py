@@ -15,78 +15,32 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from greenckpt.errors import GreenckptError
 from greenckpt.io.codec import CodecError, parse_codec
 from greenckpt.io.sources import DATA_KINDS
-from greenckpt.optimize.profile import GOVERNORS, OPERATIONS, Operation
+from greenckpt.optimize.profile import OPERATIONS, Operation
+from greenckpt.optimize.setting import CpuSetting
 
-SettingKind = Literal["frequency", "governor", "uncontrolled"]
+__all__ = [
+    "LAYOUTS",
+    "READ_METHODS",
+    "Cell",
+    "CpuSetting",
+    "SweepError",
+    "SweepSpec",
+    "cell_key",
+    "default_process_counts",
+    "ops_of",
+]
+
 LAYOUTS = ("file_per_process", "shared_file")
 READ_METHODS = ("auto", "o_direct", "fadvise_dontneed", "cached")
 
 
 class SweepError(GreenckptError, ValueError):
     """A sweep request is invalid; the message says which value and what would be valid."""
-
-
-@dataclass(frozen=True, order=True)
-class CpuSetting:
-    """How the CPU is set while a cell runs: a fixed frequency, a governor, or left as found."""
-
-    kind: SettingKind
-    hz: int | None = None
-    governor: str | None = None
-
-    @classmethod
-    def frequency(cls, hz: float) -> CpuSetting:
-        """A fixed frequency in Hz."""
-        return cls("frequency", hz=round(hz))
-
-    @classmethod
-    def of_governor(cls, name: str) -> CpuSetting:
-        """A stock governor measured as a setting."""
-        if name not in GOVERNORS:
-            raise SweepError(f"unknown governor {name!r}: expected one of {', '.join(GOVERNORS)}")
-        return cls("governor", governor=name)
-
-    @classmethod
-    def uncontrolled(cls) -> CpuSetting:
-        """The frequency left as the node has it (no cpufreq control)."""
-        return cls("uncontrolled")
-
-    @property
-    def key(self) -> str:
-        """Stable text key (same as ``ProfilePoint.setting_key``)."""
-        if self.kind == "governor":
-            return f"governor:{self.governor}"
-        if self.kind == "uncontrolled":
-            return "uncontrolled"
-        return str(self.hz)
-
-    @classmethod
-    def from_key(cls, key: str) -> CpuSetting:
-        """Inverse of :attr:`key`."""
-        if key == "uncontrolled":
-            return cls.uncontrolled()
-        if key.startswith("governor:"):
-            return cls.of_governor(key.removeprefix("governor:"))
-        try:
-            return cls.frequency(int(key))
-        except ValueError:
-            raise SweepError(f"not a CPU setting: {key!r}") from None
-
-    @property
-    def label(self) -> str:
-        """Human label: ``2.10 GHz``, ``ondemand`` or ``as found``."""
-        if self.kind == "governor":
-            assert self.governor is not None
-            return self.governor
-        if self.kind == "uncontrolled":
-            return "as found"
-        assert self.hz is not None
-        return f"{self.hz / 1e9:.2f} GHz"
 
 
 @dataclass(frozen=True)

@@ -247,9 +247,9 @@ class ProfilePolicy:
         frequency: int | None = None
         governor: str | None = None
         if self.frequency_control:
-            frequency = None if point.frequency is None else round(point.frequency)
-            governor = point.governor
-            if point.uncontrolled:
+            setting = point.setting
+            frequency, governor = setting.hz, setting.governor
+            if setting.kind == "uncontrolled":
                 notes.append(
                     "the chosen point was measured without frequency control: frequency left "
                     "as found"

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from greenckpt.errors import InvalidValueError
 from greenckpt.io.codec import parse_codec
 from greenckpt.optimize.profile import POWER_SOURCES, Operation, PowerSource
+from greenckpt.optimize.setting import CpuSetting
 from greenckpt.phases import IO_KINDS, IOKind
 
 __all__ = ["PHASE_KINDS", "PhaseKind", "PhaseRequest", "Settings"]
@@ -152,6 +153,13 @@ class Settings:
         has_power = self.predicted_energy_j is not None or self.predicted_power_w is not None
         if has_power and self.power_source is None:
             raise InvalidValueError("a predicted energy or power needs its power_source")
+
+    @property
+    def cpu_setting(self) -> CpuSetting:
+        """The decided CPU setting as the package's one setting type (the profile's points and
+        the profiler's sweep use the same, so a decision can be matched to the point behind it
+        by :attr:`CpuSetting.key`)."""
+        return CpuSetting.of(self.frequency_hz, self.governor)
 
     @property
     def controls_frequency(self) -> bool:
