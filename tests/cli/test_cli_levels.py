@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from greenckpt.cli.levels_cmd import load_levels
 from greenckpt.cli.main import main
 from greenckpt.model import expected_multilevel, fti_schedule
+from greenckpt.optimize.levels_file import load_levels
 from tests.conftest import ROOT
 
 CONFIG = ROOT / "examples" / "levels" / "fti-4-levels.toml"

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import argparse
 import math
-from pathlib import Path
 from typing import Any
 
-import numpy as np
 from rich.table import Table
 
 from greenckpt import units
@@ -24,6 +22,7 @@ from greenckpt.cli.args import (
 from greenckpt.cli.console import make_console
 from greenckpt.cli.plan_cmd import header
 from greenckpt.errors import InvalidValueError
+from greenckpt.files import read_regular
 from greenckpt.jsonout import dumps
 from greenckpt.model import epe, sojourn_times
 from greenckpt.optimize import Choice, plan
@@ -86,20 +85,12 @@ def register(sub: Any) -> None:
 
 def _read_trace(path: str) -> Trace:
     try:
-        lines = Path(path).read_text(encoding="utf-8").split()
-    except OSError as exc:
-        raise InvalidValueError(f"cannot read trace file {path!r}: {exc.strerror}") from None
+        text = read_regular(path).decode("utf-8")
+    except OSError as exc:  # a FIFO or a directory too: never wait on one
+        raise InvalidValueError(f"cannot read trace file {path!r}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise InvalidValueError(f"trace file {path!r} is not UTF-8 text") from None
-    try:
-        times = [float(x) for x in lines]
-    except ValueError:
-        raise InvalidValueError(
-            f"trace file {path!r}: every line must be a failure time in seconds, e.g. 3600.5"
-        ) from None
-    if not times:
-        raise InvalidValueError(f"trace file {path!r} holds no failure times")
-    return Trace(np.array(times))
+    return Trace.from_text(text, path)
 
 
 def _process(ns: argparse.Namespace, rate: float) -> tuple[FailureProcess, str]:

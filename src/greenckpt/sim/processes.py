@@ -174,6 +174,21 @@ class Trace(FailureProcess):
     failures in the same instant (the second strikes the restart the first one started).
     """
 
+    @classmethod
+    def from_text(cls, text: str, name: str = "trace") -> Trace:
+        """A trace from the text of a trace file: failure times in seconds, whitespace-separated
+        (one per line). ``name`` says in errors which file it was. Pure: the caller reads the
+        file."""
+        try:
+            times = [float(x) for x in text.split()]
+        except ValueError:
+            raise InvalidValueError(
+                f"trace file {name!r}: every line must be a failure time in seconds, e.g. 3600.5"
+            ) from None
+        if not times:
+            raise InvalidValueError(f"trace file {name!r} holds no failure times")
+        return cls(np.array(times))
+
     def __init__(self, times: ArrayLike, horizon: float | None = None) -> None:
         arr = np.array(times, dtype=np.float64, copy=True).reshape(-1)
         if not np.all(np.isfinite(arr)):
