@@ -447,6 +447,66 @@ def encode_group(
     }
 
 
+def _present_views(
+    layout: GroupLayout, datas_present: Mapping[int, Buffer], sizes: Sequence[int]
+) -> dict[int, memoryview]:
+    """The surviving members' data, by member, checked against their given lengths."""
+    views: dict[int, memoryview] = {}
+    for key, buf in datas_present.items():
+        i = layout._member(key)
+        views[i] = _byte_view(buf, f"data of member {i}")
+        if len(views[i]) != sizes[i]:
+            raise ErasureError(
+                f"data of member {i} is {len(views[i])} bytes but its length is given as {sizes[i]}"
+            )
+    return views
+
+
+def _present_parity(
+    layout: GroupLayout, parity_present: Mapping[int, Sequence[Buffer]]
+) -> dict[tuple[int, int], memoryview]:
+    """The surviving parity pieces, by (member, stripe), each member's count checked."""
+    t = layout.tolerance
+    parity: dict[tuple[int, int], memoryview] = {}
+    for key, pieces in parity_present.items():
+        i = layout._member(key)
+        if len(pieces) != t:
+            raise ErasureError(
+                f"member {i} should hold {t} parity pieces (one per stripe it protects), "
+                f"got {len(pieces)}"
+            )
+        for s, piece in zip(layout.parity_stripes(i), pieces, strict=True):
+            parity[i, s] = _byte_view(piece, f"parity of member {i} for stripe {s}")
+    return parity
+
+
+def _decode_stripe(
+    layout: GroupLayout,
+    code: ErasureCode,
+    s: int,
+    views: Mapping[int, memoryview],
+    parity: Mapping[tuple[int, int], memoryview],
+    sizes: Sequence[int],
+    lost: list[int],
+) -> list[bytes]:
+    """Every data piece of stripe ``s``, in code order, decoded from what survived."""
+    g, t = layout.members, layout.tolerance
+    stripe = layout.stripe(s)
+    size = layout.piece_size(max(sizes))
+    present: dict[int, Buffer] = dict(_stripe_pieces(layout, s, views, size))
+    for j, member in enumerate(stripe.parity):
+        if (member, s) in parity:
+            present[code.k + j] = parity[member, s]
+    gone = code.n - len(present)
+    if gone > t:
+        raise ErasureError(
+            f"cannot rebuild members {lost}: stripe {s} lost {gone} of its {g} pieces "
+            f"(data and parity) but the group tolerates {t}; parity of members "
+            f"{[m for m in stripe.parity if (m, s) not in parity]} is missing"
+        )
+    return code.decode(present, layout.stripe_lengths(sizes, s))
+
+
 def rebuild_group(
     layout: GroupLayout,
     datas_present: Mapping[int, Buffer],
@@ -464,24 +524,8 @@ def rebuild_group(
     """
     g, t = layout.members, layout.tolerance
     sizes = layout._lengths(lengths)
-    views: dict[int, memoryview] = {}
-    for key, buf in datas_present.items():
-        i = layout._member(key)
-        views[i] = _byte_view(buf, f"data of member {i}")
-        if len(views[i]) != sizes[i]:
-            raise ErasureError(
-                f"data of member {i} is {len(views[i])} bytes but its length is given as {sizes[i]}"
-            )
-    parity: dict[tuple[int, int], memoryview] = {}
-    for key, pieces in parity_present.items():
-        i = layout._member(key)
-        if len(pieces) != t:
-            raise ErasureError(
-                f"member {i} should hold {t} parity pieces (one per stripe it protects), "
-                f"got {len(pieces)}"
-            )
-        for s, piece in zip(layout.parity_stripes(i), pieces, strict=True):
-            parity[i, s] = _byte_view(piece, f"parity of member {i} for stripe {s}")
+    views = _present_views(layout, datas_present, sizes)
+    parity = _present_parity(layout, parity_present)
     lost = sorted(set(range(g)) - views.keys())
     if len(lost) > t:
         raise ErasureError(
@@ -490,25 +534,13 @@ def rebuild_group(
         )
     if not lost:
         return {}
-    size = layout.piece_size(max(sizes))
     code = layout.code(scheme)
     rebuilt: dict[int, list[bytes]] = {i: [b""] * code.k for i in lost}
     for s in layout.stripes():
         stripe = layout.stripe(s)
         if not any(member in rebuilt for member in stripe.data):
             continue
-        present: dict[int, Buffer] = dict(_stripe_pieces(layout, s, views, size))
-        for j, member in enumerate(stripe.parity):
-            if (member, s) in parity:
-                present[code.k + j] = parity[member, s]
-        gone = code.n - len(present)
-        if gone > t:
-            raise ErasureError(
-                f"cannot rebuild members {lost}: stripe {s} lost {gone} of its {g} pieces "
-                f"(data and parity) but the group tolerates {t}; parity of members "
-                f"{[m for m in stripe.parity if (m, s) not in parity]} is missing"
-            )
-        decoded = code.decode(present, layout.stripe_lengths(sizes, s))
+        decoded = _decode_stripe(layout, code, s, views, parity, sizes, lost)
         for position, member in enumerate(stripe.data):
             if member in rebuilt:
                 index = layout.piece_of(member, s)

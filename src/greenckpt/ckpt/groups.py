@@ -34,7 +34,7 @@ from typing import Final
 
 from greenckpt.ckpt.agree import PEER, one_line
 from greenckpt.ckpt.comm import Comm
-from greenckpt.ckpt.erasure import Buffer, ErasureError, GroupLayout, Scheme
+from greenckpt.ckpt.erasure import Buffer, ErasureCode, ErasureError, GroupLayout, Scheme, Stripe
 from greenckpt.ckpt.topology import Topology
 from greenckpt.ckpt.transfer import SEGMENT, SegmentWriter, read_segment
 from greenckpt.errors import GreenckptError
@@ -128,6 +128,57 @@ def _piece_segment(
     return start + off, max(0, min(segment, length - off))
 
 
+def _open_read(path: Path) -> tuple[int, str | None]:
+    """A read-only descriptor of ``path``, or -1 and why it cannot be read."""
+    try:
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC), None
+    except OSError as exc:
+        return -1, f"cannot read {path}: {one_line(exc)}"
+
+
+def _write_parity(
+    code: ErasureCode,
+    stripe: Stripe,
+    s: int,
+    root: int,
+    pieces: Sequence[bytes | None],
+    writer: SegmentWriter,
+    at: int,
+    length: int,
+) -> str | None:
+    """Encode ``root``'s parity of one segment of stripe ``s`` from the gathered ``pieces``
+    and write it at ``at``, zero-padded to ``length``: the error, or None (local work only:
+    an error must not stop this rank's gathers)."""
+    missing = [m for m in stripe.data if pieces[m] is None]
+    if missing:
+        return PEER + f"members {missing} sent no data for stripe {s}"
+    blocks: list[Buffer] = [pieces[m] or b"" for m in stripe.data]
+    try:
+        encoded = code.encode(blocks)[stripe.parity.index(root)]
+        encoded += bytes(length - len(encoded))
+        writer.write_at(at, encoded)
+    except (OSError, ErasureError) as exc:
+        return one_line(exc)
+    return None
+
+
+def _close_parity(
+    writer: SegmentWriter | None, error: str | None, parity: Path | None
+) -> tuple[int, str | None, str | None]:
+    """Keep the parity file if it was written without error: (bytes, digest, error)."""
+    if writer is None:
+        return 0, None, error
+    if error is not None:
+        writer.abandon()
+        return 0, None, error
+    try:
+        digest = writer.close()
+    except OSError as exc:  # an fsync that fails (EIO, ENOSPC) is this member's error
+        writer.path.unlink(missing_ok=True)
+        return 0, None, f"cannot write {parity}: {one_line(exc)}"
+    return writer.size, digest, None
+
+
 def encode_parity(
     comm: Comm,
     layout: GroupLayout,
@@ -147,19 +198,13 @@ def encode_parity(
     their digest, this member's error or None).
     """
     me = comm.rank
-    g = layout.members
     size = layout.piece_size(max(lengths))
-    segment = group_segment(g)
+    segment = group_segment(layout.members)
     code = layout.code(scheme)
-    targets = set(range(g) if roots is None else roots)
-    read_error: str | None = None  # this member cannot send its data (peers see it)
-    error: str | None = None  # this member cannot compute or store its parity
-    fd = -1
-    if data is not None:
-        try:
-            fd = os.open(data, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError as exc:
-            read_error = f"cannot read {data}: {one_line(exc)}"
+    targets = set(range(layout.members) if roots is None else roots)
+    # read_error: this member cannot send its data (peers see it); error: it cannot compute
+    # or store its parity
+    fd, read_error = (-1, None) if data is None else _open_read(data)
     writer, error = (
         _create_writer(parity, checksum) if me in targets and parity is not None else (None, None)
     )
@@ -178,32 +223,112 @@ def encode_parity(
                     pieces = comm.gather(piece, root)
                     if pieces is None or writer is None or error is not None:
                         continue
-                    missing = [m for m in stripe.data if pieces[m] is None]
-                    if missing:
-                        error = PEER + f"members {missing} sent no data for stripe {s}"
-                        continue
-                    blocks: list[Buffer] = [pieces[m] or b"" for m in stripe.data]
-                    try:  # local work only: an error must not stop this rank's gathers
-                        encoded = code.encode(blocks)[stripe.parity.index(root)]
-                        encoded += bytes(min(segment, size - off) - len(encoded))
-                        writer.write_at(index * size + off, encoded)
-                    except (OSError, ErasureError) as exc:
-                        error = one_line(exc)
+                    length = min(segment, size - off)
+                    error = _write_parity(
+                        code, stripe, s, root, pieces, writer, index * size + off, length
+                    )
     finally:
         if fd >= 0:
             os.close(fd)
-    error = read_error or error
+    return _close_parity(writer, read_error or error, parity)
+
+
+def _open_survivor(data: Path | None, parity: Path | None) -> tuple[dict[str, int], str | None]:
+    """A surviving member's data and parity files opened for reading, by kind; an error
+    (the last file that cannot be read) or None."""
+    fds: dict[str, int] = {}
+    error: str | None = None
+    for key, path in (("data", data), ("parity", parity)):
+        if path is not None:
+            fd, failed = _open_read(path)
+            if fd >= 0:
+                fds[key] = fd
+            error = failed or error
+    return fds, error
+
+
+def _survivor_piece(
+    layout: GroupLayout,
+    lengths: Sequence[int],
+    fds: dict[str, int],
+    me: int,
+    s: int,
+    at: tuple[int, int, int, int],
+) -> bytes | None:
+    """What surviving member ``me`` sends for one segment of stripe ``s``: its data piece, or
+    its parity piece (``longest`` bytes), or None; ``at`` is (piece size, offset, segment,
+    longest). Raises OSError when its file cannot be read."""
+    size, off, segment, longest = at
+    stripe = layout.stripe(s)
+    if me in stripe.data and "data" in fds:
+        start, n = _piece_segment(layout, lengths, me, s, size, off, segment)
+        return read_segment(fds["data"], start, n)
+    if me in stripe.parity and "parity" in fds:
+        index = layout.parity_stripes(me).index(s)
+        return read_segment(fds["parity"], index * size + off, longest)
+    return None
+
+
+def _present(
+    code: ErasureCode,
+    stripe: Stripe,
+    pieces: Sequence[bytes | None],
+    seg_lengths: Sequence[int],
+    longest: int,
+) -> dict[int, Buffer]:
+    """The gathered pieces a decode can use (those of the expected length), by code index."""
+    present: dict[int, Buffer] = {}
+    for q, member in enumerate(stripe.data):
+        piece = pieces[member]
+        if piece is not None and len(piece) == seg_lengths[q]:
+            present[q] = piece
+    for j, member in enumerate(stripe.parity):
+        piece = pieces[member]
+        if piece is not None and len(piece) == longest:
+            present[code.k + j] = piece
+    return present
+
+
+def _write_rebuilt(
+    code: ErasureCode,
+    stripe: Stripe,
+    s: int,
+    root: int,
+    present: dict[int, Buffer],
+    seg_lengths: Sequence[int],
+    writer: SegmentWriter,
+    at: int,
+) -> str | None:
+    """Decode ``root``'s piece of one segment of stripe ``s`` and write it at ``at``: the
+    error, or None (local work only: an error must not stop this rank's gathers)."""
+    try:
+        decoded = code.decode(present, seg_lengths)
+        writer.write_at(at, decoded[stripe.data.index(root)])
+    except (OSError, ErasureError) as exc:
+        return f"stripe {s}: {one_line(exc)}"
+    return None
+
+
+def _close_rebuilt(
+    writer: SegmentWriter | None, error: str | None, out: Path | None, checksum: str, length: int
+) -> tuple[str | None, str | None]:
+    """Keep a lost member's rebuilt file if it is whole: (its digest, error)."""
     if writer is None:
-        return 0, None, error
+        return None, error
     if error is not None:
         writer.abandon()
-        return 0, None, error
+        return None, error
     try:
-        digest = writer.close()
-    except OSError as exc:  # an fsync that fails (EIO, ENOSPC) is this member's error
+        writer.close()
+        # pieces arrive stripe by stripe, not in file order: hash the result once more
+        digest, nread = file_digest(writer.path, checksum)
+    except OSError as exc:
         writer.path.unlink(missing_ok=True)
-        return 0, None, f"cannot write {parity}: {one_line(exc)}"
-    return writer.size, digest, None
+        return None, f"cannot write {out}: {one_line(exc)}"
+    if nread != length:
+        writer.path.unlink(missing_ok=True)
+        return None, f"rebuilt {nread} of {length} bytes"
+    return digest, None
 
 
 def rebuild_data(
@@ -235,20 +360,14 @@ def rebuild_data(
     size = layout.piece_size(max(lengths))
     segment = group_segment(g)
     code = layout.code(scheme)
-    error: str | None = None
     fds: dict[str, int] = {}
+    error: str | None = None
     if me not in lost:
-        for key, path in (("data", data), ("parity", parity if parity_ok[me] else None)):
-            if path is not None:
-                try:
-                    fds[key] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-                except OSError as exc:
-                    error = f"cannot read {path}: {one_line(exc)}"
+        fds, error = _open_survivor(data, parity if parity_ok[me] else None)
+    writer: SegmentWriter | None = None
     if me in lost and out is not None:
         writer, failed = _create_writer(out, checksum)
         error = failed or error
-    else:
-        writer = None
     try:
         for root in sorted(lost):
             for s in layout.stripes():
@@ -265,49 +384,18 @@ def rebuild_data(
                     mine: bytes | None = None
                     if me not in lost and error is None:
                         try:
-                            if me in stripe.data and "data" in fds:
-                                at, n = _piece_segment(layout, lengths, me, s, size, off, segment)
-                                mine = read_segment(fds["data"], at, n)
-                            elif me in stripe.parity and "parity" in fds:
-                                index = layout.parity_stripes(me).index(s)
-                                mine = read_segment(fds["parity"], index * size + off, longest)
+                            mine = _survivor_piece(
+                                layout, lengths, fds, me, s, (size, off, segment, longest)
+                            )
                         except OSError as exc:
                             error = one_line(exc)
-                            mine = None
                     pieces = comm.gather(mine, root)
                     if pieces is None or writer is None or error is not None:
                         continue
-                    present: dict[int, Buffer] = {}
-                    for q, member in enumerate(stripe.data):
-                        piece = pieces[member]
-                        if piece is not None and len(piece) == seg_lengths[q]:
-                            present[q] = piece
-                    for j, member in enumerate(stripe.parity):
-                        piece = pieces[member]
-                        if piece is not None and len(piece) == longest:
-                            present[code.k + j] = piece
                     at, _ = _piece_segment(layout, lengths, root, s, size, off, segment)
-                    try:  # local work only: an error must not stop this rank's gathers
-                        decoded = code.decode(present, seg_lengths)
-                        writer.write_at(at, decoded[stripe.data.index(root)])
-                    except (OSError, ErasureError) as exc:
-                        error = f"stripe {s}: {one_line(exc)}"
+                    present = _present(code, stripe, pieces, seg_lengths, longest)
+                    error = _write_rebuilt(code, stripe, s, root, present, seg_lengths, writer, at)
     finally:
         for fd in fds.values():
             os.close(fd)
-    if writer is None:
-        return None, error
-    if error is not None:
-        writer.abandon()
-        return None, error
-    try:
-        writer.close()
-        # pieces arrive stripe by stripe, not in file order: hash the result once more
-        digest, nread = file_digest(writer.path, checksum)
-    except OSError as exc:
-        writer.path.unlink(missing_ok=True)
-        return None, f"cannot write {out}: {one_line(exc)}"
-    if nread != lengths[me]:
-        writer.path.unlink(missing_ok=True)
-        return None, f"rebuilt {nread} of {lengths[me]} bytes"
-    return digest, None
+    return _close_rebuilt(writer, error, out, checksum, lengths[me])

@@ -384,40 +384,10 @@ class ErasureLevel:
                 return [], first
             return [], _first(self.comm, None) or ""
         my_parity = target / parity_name(mine.file)
-        parity_ok = True
-        if me not in lost:
-            try:
-                found, nread = file_digest(my_parity, manifest.checksum)
-                parity_ok = found == files[me].get("digest") and nread == files[me].get("bytes")
-            except OSError:
-                parity_ok = False
-        ok = self.gcomm.allgather(parity_ok and me not in lost)
-        lengths = self._lengths(manifest.ranks)
+        intact = me not in lost and self._parity_intact(my_parity, files[me], manifest.checksum)
+        ok = self.gcomm.allgather(intact)
         out = rebuild_name(target, mine.file) if me in lost else None
-        error: str | None
-        about: int | None = None
-        if len(lost_members) > self.layout.tolerance:
-            # said here, in ranks, rather than by rebuild_data in group members
-            gone = [self.group[i] for i in lost_members]
-            digest_out, about = None, _NOBODY
-            error = (
-                f"ranks {', '.join(map(str, gone))} of erasure group {list(self.group)} lost "
-                f"their files, but the group tolerates {self.layout.tolerance} lost member"
-                f"{'s' if self.layout.tolerance > 1 else ''} (parity = {self.layout.tolerance})"
-            )
-        else:
-            digest_out, error = rebuild_data(
-                self.gcomm,
-                self.layout,
-                lengths,
-                lost_members,
-                ok,
-                target / mine.file,
-                my_parity,
-                out,
-                manifest.checksum,
-                scheme=self.scheme,
-            )
+        digest_out, error, about = self._rebuild_members(manifest, lost_members, ok, target, out)
         done: Rebuilt = []
         if out is not None and error is None:
             if digest_out != mine.digest:
@@ -428,25 +398,83 @@ class ErasureLevel:
         first = _first(self.comm, error, about)
         if first is not None:
             return done, first
+        source = out if out is not None else target / mine.file
+        error = self._reencode(manifest, files[me], ok, source, my_parity, done)
+        return done, _first(self.comm, error) or ""
+
+    @staticmethod
+    def _parity_intact(path: Path, recorded: dict[str, Any], checksum: str) -> bool:
+        """Whether this rank's parity file is the one the manifest records."""
+        try:
+            found, nread = file_digest(path, checksum)
+        except OSError:
+            return False
+        return found == recorded.get("digest") and nread == recorded.get("bytes")
+
+    def _rebuild_members(
+        self,
+        manifest: Manifest,
+        lost_members: list[int],
+        ok: list[bool],
+        target: Path,
+        out: Path | None,
+    ) -> tuple[str | None, str | None, int | None]:
+        """Rebuild the lost members' data (collective over the group): (the rebuilt file's
+        digest on a lost member, this rank's error, whom the error is about)."""
+        mine = manifest.ranks[self.comm.rank]
+        if len(lost_members) > self.layout.tolerance:
+            # said here, in ranks, rather than by rebuild_data in group members
+            gone = [self.group[i] for i in lost_members]
+            message = (
+                f"ranks {', '.join(map(str, gone))} of erasure group {list(self.group)} lost "
+                f"their files, but the group tolerates {self.layout.tolerance} lost member"
+                f"{'s' if self.layout.tolerance > 1 else ''} (parity = {self.layout.tolerance})"
+            )
+            return None, message, _NOBODY
+        digest, error = rebuild_data(
+            self.gcomm,
+            self.layout,
+            self._lengths(manifest.ranks),
+            lost_members,
+            ok,
+            target / mine.file,
+            target / parity_name(mine.file),
+            out,
+            manifest.checksum,
+            scheme=self.scheme,
+        )
+        return digest, error, None
+
+    def _reencode(
+        self,
+        manifest: Manifest,
+        recorded: dict[str, Any],
+        ok: list[bool],
+        source: Path,
+        my_parity: Path,
+        done: Rebuilt,
+    ) -> str | None:
+        """Encode again the parity the group's members lost (collective over the group),
+        checked against the manifest's record; this rank's error."""
         roots = [i for i, good in enumerate(ok) if not good]
-        tmp = rebuild_name(target, my_parity.name)
+        tmp = rebuild_name(my_parity.parent, my_parity.name)
         nbytes, digest, error = encode_parity(
             self.gcomm,
             self.layout,
-            lengths,
-            out if out is not None else target / mine.file,
+            self._lengths(manifest.ranks),
+            source,
             tmp,
             manifest.checksum,
             roots=roots,
             scheme=self.scheme,
         )
         if self.gcomm.rank in roots and error is None:
-            if digest != files[me].get("digest") or nbytes != files[me].get("bytes"):
+            if digest != recorded.get("digest") or nbytes != recorded.get("bytes"):
                 error = "its re-encoded parity does not match the checkpoint's digest"
                 tmp.unlink(missing_ok=True)
             else:
                 done.append((tmp, my_parity))
-        return done, _first(self.comm, error) or ""
+        return error
 
 
 SchemeFactory: TypeAlias = "Callable[[Comm, Topology, LevelConfig, str], Redundancy]"

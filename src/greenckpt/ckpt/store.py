@@ -116,6 +116,41 @@ def _check_id(ckpt_id: int) -> int:
     return ckpt_id
 
 
+def _file_problem(rank: int, path: Path, manifest: Manifest) -> str | None:
+    """What is wrong with rank ``rank``'s file as its size tells (None: nothing)."""
+    entry = manifest.ranks[rank]
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return f"rank {rank}'s file {path} is missing"
+    except OSError as exc:
+        return f"cannot stat rank {rank}'s file {path}: {exc.strerror}"
+    if not stat.S_ISREG(st.st_mode):
+        return f"rank {rank}'s file {path} is not a regular file"
+    if st.st_size != entry.stored_bytes:
+        return (
+            f"rank {rank}'s file {path} has {st.st_size} bytes, the manifest says "
+            f"{entry.stored_bytes} (truncated or overwritten)"
+        )
+    return None
+
+
+def _digest_problem(rank: int, path: Path, manifest: Manifest) -> str | None:
+    """What is wrong with rank ``rank``'s file as its digest tells (None: nothing)."""
+    entry = manifest.ranks[rank]
+    try:
+        digest, nread = file_digest(path, manifest.checksum)
+    except OSError as exc:
+        return f"cannot read rank {rank}'s file {path}: {exc.strerror}"
+    if nread != entry.stored_bytes or digest != entry.digest:
+        return (
+            f"rank {rank}'s file {path} is corrupt: {manifest.checksum} digest "
+            f"{digest} over {nread} bytes, the manifest says {entry.digest} over "
+            f"{entry.stored_bytes}"
+        )
+    return None
+
+
 class CheckpointStore:
     """The checkpoints of job ``name`` under ``base`` (one level's directory, see module doc)."""
 
@@ -325,63 +360,52 @@ class CheckpointStore:
         checkpoint: the result says what is wrong.
         """
         _check_id(ckpt_id)
-        checked: tuple[int, ...] = ()
-
-        def bad(problem: str, manifest: Manifest | None = None) -> VerifyResult:
-            return VerifyResult(ckpt_id, False, problem, manifest, checked, deep)
-
         directory = self.committed_path(ckpt_id)
+        manifest, problem = self._checked_manifest(directory, ckpt_id, level)
+        if manifest is None:
+            return VerifyResult(ckpt_id, False, problem, None, (), deep)
+        checked: tuple[int, ...] = ()
+        if problem is None:
+            checked = tuple(range(manifest.nranks) if ranks is None else sorted(set(ranks)))
+            problem = self._files_problem(directory, manifest, checked, deep=deep)
+        return VerifyResult(ckpt_id, problem is None, problem, manifest, checked, deep)
+
+    def _checked_manifest(
+        self, directory: Path, ckpt_id: int, level: int | None
+    ) -> tuple[Manifest | None, str | None]:
+        """The manifest of committed checkpoint ``ckpt_id`` (None: unreadable) and what is
+        wrong with it (None: it is this job's, of ``level`` when given)."""
         if not directory.is_dir():
-            return bad(f"checkpoint {ckpt_id} of job {self.name!r} is not committed ({directory})")
+            return None, f"checkpoint {ckpt_id} of job {self.name!r} is not committed ({directory})"
         try:
             manifest = read_manifest(directory / MANIFEST_NAME)
         except ManifestError as exc:
-            return bad(str(exc))
+            return None, str(exc)
         misplaced = self._misplaced(manifest, ckpt_id, level)
         if misplaced is not None:
-            return bad(f"{directory / MANIFEST_NAME}: {misplaced}", manifest)
-        checked = tuple(range(manifest.nranks) if ranks is None else sorted(set(ranks)))
+            return manifest, f"{directory / MANIFEST_NAME}: {misplaced}"
+        return manifest, None
+
+    @staticmethod
+    def _files_problem(
+        directory: Path, manifest: Manifest, checked: tuple[int, ...], *, deep: bool
+    ) -> str | None:
+        """What is wrong with the ``checked`` ranks' files, or None. Cheap checks for all
+        files first, so a missing file is reported before hours of reading the others."""
         for rank in checked:
             if not 0 <= rank < manifest.nranks:
-                return bad(
-                    f"rank {rank} is not in checkpoint {ckpt_id} (nranks is {manifest.nranks})",
-                    manifest,
+                return (
+                    f"rank {rank} is not in checkpoint {manifest.id} (nranks is {manifest.nranks})"
                 )
-        # Cheap checks for all files first, so a missing file is reported before hours of
-        # reading the others.
         for rank in checked:
-            entry = manifest.ranks[rank]
-            path = directory / entry.file
-            try:
-                st = path.stat()
-            except FileNotFoundError:
-                return bad(f"rank {rank}'s file {path} is missing", manifest)
-            except OSError as exc:
-                return bad(f"cannot stat rank {rank}'s file {path}: {exc.strerror}", manifest)
-            if not stat.S_ISREG(st.st_mode):
-                return bad(f"rank {rank}'s file {path} is not a regular file", manifest)
-            if st.st_size != entry.stored_bytes:
-                return bad(
-                    f"rank {rank}'s file {path} has {st.st_size} bytes, the manifest says "
-                    f"{entry.stored_bytes} (truncated or overwritten)",
-                    manifest,
-                )
-        if deep:
-            for rank in checked:
-                entry = manifest.ranks[rank]
-                path = directory / entry.file
-                try:
-                    digest, nread = file_digest(path, manifest.checksum)
-                except OSError as exc:
-                    return bad(f"cannot read rank {rank}'s file {path}: {exc.strerror}", manifest)
-                if nread != entry.stored_bytes or digest != entry.digest:
-                    return bad(
-                        f"rank {rank}'s file {path} is corrupt: {manifest.checksum} digest "
-                        f"{digest} over {nread} bytes, the manifest says {entry.digest} over "
-                        f"{entry.stored_bytes}",
-                        manifest,
-                    )
-        return VerifyResult(ckpt_id, True, None, manifest, checked, deep)
+            problem = _file_problem(rank, directory / manifest.ranks[rank].file, manifest)
+            if problem is not None:
+                return problem
+        for rank in checked if deep else ():
+            problem = _digest_problem(rank, directory / manifest.ranks[rank].file, manifest)
+            if problem is not None:
+                return problem
+        return None
 
     def remove(self, ckpt_id: int, *, wait: bool = True) -> None:
         """Remove committed checkpoint ``ckpt_id``.

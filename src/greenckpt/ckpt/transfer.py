@@ -110,6 +110,50 @@ class Received:
     send_error: str | None = None
 
 
+def _open_send(send: Path) -> tuple[int, int, str | None]:
+    """The file to send opened for reading: (descriptor, size, None), or (-1, -1, why not)."""
+    fd = -1
+    try:
+        fd = os.open(send, os.O_RDONLY | os.O_CLOEXEC)
+        return fd, os.fstat(fd).st_size, None
+    except OSError as exc:
+        if fd >= 0:
+            os.close(fd)
+        return -1, -1, f"cannot read {send}: {one_line(exc)}"
+
+
+def _received(
+    writer: SegmentWriter | None,
+    recv: Path | None,
+    source: int,
+    expected: int,
+    send_error: str | None,
+    recv_error: str | None,
+) -> Received:
+    """Keep what arrived if it is whole and nothing failed: what this rank received."""
+    error = send_error or recv_error
+    if writer is None:
+        if recv is not None and error is None:
+            error = PEER + f"rank {source} had no file to send"
+        return Received(0, None, error, send_error)
+    if error is not None:
+        writer.abandon()
+        return Received(0, None, error, send_error)
+    try:
+        digest = writer.close()
+    except OSError as exc:
+        writer.path.unlink(missing_ok=True)
+        return Received(0, None, f"cannot write {recv}: {one_line(exc)}")
+    if writer.size != expected:
+        writer.path.unlink(missing_ok=True)
+        return Received(
+            writer.size,
+            None,
+            PEER + f"received {writer.size} of {expected} bytes from rank {source}",
+        )
+    return Received(writer.size, digest, None)
+
+
 def shift_file(
     comm: Comm,
     send: Path | None,
@@ -126,16 +170,10 @@ def shift_file(
     nothing; ``recv=None`` discards what arrives. All ranks run the same number of rounds (the
     largest file decides), so nobody waits on a peer that finished early.
     """
-    send_error: str | None = None  # this rank cannot read what it sends (its peer sees it)
-    recv_error: str | None = None  # this rank cannot store what it receives
-    fd = -1
-    size = -1
-    if send is not None:
-        try:
-            fd = os.open(send, os.O_RDONLY | os.O_CLOEXEC)
-            size = os.fstat(fd).st_size
-        except OSError as exc:
-            send_error = f"cannot read {send}: {one_line(exc)}"
+    # send_error: this rank cannot read what it sends (its peer sees it); recv_error: this
+    # rank cannot store what it receives
+    fd, size, send_error = (-1, -1, None) if send is None else _open_send(send)
+    recv_error: str | None = None
     sizes = comm.allgather(size)
     expected = sizes[source]
     rounds = -(-max(*sizes, 0) // segment)
@@ -162,24 +200,4 @@ def shift_file(
     finally:
         if fd >= 0:
             os.close(fd)
-    error = send_error or recv_error
-    if writer is None:
-        if recv is not None and error is None:
-            error = PEER + f"rank {source} had no file to send"
-        return Received(0, None, error, send_error)
-    if error is not None:
-        writer.abandon()
-        return Received(0, None, error, send_error)
-    try:
-        digest = writer.close()
-    except OSError as exc:
-        writer.path.unlink(missing_ok=True)
-        return Received(0, None, f"cannot write {recv}: {one_line(exc)}")
-    if writer.size != expected:
-        writer.path.unlink(missing_ok=True)
-        return Received(
-            writer.size,
-            None,
-            PEER + f"received {writer.size} of {expected} bytes from rank {source}",
-        )
-    return Received(writer.size, digest, None)
+    return _received(writer, recv, source, expected, send_error, recv_error)
