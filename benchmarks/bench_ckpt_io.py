@@ -328,7 +328,7 @@ def fio_run(work: Path, writers: int, total: int, block: int, settle: float, dro
 # --------------------------------------------------------------------------- main
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:  # noqa: PLR0915 — one add_argument per flag
     parser = _Parser(
         prog="bench_ckpt_io.py",
         description="Checkpoint write / restart read throughput vs raw engine and fio.",
@@ -431,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-def measure(args: argparse.Namespace, memory_note: str) -> int:
+def measure(args: argparse.Namespace, memory_note: str) -> int:  # noqa: PLR0912, PLR0915 — the benchmark protocol, step by step
     """Run the interleaved repeats and print the table (reporting held as the caller chose)."""
     block = DEFAULT_BLOCK_SIZE
     tools = [t for t in TOOLS if t != "fio" or args.use_fio]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.conftest import ROOT
 
@@ -32,3 +34,31 @@ def test_mypy_strict() -> None:
 
 def _have_module(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
+
+
+MAX_MODULE_LINES = 650
+"""Issue 17: "no source module over ~600 lines" — a module past this is doing more than one job."""
+MAX_DOCSTRING_LINES = 40
+"""Issue 17 item 7: a module docstring says why in a few lines; essays live in docs/design/."""
+
+
+def _modules() -> list[Path]:
+    return sorted((ROOT / "src" / "greenckpt").rglob("*.py"))
+
+
+def test_no_source_module_is_overfilled() -> None:
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in _modules()
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, f"split these by job (over {MAX_MODULE_LINES} lines): {long}"
+
+
+def test_module_docstrings_stay_short() -> None:
+    long = {}
+    for path in _modules():
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")), clean=False)
+        if doc and doc.count("\n") + 1 > MAX_DOCSTRING_LINES:
+            long[str(path.relative_to(ROOT))] = doc.count("\n") + 1
+    assert not long, f"move the design essay to docs/design/ (docstring lines): {long}"
