@@ -3,19 +3,18 @@
 :mod:`greenckpt.optimize.profile` defines the profile file format and its typed objects (the
 profiler above fills it, the optimizer reads it); :mod:`greenckpt.optimize.planner` does the
 joint choice of checkpoint settings, restart settings and interval, the governor baselines,
-the constraints and the Pareto front.
+the constraints; :mod:`greenckpt.optimize.front` the Pareto front.
 """
 
+from greenckpt.optimize.front import ParetoPoint, pareto_front
 from greenckpt.optimize.planner import (
     BASELINES,
     Baseline,
     Choice,
-    ParetoPoint,
     Plan,
     PlanError,
     Savings,
     Scenario,
-    pareto_front,
     plan,
 )
 from greenckpt.optimize.profile import (

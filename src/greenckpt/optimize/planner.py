@@ -5,8 +5,8 @@ This is saito2013's profile lookup (section 6): every profile point gives, for a
 point (checkpoint settings) and a read point (restart settings) that use the same codec — a
 checkpoint written compressed must be read with the same codec — the energy-optimal interval is
 known in closed form (:func:`greenckpt.model.energy_optimal_interval`), so the joint optimum
-over (write settings, read settings, interval) is an exhaustive, vectorised search over pairs,
-exact rather than tied to Young's interval.
+over (write settings, read settings, interval) is a vectorised search over pairs, exact rather
+than tied to Young's interval; pairs of points no plan can choose are pruned first (exact too).
 
 Constraints:
 
@@ -42,6 +42,7 @@ from greenckpt.model import (
     time_optimal_interval,
 )
 from greenckpt.optimize.profile import Profile, ProfileError, ProfilePoint, check_unique_cells
+from greenckpt.optimize.pruning import nondominated
 
 MIN_RATE = 1e-15
 """Smallest failure rate (1/s) planned for: intervals scale as 1/√λ and overflow beyond it."""
@@ -194,14 +195,12 @@ def _choice(scn: Scenario, w: ProfilePoint, r: ProfilePoint, T_A: float) -> Choi
 def _pairs(
     writes: tuple[ProfilePoint, ...], reads: tuple[ProfilePoint, ...]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Index arrays of (write, read) pairs that share a codec."""
-    wi, ri = [], []
-    for i, w in enumerate(writes):
-        for j, r in enumerate(reads):
-            if w.codec == r.codec:
-                wi.append(i)
-                ri.append(j)
-    return np.array(wi, dtype=np.int64), np.array(ri, dtype=np.int64)
+    """Index arrays of (write, read) pairs that share a codec, writes then reads in order."""
+    codes: dict[str | None, int] = {}
+    w_code = np.array([codes.setdefault(w.codec, len(codes)) for w in writes], dtype=np.int64)
+    r_code = np.array([codes.get(r.codec, -1) for r in reads], dtype=np.int64)
+    wi, ri = np.nonzero(w_code[:, None] == r_code[None, :])
+    return wi.astype(np.int64), ri.astype(np.int64)
 
 
 def _time_bounds(
@@ -246,9 +245,14 @@ class _Pairs:
     wr: np.ndarray
 
 
-def _candidates(profile: Profile, scn: Scenario) -> _Pairs:
+def _candidates(profile: Profile, scn: Scenario, *, prune: bool = True) -> _Pairs:
     """Candidate pairs within the power cap; refuses scenarios no pair can make progress in,
-    and profiles that hold a cell twice (the copies would compete as alternatives)."""
+    and profiles that hold a cell twice (the copies would compete as alternatives).
+
+    With ``prune``, points that another point of the same operation and codec matches or beats
+    in throughput and power are left out (:mod:`greenckpt.optimize.pruning`): no plan can
+    choose them, and pairing only the rest keeps the search from growing with the square of
+    the profile."""
     scn.validate()
     check_unique_cells(profile.points)
     out = []
@@ -266,7 +270,7 @@ def _candidates(profile: Profile, scn: Scenario) -> _Pairs:
                     f"no {op} point of the profile stays under the power cap "
                     f"({scn.power_cap:g} W): raise the cap"
                 )
-        out.append(points)
+        out.append(nondominated(points) if prune else points)
     writes, reads = out
     wi, ri = _pairs(writes, reads)
     if wi.size == 0:
@@ -297,11 +301,24 @@ def plan(profile: Profile, scenario: Scenario) -> Plan:
     """Jointly choose write settings, read settings and interval minimising EPE.
 
     A profile measured at several sizes is first narrowed to the size nearest the checkpoint
-    (:meth:`Profile.at_size`).
+    (:meth:`Profile.at_size`). Only points no other point beats in throughput and power are
+    paired; the answer is the exhaustive search's (:func:`_plan_exhaustive`), ties included.
     """
+    result = _plan(profile, scenario, prune=True)
+    if not math.isfinite(result.best.epe):  # no pair is evaluable: answer as the exhaustive
+        return _plan_exhaustive(profile, scenario)  # search does (its first pair)
+    return result
+
+
+def _plan_exhaustive(profile: Profile, scenario: Scenario) -> Plan:
+    """:func:`plan` over every pair of points: the reference the pruned search must equal."""
+    return _plan(profile, scenario, prune=False)
+
+
+def _plan(profile: Profile, scenario: Scenario, *, prune: bool) -> Plan:
     scn = scenario
     profile = profile.at_size(scn.ckpt_size)
-    c = _candidates(profile, scn)
+    c = _candidates(profile, scn, prune=prune)
     writes, reads, wi, ri, tc, tr, wc, wr = c.writes, c.reads, c.wi, c.ri, c.tc, c.tr, c.wc, c.wr
     x_time = time_optimal_interval(tc, scn.rate)
     f_time = time_factor(x_time, tc, tr, scn.rate)
@@ -535,60 +552,3 @@ def _baseline(profile: Profile, scn: Scenario, name: str, n: int) -> Baseline:
     )
     how = how_w if how_w == how_r else f"write: {how_w}; read: {how_r}"
     return Baseline(name=name, choice=_choice(scn, w, r, T_A), how=how)
-
-
-@dataclass(frozen=True)
-class ParetoPoint:
-    """A plan on the runtime/energy Pareto front."""
-
-    time_factor: float
-    epe: float
-    write: ProfilePoint
-    read: ProfilePoint
-    T_A: float
-
-
-def pareto_front(profile: Profile, scenario: Scenario, samples: int = 24) -> list[ParetoPoint]:
-    """Non-dominated (expected time per useful second, EPE) plans, fastest first.
-
-    For each codec-compatible pair, the intervals between its time optimum and its energy
-    optimum are the only ones that can be Pareto-optimal (outside them both objectives worsen);
-    ``samples`` geometric steps cover that range. ``max_slowdown`` is ignored: the front shows
-    the whole trade-off.
-    """
-    scn = scenario
-    profile = profile.at_size(scn.ckpt_size)
-    c = _candidates(profile, scn)
-    writes, reads, wi, ri, tc, tr, wc, wr = c.writes, c.reads, c.wi, c.ri, c.tc, c.tr, c.wc, c.wr
-    x_t = time_optimal_interval(tc, scn.rate)
-    x_e = energy_optimal_interval(tc, tr, scn.rate, scn.app_power, wc, wr, form=scn.form)
-    steps = np.linspace(0.0, 1.0, samples)[None, :]
-    ta = np.exp(np.log(x_t)[:, None] * (1 - steps) + np.log(x_e)[:, None] * steps)
-    tf = time_factor(ta, tc[:, None], tr[:, None], scn.rate)
-    ep = epe(
-        ta,
-        tc[:, None],
-        tr[:, None],
-        scn.rate,
-        scn.app_power,
-        wc[:, None],
-        wr[:, None],
-        form=scn.form,
-    )
-    order = np.argsort(tf, axis=None, kind="stable")
-    e_sorted = np.where(np.isfinite(ep), ep, np.inf).ravel()[order]
-    prev_min = np.concatenate(([np.inf], np.minimum.accumulate(e_sorted)[:-1]))
-    keep = order[e_sorted < prev_min * (1 - 1e-12)]
-    front = []
-    for idx in keep:
-        pair, s = np.unravel_index(idx, tf.shape)
-        front.append(
-            ParetoPoint(
-                time_factor=float(tf[pair, s]),
-                epe=float(ep[pair, s]),
-                write=writes[wi[pair]],
-                read=reads[ri[pair]],
-                T_A=float(ta[pair, s]),
-            )
-        )
-    return front
