@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from greenckpt.model import energy_optimal_interval, epe, time_factor, time_optimal_interval
-from greenckpt.optimize.planner import Scenario, _candidates
+from greenckpt.optimize.planner import Scenario, _candidates, _Pairs, _pairs
 from greenckpt.optimize.profile import Profile, ProfilePoint
 
 
@@ -35,7 +35,7 @@ def pareto_front(profile: Profile, scenario: Scenario, samples: int = 24) -> lis
     ``samples`` geometric steps cover that range. ``max_slowdown`` is ignored: the front shows
     the whole trade-off.
     """
-    return _front(profile, scenario, samples, prune=False)
+    return _front(profile, scenario, samples, prune=True)
 
 
 def _pareto_front_exhaustive(
@@ -45,11 +45,18 @@ def _pareto_front_exhaustive(
     return _front(profile, scenario, samples, prune=False)
 
 
-def _front(profile: Profile, scenario: Scenario, samples: int, *, prune: bool) -> list[ParetoPoint]:
-    scn = scenario
-    profile = profile.at_size(scn.ckpt_size)
-    c = _candidates(profile, scn, prune=prune)
-    writes, reads, wi, ri, tc, tr, wc, wr = c.writes, c.reads, c.wi, c.ri, c.tc, c.tr, c.wc, c.wr
+_MARGIN = 1e-9
+"""Relative margin of the screen: far above the rounding of the model's figures."""
+
+_BLOCK_PAIRS = 1 << 20
+"""Pairs screened at a time (bounds the screen's memory)."""
+
+
+def _samples(
+    scn: Scenario, pairs: _Pairs, samples: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Intervals, time factors and EPEs of every pair's ``samples`` steps (pairs × samples)."""
+    tc, tr, wc, wr = pairs.tc, pairs.tr, pairs.wc, pairs.wr
     x_t = time_optimal_interval(tc, scn.rate)
     x_e = energy_optimal_interval(tc, tr, scn.rate, scn.app_power, wc, wr, form=scn.form)
     steps = np.linspace(0.0, 1.0, samples)[None, :]
@@ -65,6 +72,78 @@ def _front(profile: Profile, scenario: Scenario, samples: int, *, prune: bool) -
         wr[:, None],
         form=scn.form,
     )
+    return ta, tf, ep
+
+
+def _subset(scn: Scenario, c: _Pairs, wi: np.ndarray, ri: np.ndarray) -> _Pairs:
+    """The pairs ``(wi, ri)`` of ``c``'s unpruned points, with their figures."""
+    writes, reads = c.all_writes, c.all_reads
+    thr_w = np.array([p.throughput for p in writes])
+    thr_r = np.array([p.throughput for p in reads])
+    pw_w = np.array([p.power for p in writes])
+    pw_r = np.array([p.power for p in reads])
+    return _Pairs(
+        writes=writes,
+        reads=reads,
+        wi=wi,
+        ri=ri,
+        tc=scn.ckpt_size / thr_w[wi],
+        tr=scn.ckpt_size / thr_r[ri],
+        wc=pw_w[wi],
+        wr=pw_r[ri],
+    )
+
+
+def _survivors(scn: Scenario, c: _Pairs, samples: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs of unpruned points whose samples may count on the front, in the exhaustive order.
+
+    The pruned pairs' samples are computed first. A pair none of whose samples can reach below
+    them — one of them is faster than its fastest and no worse than its least EPE, by a margin —
+    can neither be on the front nor change which points are (the earlier sample hides it and
+    everything it would hide); every other pair is kept and evaluated in full.
+    """
+    _, tf, ep = _samples(scn, c, samples)
+    tf, ep = tf.ravel(), np.where(np.isfinite(ep), ep, np.inf).ravel()
+    finite = np.isfinite(tf)
+    order = np.argsort(tf[finite], kind="stable")
+    tf_sorted, ep_min = tf[finite][order], np.minimum.accumulate(ep[finite][order])
+    w_pos = {id(p): i for i, p in enumerate(c.all_writes)}
+    r_pos = {id(p): j for j, p in enumerate(c.all_reads)}
+    kept_w = np.zeros(len(c.all_writes), dtype=bool)
+    kept_r = np.zeros(len(c.all_reads), dtype=bool)
+    kept_w[[w_pos[id(p)] for p in c.writes]] = True
+    kept_r[[r_pos[id(p)] for p in c.reads]] = True
+    out_w, out_r = [], []
+    step = max(1, _BLOCK_PAIRS // max(1, len(c.all_reads)))
+    for start in range(0, len(c.all_writes), step):
+        wi, ri = _pairs(c.all_writes[start : start + step], c.all_reads)
+        wi = wi + start
+        sub = _subset(scn, c, wi, ri)
+        x_t = time_optimal_interval(sub.tc, scn.rate)
+        x_e = energy_optimal_interval(
+            sub.tc, sub.tr, scn.rate, scn.app_power, sub.wc, sub.wr, form=scn.form
+        )
+        tf_lo = time_factor(x_t, sub.tc, sub.tr, scn.rate)
+        ep_lo = epe(x_e, sub.tc, sub.tr, scn.rate, scn.app_power, sub.wc, sub.wr, form=scn.form)
+        pos = np.searchsorted(tf_sorted, tf_lo * (1 - _MARGIN), side="left")
+        best = np.full(pos.shape, np.inf)
+        if tf_sorted.size:
+            best = np.where(pos > 0, ep_min[np.maximum(pos - 1, 0)], np.inf)
+        hidden = np.isfinite(tf_lo) & np.isfinite(ep_lo) & (best <= ep_lo * (1 - _MARGIN))
+        keep = ~hidden | (kept_w[wi] & kept_r[ri])
+        out_w.append(wi[keep])
+        out_r.append(ri[keep])
+    return np.concatenate(out_w), np.concatenate(out_r)
+
+
+def _front(profile: Profile, scenario: Scenario, samples: int, *, prune: bool) -> list[ParetoPoint]:
+    scn = scenario
+    profile = profile.at_size(scn.ckpt_size)
+    c = _candidates(profile, scn, prune=prune)
+    if prune:
+        c = _subset(scn, c, *_survivors(scn, c, samples))
+    writes, reads, wi, ri = c.writes, c.reads, c.wi, c.ri
+    ta, tf, ep = _samples(scn, c, samples)
     order = np.argsort(tf, axis=None, kind="stable")
     e_sorted = np.where(np.isfinite(ep), ep, np.inf).ravel()[order]
     prev_min = np.concatenate(([np.inf], np.minimum.accumulate(e_sorted)[:-1]))

@@ -243,6 +243,9 @@ class _Pairs:
     tr: np.ndarray
     wc: np.ndarray
     wr: np.ndarray
+    all_writes: tuple[ProfilePoint, ...] = ()
+    """Every write and read point within the power cap, pruned or not (for the front)."""
+    all_reads: tuple[ProfilePoint, ...] = ()
 
 
 def _candidates(profile: Profile, scn: Scenario, *, prune: bool = True) -> _Pairs:
@@ -255,7 +258,7 @@ def _candidates(profile: Profile, scn: Scenario, *, prune: bool = True) -> _Pair
     the profile."""
     scn.validate()
     check_unique_cells(profile.points)
-    out = []
+    out, pool = [], []
     for op, phase in (("write", "checkpoint"), ("read", "restart")):
         points = profile.for_op(op)  # type: ignore[arg-type]
         if not points:
@@ -270,6 +273,7 @@ def _candidates(profile: Profile, scn: Scenario, *, prune: bool = True) -> _Pair
                     f"no {op} point of the profile stays under the power cap "
                     f"({scn.power_cap:g} W): raise the cap"
                 )
+        pool.append(points)
         out.append(nondominated(points) if prune else points)
     writes, reads = out
     wi, ri = _pairs(writes, reads)
@@ -294,6 +298,8 @@ def _candidates(profile: Profile, scn: Scenario, *, prune: bool = True) -> _Pair
         tr=scn.ckpt_size / np.array([reads[j].throughput for j in ri]),
         wc=np.array([writes[i].power for i in wi]),
         wr=np.array([reads[j].power for j in ri]),
+        all_writes=pool[0],
+        all_reads=pool[1],
     )
 
 
