@@ -33,8 +33,8 @@ from greenckpt.ckpt.manifest import (
     read_manifest,
     write_manifest,
 )
+from greenckpt.durable import fsync_directory
 from greenckpt.errors import GreenckptError
-from greenckpt.io.atomic import fsync_directory
 from greenckpt.io.checksum import file_digest
 
 __all__ = ["CheckpointStore", "FreeSpaceUnknownError", "StoreError", "VerifyResult"]
