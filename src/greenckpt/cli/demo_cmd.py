@@ -51,7 +51,8 @@ from greenckpt.ckpt.comm import find_mpiexec
 from greenckpt.ckpt.inject import ENV as INJECT_ENV
 from greenckpt.ckpt.inject import erase_node_storage
 from greenckpt.cli import profile_cmd
-from greenckpt.cli.args import add_hidden_alias
+from greenckpt.cli.argtypes import add_hidden_alias
+from greenckpt.cli.commands import command_help
 from greenckpt.cli.console import make_console
 from greenckpt.errors import InvalidValueError
 from greenckpt.io import IOJobError
@@ -103,8 +104,7 @@ def register(sub: Any) -> None:
     """Add the ``demo`` sub-command."""
     p = sub.add_parser(
         "demo",
-        help="the whole system on this machine in about a minute (profile, plan, run, fail, "
-        "restart, report)",
+        help=command_help("demo"),
         description="Probe this node, profile its disk briefly, plan energy-optimal "
         "checkpoint settings, run the 2-D heat example under MPI with energy-aware "
         "checkpoints, kill a rank and lose a node's storage, restart, check the result is "

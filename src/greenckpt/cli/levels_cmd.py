@@ -26,6 +26,7 @@ from typing import Any
 from rich.table import Table
 
 from greenckpt import units
+from greenckpt.cli.commands import command_help
 from greenckpt.cli.console import make_console
 from greenckpt.errors import InvalidValueError
 from greenckpt.jsonout import dumps
@@ -43,7 +44,7 @@ def register(sub: Any) -> None:
     """Add the ``levels`` sub-command."""
     p = sub.add_parser(
         "levels",
-        help="multilevel checkpointing: evaluate per-level intervals and optimise them",
+        help=command_help("levels"),
         description="Expected time and energy of multilevel checkpointing (exact model, "
         "docs/model.md section 5) for FTI-style per-level intervals, and the nested schedule "
         "that minimises EPE (or time).",

@@ -13,26 +13,18 @@ still tell the output was not read to the end.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import re
 import select
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from greenckpt import __version__
-from greenckpt.cli import (
-    demo_cmd,
-    levels_cmd,
-    notify_cmd,
-    plan_cmd,
-    probe_cmd,
-    profile_cmd,
-    restore_cmd,
-    run_cmd,
-    simulate_cmd,
-)
+from greenckpt.cli import restore_cmd
+from greenckpt.cli.commands import BY_NAME, COMMANDS
 from greenckpt.platform.root import PlatformError
 
 EXIT_USAGE = 2
@@ -66,27 +58,50 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The full command-line parser (also used by the docs and the tests)."""
+    return _parser(lambda _name: True)
+
+
+def _parser(full: Callable[[str], bool]) -> argparse.ArgumentParser:
+    """The parser with every command whose name ``full`` accepts registered by its module;
+    the others are stand-ins with their name and help line only (:mod:`.commands`)."""
     parser = _Parser(
         prog="greenckpt",
         description=DESCRIPTION,
     )
     parser.add_argument("--version", action="version", version=f"greenckpt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    plan_cmd.register(sub)
-    simulate_cmd.register(sub)
-    levels_cmd.register(sub)
-    restore_cmd.register(sub)
-    probe_cmd.register(sub)
-    profile_cmd.register(sub)
-    run_cmd.register(sub)
-    demo_cmd.register(sub)
-    notify_cmd.register(sub)
+    for command in COMMANDS:
+        if full(command.name):
+            importlib.import_module(command.module).register(sub)
+        else:
+            sub.add_parser(command.name, help=command.help)
     return parser
 
 
+def _named_command(argv: Sequence[str]) -> str | None:
+    """The command named in ``argv``, "" when none is, None when unsure (then all are built).
+
+    The top-level options (``-h``, ``--version``) take no value, so the first argument that
+    is not an option is the command; ``--`` is left to argparse with the full parser.
+    """
+    for arg in argv:
+        if arg == "--":
+            return None
+        if not arg.startswith("-"):
+            return arg if arg in BY_NAME else ""
+    return ""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    """Run the command line; returns the exit status.
+
+    Only the named command's module is imported (with what it uses); the others are listed
+    by name and help line, which is all ``greenckpt --help`` and a usage error show of them.
+    """
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    named = _named_command(arguments)
+    parser = build_parser() if named is None else _parser(lambda name: name == named)
+    args = parser.parse_args(arguments)
     if not getattr(args, "restores_itself", False):
         restore_cmd.restore_at_start()
     try:

@@ -31,7 +31,8 @@ from greenckpt.ckpt.notify_client import (
     SocketHook,
     advice_from_reply,
 )
-from greenckpt.cli.args import non_negative_int, positive_int, unit_type
+from greenckpt.cli.argtypes import non_negative_int, positive_int, unit_type
+from greenckpt.cli.commands import command_help
 from greenckpt.errors import InvalidValueError
 from greenckpt.jsonout import dumps
 
@@ -54,8 +55,7 @@ def register(sub: Any) -> None:
     """Add the ``notify`` sub-command and its events ``begin``, ``end`` and ``ping``."""
     p = sub.add_parser(
         "notify",
-        help="tell a running greenckpt runtime that a checkpoint, flush or restart starts or "
-        "ends (for job scripts of other checkpoint tools)",
+        help=command_help("notify"),
         description="Notify the greenckpt runtime of a phase, from a shell script: run "
         "'greenckpt notify begin checkpoint --path DIR --size 64GiB' before another tool (SCR, "
         "FTI, VeloC, DMTCP) writes a checkpoint and 'greenckpt notify end checkpoint' after it, "

@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console
 
 from greenckpt.cli.args import Inputs, add_scenario_arguments, scenario_from_args
+from greenckpt.cli.commands import command_help
 from greenckpt.cli.console import make_console
 from greenckpt.jsonout import dumps
 from greenckpt.optimize import pareto_front, plan
@@ -19,7 +20,7 @@ def register(sub: Any) -> None:
     """Add the ``plan`` sub-command."""
     p = sub.add_parser(
         "plan",
-        help="choose CPU frequency, I/O processes and interval that minimise EPE",
+        help=command_help("plan"),
         description="Choose the checkpoint and restart settings and the checkpoint interval "
         "that minimise the expected energy per unit of useful work (EPE), and compare them "
         "with the stock cpufreq governors.",

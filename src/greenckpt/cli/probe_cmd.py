@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from greenckpt.cli.args import add_meter_arguments, meter_options
+from greenckpt.cli.commands import command_help
 from greenckpt.cli.console import make_console
 from greenckpt.errors import InvalidValueError
 from greenckpt.jsonout import dumps
@@ -22,7 +23,7 @@ def register(sub: Any) -> None:
     """Add the ``probe`` sub-command."""
     p = sub.add_parser(
         "probe",
-        help="show the meters, CPU frequency and C-state control, and storage this node offers",
+        help=command_help("probe"),
         description="Read what greenckpt can measure and control on this node, and say plainly "
         "what is missing and why. The probe itself changes nothing; like every command, it first "
         "restores settings that a killed greenckpt session left changed (see greenckpt restore).",

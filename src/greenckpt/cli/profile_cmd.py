@@ -34,11 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from greenckpt import units
-from greenckpt.cli.args import (
-    add_hidden_alias,
-    positive_int,
-    unit_type,
-)
+from greenckpt.cli.argtypes import add_hidden_alias, positive_int, unit_type
+from greenckpt.cli.commands import command_help
 from greenckpt.cli.console import make_console
 from greenckpt.cli.profile_flags import (
     VALIDATE_REPEATS,
@@ -101,7 +98,7 @@ def register(sub: Any) -> None:
     """Add the ``profile`` sub-command and its actions."""
     p = sub.add_parser(
         "profile",
-        help="measure checkpoint I/O throughput and node power; show, export, plot, merge",
+        help=command_help("profile"),
         description="The I/O+power profiler: sweep the storage holding a directory over CPU "
         "settings and numbers of I/O processes, and work with the profiles it writes.",
     )

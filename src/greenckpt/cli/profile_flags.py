@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 from greenckpt import units
-from greenckpt.cli.args import positive_int
+from greenckpt.cli.argtypes import positive_int
 from greenckpt.io import CodecError, parse_codec
 from greenckpt.optimize.profile import OPERATIONS, Operation
 from greenckpt.optimize.setting import GOVERNORS

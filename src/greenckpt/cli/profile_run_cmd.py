@@ -17,14 +17,8 @@ from typing import Any
 from rich.markup import escape
 
 from greenckpt import units
-from greenckpt.cli.args import (
-    add_hidden_alias,
-    add_meter_arguments,
-    meter_names,
-    non_negative_int,
-    positive_int,
-    unit_type,
-)
+from greenckpt.cli.args import add_meter_arguments, meter_names
+from greenckpt.cli.argtypes import add_hidden_alias, non_negative_int, positive_int, unit_type
 from greenckpt.cli.console import make_console
 from greenckpt.cli.profile_flags import (
     DEFAULT_MTBF,

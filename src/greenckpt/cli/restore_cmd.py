@@ -13,6 +13,7 @@ import os
 import sys
 from typing import Any
 
+from greenckpt.cli.commands import command_help
 from greenckpt.jsonout import dumps
 from greenckpt.platform.pagereport import (
     PARAMS_DIR,
@@ -27,7 +28,7 @@ def register(sub: Any) -> None:
     """Add the ``restore`` sub-command."""
     p = sub.add_parser(
         "restore",
-        help="restore node settings left changed by a crashed or killed session",
+        help=command_help("restore"),
         description="Put back the CPU frequency, governor and C-state settings recorded in "
         "greenckpt's state file by a session that did not end cleanly (SIGKILL, crash, power "
         "loss of the process), then remove the file. Does nothing when there is no file.",

@@ -42,15 +42,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from greenckpt.cli.args import (
-    add_hidden_alias,
-    add_meter_arguments,
-    meter_names,
-    open_meters,
-    positive_int,
-    stated_failure_rate,
-    unit_type,
-)
+from greenckpt.cli.args import add_meter_arguments, meter_names, open_meters, stated_failure_rate
+from greenckpt.cli.argtypes import add_hidden_alias, positive_int, unit_type
+from greenckpt.cli.commands import command_help
 from greenckpt.errors import InvalidValueError
 from greenckpt.jsonout import dumps
 from greenckpt.optimize.profile import Profile, load_profile
@@ -71,7 +65,7 @@ def register(sub: Any) -> None:
     """Add the ``run`` sub-command."""
     p = sub.add_parser(
         "run",
-        help="run a command with energy-aware checkpoints and restarts, then report per phase",
+        help=command_help("run"),
         description="Run COMMAND (an MPI job or not) with the energy-aware runtime active: "
         "its checkpoint library announces every checkpoint, flush and restart, the runtime "
         "applies the chosen CPU frequency / I/O parallelism for it and restores the node "

@@ -11,14 +11,9 @@ from typing import Any
 from rich.table import Table
 
 from greenckpt import units
-from greenckpt.cli.args import (
-    add_scenario_arguments,
-    non_negative_int,
-    positive_float,
-    positive_int,
-    scenario_from_args,
-    unit_type,
-)
+from greenckpt.cli.args import add_scenario_arguments, positive_float, scenario_from_args
+from greenckpt.cli.argtypes import non_negative_int, positive_int, unit_type
+from greenckpt.cli.commands import command_help
 from greenckpt.cli.console import make_console
 from greenckpt.cli.plan_cmd import header
 from greenckpt.errors import InvalidValueError
@@ -42,7 +37,7 @@ def register(sub: Any) -> None:
     """Add the ``simulate`` sub-command."""
     p = sub.add_parser(
         "simulate",
-        help="simulate the plan and the baselines with failures; model vs simulation",
+        help=command_help("simulate"),
         description="Plan as `greenckpt plan` does, then simulate the chosen settings and each "
         "evaluable governor baseline with random (or replayed) failures, and print the model's "
         "expectations next to the simulated ones with confidence intervals.",
