@@ -20,7 +20,7 @@ from greenckpt.platform.pagereport import (
     pending_page_reporting,
     restore_page_reporting,
 )
-from greenckpt.platform.restore import pending_state, restore_from_state_file
+from greenckpt.platform.recovery import pending_state, restore_from_state_file
 from greenckpt.platform.root import PlatformError, SysRoot
 
 
@@ -115,6 +115,10 @@ def restore_at_start() -> None:
 
     Never fails the command it precedes: a live session's file is left alone, and a problem is
     reported on stderr in one line.
+
+    What it calls comes from platform.recovery, not platform.restore (which re-exports it
+    with the session and the C-state control): every command, ``greenckpt notify`` too, pays
+    for what this imports.
     """
     try:  # free page reporting left off by a killed holder (platform.pagereport)
         held = pending_page_reporting()
