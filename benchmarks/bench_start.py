@@ -51,34 +51,47 @@ def run_once(args: list[str], env: dict[str, str]) -> tuple[float, float]:
     return wall, usage.ru_utime + usage.ru_stime
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=15, help="rounds (default 15)")
-    parser.add_argument("--src", default=str(SRC), help="the src/ directory to import from")
-    ns = parser.parse_args()
-    # Bytecode as an installed package has it: written once (warm-up) into a private cache.
-    # Why: with PYTHONDONTWRITEBYTECODE set (as in the development shell) every start would
-    # compile greenckpt's sources again, which costs more than importing them.
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env.update(PYTHONPATH=ns.src, PYTHONPYCACHEPREFIX=tempfile.mkdtemp(prefix="bench_start"))
+def measure(env: dict[str, str], repeats: int) -> dict[str, tuple[float, float]]:
+    """Median wall and CPU seconds per command over ``repeats`` shuffled rounds."""
     walls: dict[str, list[float]] = {name: [] for name in COMMANDS}
     cpus: dict[str, list[float]] = {name: [] for name in COMMANDS}
     rng = random.Random(19)
     names = list(COMMANDS)
     for name in names:  # one warm-up round: the page cache and the .pyc files
         run_once(COMMANDS[name], env)
-    for _ in range(ns.repeats):
+    for _ in range(repeats):
         rng.shuffle(names)
         for name in names:
             wall, cpu = run_once(COMMANDS[name], env)
             walls[name].append(wall)
             cpus[name].append(cpu)
-    base_wall = statistics.median(walls[next(iter(COMMANDS))])
-    base_cpu = statistics.median(cpus[next(iter(COMMANDS))])
-    print(f"src: {ns.src}; {ns.repeats} interleaved rounds; medians; bytecode cached")
+    return {n: (statistics.median(walls[n]), statistics.median(cpus[n])) for n in COMMANDS}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=15, help="rounds (default 15)")
+    parser.add_argument("--src", default=str(SRC), help="the src/ directory to import from")
+    parser.add_argument(
+        "--no-bytecode", action="store_true", help="compile every start (PYTHONDONTWRITEBYTECODE)"
+    )
+    ns = parser.parse_args()
+    # Bytecode as an installed package has it: written once (warm-up) into a private cache.
+    # Why: with PYTHONDONTWRITEBYTECODE set (as in the development shell) every start would
+    # compile greenckpt's sources again, which costs more than importing them.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = ns.src
+    with tempfile.TemporaryDirectory(prefix="bench_start-") as cache:
+        if ns.no_bytecode:
+            env["PYTHONDONTWRITEBYTECODE"] = "1"
+        else:
+            env["PYTHONPYCACHEPREFIX"] = cache
+        medians = measure(env, ns.repeats)
+    base_wall, base_cpu = medians[next(iter(COMMANDS))]
+    cached = "compiled at every start" if ns.no_bytecode else "bytecode cached"
+    print(f"src: {ns.src}; {ns.repeats} interleaved rounds; medians; {cached}")
     print(f"{'command':<28} {'wall s':>8} {'cpu s':>8} {'wall/base':>10} {'cpu/base':>9}")
-    for name in COMMANDS:
-        wall, cpu = statistics.median(walls[name]), statistics.median(cpus[name])
+    for name, (wall, cpu) in medians.items():
         print(f"{name:<28} {wall:8.3f} {cpu:8.3f} {wall / base_wall:10.1f} {cpu / base_cpu:9.1f}")
     return 0
 
