@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 from pathlib import Path
 from typing import Literal
 
@@ -124,7 +123,9 @@ def _create_temp(target: Path, mode: int, temp: TempName) -> tuple[int, Path]:
             tmp.unlink()
             return os.open(tmp, _CREATE_NEW, mode), tmp
     for _ in range(100):
-        tmp = directory / f".{target.name}.{secrets.token_hex(4)}.tmp"
+        # os.urandom, not secrets: the name only has to be unlikely to collide, and every
+        # command starts through here (secrets costs ~10 ms of imports)
+        tmp = directory / f".{target.name}.{os.urandom(4).hex()}.tmp"
         with contextlib.suppress(FileExistsError):
             return os.open(tmp, _CREATE_NEW, mode), tmp
     raise FileExistsError(errno.EEXIST, "no unused temporary file name", str(directory))

@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from greenckpt.platform.cpufreq import limit_writes
-from greenckpt.platform.cpufreq_info import CPUFREQ_DIR
 from greenckpt.platform.nodelock import acquire_node_lock, release_node_lock, state_lock
 from greenckpt.platform.root import PlatformError, SysRoot, process_alive, remove_stale_temps
 from greenckpt.platform.statefile import (
@@ -156,6 +154,11 @@ def _restore_policy(
     Every attribute is attempted, still in that order, even after one fails: a refused governor
     write must not also leave the limits or the EPP changed. Returns the failures, one line each.
     """
+    # Imported here: every command's start imports this module to look for a state file, and
+    # only a restore needs the cpufreq modules (~25 ms of imports).
+    from greenckpt.platform.cpufreq import limit_writes  # noqa: PLC0415
+    from greenckpt.platform.cpufreq_info import CPUFREQ_DIR  # noqa: PLC0415
+
     path = f"{CPUFREQ_DIR}/{name}"
     what = "the cpufreq files"
     failures: list[str] = []
