@@ -83,7 +83,9 @@ def register(sub: Any) -> None:
         "number of processes that should read or write at once, and the settings it applied.",
     )
     begin.add_argument("kind", choices=WIRE_KINDS, metavar="KIND", help=", ".join(WIRE_KINDS))
-    begin.add_argument("--level", type=positive_int, help="checkpoint level (1-4, or a registered one)")
+    begin.add_argument(
+        "--level", type=positive_int, help="checkpoint level (1-4, or a registered one)"
+    )
     begin.add_argument(
         "--path",
         help="checkpoint directory or file, which tells the runtime the storage device "
