@@ -1,5 +1,6 @@
 """A run report as plain text for the terminal: per kind (and per level) count, seconds,
-joules, watts and source, then the run's totals, useful compute, EPE, comparisons and notes.
+CPU-seconds (when the run measured them), joules, watts and source, then the run's totals,
+useful compute, EPE, comparisons and notes.
 
 Why here: the run report's figures are the runtime's (:mod:`greenckpt.runtime.report`);
 showing them is this layer's job, for ``greenckpt run``, ``greenckpt demo`` and a Python user
@@ -46,18 +47,34 @@ def _title_lines(report: RunReport) -> list[str]:
         title += " [SYNTHETIC: fake platform, no real measurement]"
     scope = f": {report.power_scope}" if report.power_scope else ""
     meters = f" from {', '.join(report.meters)}" if report.meters else ""
-    return [title, f"node power {report.source_label(report.power_source)}{meters}{scope}"]
+    lines = [title, f"node power {report.source_label(report.power_source)}{meters}{scope}"]
+    if _has_cpu(report):
+        lines.append(
+            "CPU-s: the node's busy CPU-seconds over all CPUs, measured from /proc/stat "
+            "(a measurement, not an energy estimate)"
+        )
+    return lines
+
+
+def _has_cpu(report: RunReport) -> bool:
+    """Whether the report has CPU-seconds to show (a report saved before they were
+    recorded, or a run that could not read /proc/stat, keeps the table without the column)."""
+    return report.total_cpu_s is not None or any(r.cpu_s is not None for r in report.records)
 
 
 def _table_lines(report: RunReport) -> list[str]:
-    """The per-kind table, levels indented under their kind, and the run's total row."""
+    """The per-kind table, levels indented under their kind, and the run's total row (a
+    CPU-s column after seconds when the report has CPU-seconds)."""
     header = ("phase", "count", "seconds", "joules", "W", "source")
     rows: list[tuple[str, ...]] = [header]
+    cpu: list[str] = ["CPU-s"]
     levels = report.by_level()
     for kind, total in report.by_kind().items():
         rows.append(_row(report, kind, total))
+        cpu.append(_num(total.cpu_s, 3))
         for lv in (t for t in levels if t.kind == kind):
             rows.append(_row(report, f"  L{lv.level}", lv))
+            cpu.append(_num(lv.cpu_s, 3))
     rows.append(
         (
             "run total",
@@ -68,12 +85,16 @@ def _table_lines(report: RunReport) -> list[str]:
             report.source_label(report.power_source),
         )
     )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    cpu.append(_num(report.total_cpu_s, 3))
+    if _has_cpu(report):
+        rows = [(*row[:3], c, *row[3:]) for row, c in zip(rows, cpu, strict=True)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    last = len(rows[0]) - 1
     lines = []
     for row in rows:
         cells = [
-            row[i].ljust(widths[i]) if i in (0, 5) else row[i].rjust(widths[i])
-            for i in range(len(header))
+            cell.ljust(widths[i]) if i in (0, last) else cell.rjust(widths[i])
+            for i, cell in enumerate(row)
         ]
         lines.append("  ".join(cells).rstrip())
     return lines

@@ -5,21 +5,60 @@ Why boundary readings: every phase boundary is one synchronous reading of every 
 (:meth:`~greenckpt.platform.sampler.Sampler.mark`), and a record's energy is the counter delta
 between its two readings, so the records partition the run exactly and their energies add up
 to the run's (docs/design/runtime.md, "Accounting"). Every figure says whether it was measured
-or estimated.
+or estimated. Each boundary also reads the node's busy CPU time from ``/proc/stat`` (the
+estimator's parser), so a record's CPU-seconds partition the run the same way.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from dataclasses import dataclass, fields
 
 from greenckpt.platform.meters.base import Meter, Source
 from greenckpt.platform.meters.detect import Selection, select_meters
-from greenckpt.platform.root import SysRoot
+from greenckpt.platform.meters.estimator import read_cpu_times
+from greenckpt.platform.root import PlatformError, SysRoot
 from greenckpt.platform.sampler import Mark, Sampler
 from greenckpt.profile.power import PowerChoice, choose_power_domains
 from greenckpt.runtime.report import PhaseRecord, PowerTrace, RunKind
 
-__all__ = ["RunMeters"]
+__all__ = ["Reading", "RunMeters", "read_cpu_seconds"]
+
+
+def _clock_ticks() -> int:
+    """Jiffies per second of ``/proc/stat`` (USER_HZ; 100 where it cannot be asked)."""
+    try:
+        return int(os.sysconf("SC_CLK_TCK"))
+    except (AttributeError, ValueError, OSError):
+        return 100
+
+
+def read_cpu_seconds(root: SysRoot) -> float | None:
+    """The node's busy CPU-seconds since boot over all CPUs (user, nice, system, irq and
+    softirq of ``proc/stat``'s ``cpu`` line), or None when it cannot be read."""
+    try:
+        busy, _idle = read_cpu_times(root)
+    except (OSError, ValueError, PlatformError):
+        return None
+    return busy / _clock_ticks()
+
+
+@dataclass(frozen=True)
+class Reading(Mark):
+    """A sampler mark and the node's busy CPU-seconds read with it (None: not read)."""
+
+    cpu_s: float | None = None
+
+    @classmethod
+    def of(cls, mark: Mark, cpu_s: float | None) -> Reading:
+        return cls(**{f.name: getattr(mark, f.name) for f in fields(mark)}, cpu_s=cpu_s)
+
+    def cpu_to(self, later: Reading) -> float | None:
+        """CPU-seconds between this reading and ``later`` (None when either has none)."""
+        if self.cpu_s is None or later.cpu_s is None:
+            return None
+        return later.cpu_s - self.cpu_s
 
 
 class RunMeters:
@@ -41,9 +80,9 @@ class RunMeters:
         self.power: PowerChoice | None = None
         self.t0 = 0.0
 
-    def start(self, notes: list[str]) -> Mark:
+    def start(self, notes: list[str]) -> Reading:
         """Start sampling and return the run's first reading; say in ``notes`` when there is
-        no node energy figure or it is estimated."""
+        no node energy figure or it is estimated, or no CPU-seconds."""
         meters = self._meters
         if meters is None:
             self._owned = select_meters(root=self._root)
@@ -65,9 +104,17 @@ class RunMeters:
                 f"power is ESTIMATED ({self.power.scope}), not measured: use the figures for "
                 "orders of magnitude, not as a measured saving"
             )
-        mark = sampler.mark()
-        self.t0 = mark.t_s
-        return mark
+        reading = self.mark()
+        self.t0 = reading.t_s
+        if reading.cpu_s is None:
+            notes.append(f"no CPU-seconds: cannot read {self._root / 'proc/stat'}")
+        return reading
+
+    def mark(self) -> Reading:
+        """One boundary: every meter (the sampler's mark), then the node's CPU time."""
+        assert self.sampler is not None
+        mark = self.sampler.mark()
+        return Reading.of(mark, read_cpu_seconds(self._root))
 
     def stop(self) -> None:
         """Stop sampling and close the meters detected here."""
@@ -88,7 +135,7 @@ class RunMeters:
         return "estimated" if self.power.source == "estimated" else "measured"
 
     def record(
-        self, kind: RunKind, index: int, start: Mark, end: Mark, **extra: object
+        self, kind: RunKind, index: int, start: Reading, end: Reading, **extra: object
     ) -> PhaseRecord:
         """The record of ``kind`` between two readings, with ``extra`` fields."""
         energy = start.energy_to(end)
@@ -106,6 +153,7 @@ class RunMeters:
             power_source=self.power_source,
             power_domains=() if power is None else power.keys,
             gaps=start.gaps_to(end),
+            cpu_s=start.cpu_to(end),
             **extra,  # type: ignore[arg-type]
         )
 

@@ -38,6 +38,7 @@ __all__ = [
     "percent_difference",
     "settings_from_dict",
     "settings_to_dict",
+    "sum_cpu_s",
 ]
 
 _SOURCES: tuple[Source, ...] = ("measured", "estimated")
@@ -103,6 +104,9 @@ class PhaseRecord:
     ``nodes``: the job's node indices whose notifiers announced the phase (empty when none
     said); ``reported_seconds``: the longest duration the notifiers reported by their own
     clocks (``None`` when none did) — ``seconds`` is always the runtime's own measurement.
+    ``cpu_s``: the node's busy CPU-seconds over the span, all CPUs (the difference of
+    ``/proc/stat``'s counters at its two boundaries: a measurement, not an energy estimate;
+    ``None`` when they could not be read or in a report saved before it was recorded).
     """
 
     kind: RunKind
@@ -125,6 +129,7 @@ class PhaseRecord:
     notes: tuple[str, ...] = ()
     nodes: tuple[int, ...] = ()
     reported_seconds: float | None = None
+    cpu_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in RUN_KINDS:
@@ -188,6 +193,7 @@ class PhaseRecord:
             "notifiers": self.notifiers,
             "nodes": list(self.nodes),
             "reported_seconds": self.reported_seconds,
+            "cpu_s": self.cpu_s,
             "reliable": self.reliable,
             "settings": None if self.settings is None else settings_to_dict(self.settings),
             "notes": list(self.notes),
@@ -217,6 +223,7 @@ class PhaseRecord:
             notifiers=int(doc.get("notifiers", 1)),
             nodes=tuple(int(n) for n in doc.get("nodes", ())),
             reported_seconds=opt_float(doc.get("reported_seconds")),
+            cpu_s=opt_float(doc.get("cpu_s")),
             gaps={k: int(v.get("gaps", 0)) for k, v in domains.items()},
             notes=tuple(doc.get("notes", ())),
         )
@@ -276,7 +283,10 @@ class PowerTrace:
 
 @dataclass(frozen=True)
 class KindTotal:
-    """Totals over the records of one kind (``level`` None) or one kind at one level."""
+    """Totals over the records of one kind (``level`` None) or one kind at one level.
+
+    ``cpu_s``: the records' CPU-seconds summed (``None`` when any record has none).
+    """
 
     kind: RunKind
     level: int | None
@@ -286,6 +296,7 @@ class KindTotal:
     energy_j: float | None
     source: Source | None
     background: bool
+    cpu_s: float | None = None
 
     @property
     def mean_power_w(self) -> float | None:
@@ -305,6 +316,7 @@ class KindTotal:
             "mean_power_w": self.mean_power_w,
             "source": self.source,
             "background": self.background,
+            "cpu_s": self.cpu_s,
         }
 
 
@@ -319,7 +331,16 @@ def kind_total(kind: RunKind, level: int | None, records: Sequence[PhaseRecord])
         energy_j=None if any(e is None for e in energies) else sum(e for e in energies if e),
         source=combine_sources(r.power_source for r in records),
         background=all(r.background for r in records),
+        cpu_s=sum_cpu_s(records),
     )
+
+
+def sum_cpu_s(records: Iterable[PhaseRecord]) -> float | None:
+    """The records' CPU-seconds summed; ``None`` when any (or every) record has none."""
+    values = [r.cpu_s for r in records]
+    if not values or any(v is None for v in values):
+        return None
+    return sum(v for v in values if v is not None)
 
 
 # ---------------------------------------------------------------------------- baselines

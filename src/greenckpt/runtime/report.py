@@ -42,9 +42,11 @@ from greenckpt.runtime.records import (
     percent_difference,
     settings_from_dict,
     settings_to_dict,
+    sum_cpu_s,
 )
 
 __all__ = [
+    "CPU_DEFINITION",
     "REPORT_FORMAT",
     "RUN_KINDS",
     "USEFUL_KINDS",
@@ -69,6 +71,12 @@ definition of useful compute (``compute`` only) and a note saying what that mean
 
 _IO_KINDS = IO_KINDS
 
+CPU_DEFINITION = (
+    "measured, not estimated: the node's busy CPU-seconds over all CPUs (user, nice, system, "
+    "irq and softirq jiffies of /proc/stat's cpu line), the difference at a span's two "
+    "boundaries; null when /proc/stat could not be read"
+)
+
 
 # ---------------------------------------------------------------------------- the report
 
@@ -87,6 +95,8 @@ class RunReport:
     records follow — 2 (this version) has ``lost`` records and counts rework as useful; 1 (a
     report saved by an older greenckpt) has the lost work and downtime inside ``compute``, so
     its useful compute is the compute records alone (see :data:`REPORT_VERSION`).
+    ``total_cpu_s``: the node's busy CPU-seconds over the run, from ``/proc/stat`` (``None``
+    when not read, or in a report saved before it was recorded; optional in every format).
     """
 
     records: tuple[PhaseRecord, ...]
@@ -103,6 +113,7 @@ class RunReport:
     synthetic: bool = False
     notes: tuple[str, ...] = ()
     format_version: int = REPORT_VERSION
+    total_cpu_s: float | None = None
 
     @classmethod
     def from_records(
@@ -122,6 +133,7 @@ class RunReport:
         power_domains: Sequence[str] | None = None,
         synthetic: bool = False,
         notes: Iterable[str] = (),
+        total_cpu_s: float | None = None,
     ) -> RunReport:
         """A report over ``records`` (sorted by start time).
 
@@ -136,6 +148,8 @@ class RunReport:
             total_seconds = sum(r.seconds for r in fg)
         if total_energy_j is None and fg and all(r.node_energy_j is not None for r in fg):
             total_energy_j = sum(r.node_energy_j or 0.0 for r in fg)
+        if total_cpu_s is None:
+            total_cpu_s = sum_cpu_s(fg)
         if power_source is None:
             power_source = combine_sources(r.power_source for r in ordered)
         domains = tuple(power_domains) if power_domains is not None else _domains_of(ordered)
@@ -177,6 +191,7 @@ class RunReport:
             trace=power_trace,
             synthetic=synthetic,
             notes=tuple(dict.fromkeys(extra)),
+            total_cpu_s=total_cpu_s,
         )
 
     # -- figures ---------------------------------------------------------------------------
@@ -298,6 +313,7 @@ class RunReport:
                 "mean_power_w": self.mean_power_w,
                 "source": self.power_source,
             },
+            "cpu": {"total_s": self.total_cpu_s, "definition": CPU_DEFINITION},
             "useful_compute_s": self.useful_seconds,
             "rework_s": self.rework_seconds,
             "lost_s": self.lost_seconds,
@@ -370,6 +386,7 @@ class RunReport:
                     "" if s is None else _cell(s.cstates),
                     "" if s is None else s.source,
                     "; ".join([*r.notes, *(() if s is None else s.notes)]),
+                    _cell(r.cpu_s),
                     *(_cell(r.energy_j.get(d)) for d in domains),
                 ]
             )
@@ -417,6 +434,7 @@ _CSV_FIXED = (
     "cstates",
     "settings_source",
     "notes",
+    "cpu_s",
 )
 
 
@@ -500,6 +518,7 @@ def load_report(path: str | os.PathLike[str]) -> RunReport:
             synthetic=bool(doc.get("synthetic", False)),
             notes=notes,
             format_version=version,
+            total_cpu_s=opt_float(doc.get("cpu", {}).get("total_s")),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise InvalidValueError(f"{target}: malformed run report ({exc})") from exc

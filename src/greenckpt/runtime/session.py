@@ -30,7 +30,7 @@ from greenckpt.phases import AccountedKind
 from greenckpt.platform.meters.base import Meter
 from greenckpt.platform.meters.detect import Selection
 from greenckpt.platform.root import PlatformError, SysRoot
-from greenckpt.platform.sampler import DEFAULT_RATE_HZ, Mark, Sampler
+from greenckpt.platform.sampler import DEFAULT_RATE_HZ, Sampler
 from greenckpt.profile.power import PowerChoice
 from greenckpt.runtime.control import CONTROL_OFF, NodeControl, effective_settings, run_notes
 from greenckpt.runtime.hook import RuntimeHook, advice_note
@@ -40,7 +40,7 @@ from greenckpt.runtime.lost import (
     relabel_all_lost,
     relabel_lost,
 )
-from greenckpt.runtime.metering import RunMeters
+from greenckpt.runtime.metering import Reading, RunMeters
 from greenckpt.runtime.node import Node
 from greenckpt.runtime.policy import DEFAULT_IO_PROCESSES, Policy
 from greenckpt.runtime.report import (
@@ -116,8 +116,8 @@ class Runtime:
         self._order = 0
         self._notes: list[str] = []
         self._node_control = NodeControl(self.root, state_file, self._notes)
-        self._start_mark: Mark | None = None
-        self._end_mark: Mark | None = None
+        self._start_mark: Reading | None = None
+        self._end_mark: Reading | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -159,7 +159,8 @@ class Runtime:
                     span.ok = False
                 span.refs = 1
                 self._end_locked(kind, span.ok)
-            mark = self._running_sampler().mark()
+            self._running_sampler()
+            mark = self._meter.mark()
             self._close_segment(mark)
             self._end_mark = mark
             self._state = "closed"
@@ -278,12 +279,12 @@ class Runtime:
         """
         request = _request(kind, path, size, level, codec)
         with self._lock:
-            sampler = self._running_sampler()
+            self._running_sampler()
             span = self._spans.get(kind)
             if span is not None:
                 span.join(node=node, size=size, level=level, background=background)
                 return span.settings
-            span = self._open_span(kind, sampler.mark(), request, path, size, level, node)
+            span = self._open_span(kind, self._meter.mark(), request, path, size, level, node)
             if request is None:
                 self._resegment(span.start, split=True)
                 if kind == "rework" and level is not None:
@@ -294,7 +295,7 @@ class Runtime:
     def _open_span(
         self,
         kind: RunKind,
-        mark: Mark,
+        mark: Reading,
         request: PhaseRequest | None,
         path: str | None,
         size: int,
@@ -366,7 +367,7 @@ class Runtime:
             return self._end_locked(kind, ok)
 
     def _end_locked(self, kind: RunKind, ok: bool) -> PhaseRecord | None:
-        sampler = self._running_sampler()
+        self._running_sampler()
         span = self._spans[kind]
         span.ok = span.ok and ok
         span.refs -= 1
@@ -374,10 +375,10 @@ class Runtime:
             return None
         del self._spans[kind]
         if kind not in PHASE_KINDS:
-            mark = sampler.mark()
+            mark = self._meter.mark()
             return self._resegment(mark, split=True)
         self._node_control.reconcile(self._spans)
-        mark = sampler.mark()
+        mark = self._meter.mark()
         record = self._meter.record(span.kind, span.index, span.start, mark, **span.record_fields())
         if kind == "restart" and not span.ok:
             relabel_all_lost(self._records, record.start_s)
@@ -486,6 +487,7 @@ class Runtime:
                 power_domains=() if power is None else power.keys,
                 synthetic=synthetic,
                 notes=self._notes,
+                total_cpu_s=start.cpu_to(end),
             )
 
     # -- internals ---------------------------------------------------------------------------
@@ -546,7 +548,7 @@ class Runtime:
             return None
         return "rework" if "rework" in self._spans else "compute"
 
-    def _resegment(self, mark: Mark, *, split: bool = False) -> PhaseRecord | None:
+    def _resegment(self, mark: Reading, *, split: bool = False) -> PhaseRecord | None:
         """Close the compute/rework span at ``mark`` when what the time counts as changes
         (or ``split``), and open the next one there; return the record closed, if any."""
         wanted = self._foreground()
@@ -557,7 +559,7 @@ class Runtime:
             self._segment = Segment(wanted, self._take_index(), mark)
         return closed
 
-    def _close_segment(self, mark: Mark) -> PhaseRecord | None:
+    def _close_segment(self, mark: Reading) -> PhaseRecord | None:
         seg, self._segment = self._segment, None
         if seg is None:
             return None

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from greenckpt.phases import AccountedKind
-from greenckpt.platform.sampler import Mark
+from greenckpt.runtime.metering import Reading
 from greenckpt.runtime.report import RunKind
 from greenckpt.runtime.settings import Settings
 
@@ -25,7 +25,7 @@ class Span:
 
     kind: RunKind
     index: int
-    start: Mark
+    start: Reading
     order: int
     refs: int = 1
     notifiers: int = 1
@@ -86,4 +86,4 @@ class Segment:
 
     kind: AccountedKind
     index: int
-    start: Mark
+    start: Reading
