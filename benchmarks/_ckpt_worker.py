@@ -5,6 +5,7 @@ line it prints last, ``RESULT {json}`` (rank 0 only). Modes::
 
     _ckpt_worker.py io        DIR NAME BYTES_PER_RANK SEED SETTLE_S DROP(fadvise|global)
     _ckpt_worker.py raw       DIR NAME BYTES_PER_RANK SEED SETTLE_S DROP(fadvise|global)
+    _ckpt_worker.py plain     DIR NAME BYTES_PER_RANK SEED SETTLE_S DROP(fadvise|global)
     _ckpt_worker.py mem-write DIR NAME BYTES CODEC SEED TRACEMALLOC(0|1)
     _ckpt_worker.py mem-read  DIR NAME BYTES CODEC SEED TRACEMALLOC(0|1)
 
@@ -28,6 +29,9 @@ with the I/O engine the library writes through (``run_chunks``: 1 MiB blocks str
 array, fsync of the file and of its directory) and reads it back into the zeroed array; no
 digests, manifest, agreement or commit. Timed the same way, so the library/raw ratio is what
 protecting the data costs, with the same processes, memory and launcher on both sides.
+``plain``: the same with ``ndarray.tofile`` + fsync (file and directory) and ``readinto``.
+Every io mode also reports ``write_cpu_s``/``read_cpu_s``: user + system CPU-seconds of every
+rank (threads and waited-for children) in the timed call, summed over the ranks.
 
 ``mem-*``: one process, one array of BYTES (a smooth field rounded to 1e-3: compressible, so a
 codec does real work). It reads ``VmRSS``/``VmHWM`` (``/proc/self/status``) and ``ru_maxrss``
@@ -161,12 +165,23 @@ def checkpointer(directory: str, name: str, codec: str) -> Any:
 # --------------------------------------------------------------------------- io modes
 
 
-def _timed(comm: Any, action: Callable[[], Any]) -> tuple[float, float, Any]:
-    """Every rank ready, then ``action()``: its start and end on CLOCK_MONOTONIC, its value."""
+def cpu_seconds() -> float:
+    """User + system CPU-seconds of this process (every thread) and its waited-for children."""
+    own, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _timed(comm: Any, action: Callable[[], Any]) -> tuple[float, float, Any, float]:
+    """Every rank ready, then ``action()``: its start and end on CLOCK_MONOTONIC, its value,
+    and the CPU-seconds this rank spent in it."""
     comm.barrier()
-    start = time.monotonic()
+    start, cpu = time.monotonic(), cpu_seconds()
     value = action()
-    return start, time.monotonic(), value
+    end, cpu = time.monotonic(), cpu_seconds() - cpu
+    return start, end, value, cpu
 
 
 def io(
@@ -184,13 +199,14 @@ def io(
         import greenckpt.io  # noqa: F401, PLC0415 - imported outside the timer, as the library is
 
         path = raw_path(comm, directory, name)
-        write = lambda: raw_write(path, arr)  # noqa: E731
+        plain = mode == "plain"
+        write = lambda: (plain_write if plain else raw_write)(path, arr)  # noqa: E731
     method = _drop_on_rank0(comm, directory, drop)
-    w0, w1, info = _timed(comm, write)
+    w0, w1, info, wcpu = _timed(comm, write)
     own_write = info.seconds if mode == "io" else w1 - w0
     if mode == "io":
         ck.finalize()
-    written = comm.allgather((w0, w1, own_write))
+    written = comm.allgather((w0, w1, own_write, wcpu))
     write_end = max(r[1] for r in written)
 
     arr.fill(0.0)  # the destination: the same resident pages, emptied
@@ -199,17 +215,17 @@ def io(
         ck2.protect("data", arr)
         read: Callable[[], Any] = lambda: ck2.recover(missing_ok=False)  # noqa: E731
     else:
-        read = lambda: raw_read(path, arr)  # noqa: E731
+        read = lambda: (plain_read if plain else raw_read)(path, arr)  # noqa: E731
     time.sleep(max(0.0, write_end + settle - time.monotonic()))
     _drop_on_rank0(comm, directory, drop)
-    r0, r1, rinfo = _timed(comm, read)
+    r0, r1, rinfo, rcpu = _timed(comm, read)
     if mode == "io":
         ok = rinfo is not None and matches_random(arr, seed + comm.rank)
         own_read = rinfo.seconds if rinfo is not None else float("nan")
         ck2.finalize()
     else:
         ok, own_read = matches_random(arr, seed + comm.rank), r1 - r0
-    read = comm.allgather((r0, r1, own_read, ok))
+    read = comm.allgather((r0, r1, own_read, ok, rcpu))
     if comm.rank != 0:
         return None
     read_start = min(r[0] for r in read)
@@ -224,6 +240,8 @@ def io(
         "gap_s": read_start - write_end,
         "ranks": len(read),
         "cache_drop": method,
+        "write_cpu_s": sum(r[3] for r in written),
+        "read_cpu_s": sum(r[4] for r in read),
     }
 
 
@@ -250,6 +268,31 @@ def raw_read(path: str, arr: npt.NDArray[np.float64]) -> None:
     from greenckpt.io import Chunk, ConcatSink, run_chunks  # noqa: PLC0415
 
     run_chunks("read", [[Chunk(path, 0, arr.nbytes, sink=ConcatSink([arr]))]])
+
+
+def plain_write(path: str, arr: npt.NDArray[np.float64]) -> None:
+    """A plain writer: ``ndarray.tofile`` into a new file, then fsync of it and its directory."""
+    with open(path, "wb") as fh:
+        arr.tofile(fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    fd = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def plain_read(path: str, arr: npt.NDArray[np.float64]) -> None:
+    """A plain reader: ``readinto`` the zeroed array (buffered, no digest)."""
+    view = memoryview(arr).cast("B")
+    with open(path, "rb", buffering=0) as fh:
+        done = 0
+        while done < len(view):
+            n = fh.readinto(view[done:])
+            if not n:
+                raise OSError(f"{path}: short read at {done} of {len(view)} bytes")
+            done += n
 
 
 # --------------------------------------------------------------------------- memory modes
@@ -353,7 +396,7 @@ def memory(
 def main(argv: list[str]) -> int:
     mode, rest = argv[0], argv[1:]
     result: dict[str, Any] | None
-    if mode in ("io", "raw"):
+    if mode in ("io", "raw", "plain"):
         result = io(mode, rest[0], rest[1], int(rest[2]), int(rest[3]), float(rest[4]), rest[5])
     elif mode in ("mem-write", "mem-read"):
         directory, name, size, codec, seed, trace = rest

@@ -30,6 +30,8 @@ blocks, the block size the library's writes and reads use) are moved three ways:
   verification), with processes, memory, launcher and clock identical on both sides. (The
   engine as the profiler runs it — its own processes, a small reused buffer — is compared
   with fio in ``bench_io_fio.py``.)
+* **plain** — the same ranks and arrays, each written with ``ndarray.tofile`` + fsync of the
+  file and its directory and read back with ``readinto``: the simplest writer a rank could use.
 * **fio** — ``--numjobs=W --bs=1M --ioengine=psync --end_fsync=1 --fallocate=none`` writes,
   buffered reads (``--direct=0``, fio's default ``--invalidate=1``), where fio is installed.
 
@@ -76,6 +78,14 @@ were seen here at W=4), a per-repeat ratio divides it out. Next to each ratio a 
 interval of its median (fixed seed) says how far another run's median may land; a PASS whose
 interval reaches below 0.9 says so. The ratios of the medians are printed below the table for
 comparison. Other work on the machine moves these figures too: run it on a quiet machine.
+
+CPU-seconds. Every tool's write and read also reports its CPU-seconds per GB: user + system of
+every rank (all its threads, and children it waited for), from ``getrusage`` around the timed
+call in each rank, summed over the ranks; for fio, ``RUSAGE_CHILDREN`` of this script around
+each fio run (its start-up included, a slight disadvantage to fio). A second table prints them
+side by side with each tool's MB/s, and the library's CPU over each other tool's (median of
+per-repeat ratios). On a real node CPU time is power, so a tool that moves bytes as fast but
+burns more CPU is not as cheap.
 """
 
 from __future__ import annotations
@@ -84,6 +94,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -116,7 +127,7 @@ SRC = BENCH_DIR.parent / "src"
 MiB = 1024 * 1024
 SPACE_MARGIN = 256 * MiB
 JOB_TIMEOUT_S = 900.0
-TOOLS = ("library", "raw", "fio")
+TOOLS = ("library", "raw", "plain", "fio")
 OPS = ("write", "read")
 
 
@@ -262,6 +273,9 @@ class Run:
     write_own_bps: float | None = None
     """Library only: bytes over the slowest rank's own CheckpointInfo / RecoveryInfo seconds."""
     read_own_bps: float | None = None
+    write_cpu_s: float | None = None
+    """User + system CPU-seconds of every rank (library, raw, plain) or of fio and its jobs."""
+    read_cpu_s: float | None = None
 
 
 def _wait_until(deadline: float) -> None:
@@ -279,8 +293,9 @@ def job_run(
     drop: str,
 ) -> Run:
     """One job of ``writers`` ranks writing then reading: ``io`` checkpoints and recovers (a
-    fresh Checkpointer) through the library, ``raw`` moves the same arrays with the engine."""
-    tool = "library" if mode == "io" else "raw"
+    fresh Checkpointer) through the library, ``raw`` moves the same arrays with the engine,
+    ``plain`` with ``ndarray.tofile`` + fsync and ``readinto``."""
+    tool = "library" if mode == "io" else mode
     base = work / tool
     base.mkdir(exist_ok=True)
     seed = 1000 * writers
@@ -302,7 +317,15 @@ def job_run(
         cache_drop=str(out["cache_drop"]),
         write_own_bps=logical / out["write_own_s"] if mode == "io" else None,
         read_own_bps=read_bytes / out["read_own_s"] if mode == "io" else None,
+        write_cpu_s=out["write_cpu_s"],
+        read_cpu_s=out["read_cpu_s"],
     )
+
+
+def children_cpu_s() -> float:
+    """User + system CPU-seconds of this script's waited-for children (fio and its jobs)."""
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return kids.ru_utime + kids.ru_stime
 
 
 def fio_run(work: Path, writers: int, total: int, block: int, settle: float, drop: str) -> Run:
@@ -313,16 +336,56 @@ def fio_run(work: Path, writers: int, total: int, block: int, settle: float, dro
     state = random_array(total, writers)  # the application's memory, as a rank holds
     try:
         drop_page_cache(base, drop)
+        cpu = children_cpu_s()
         w = run_fio("write", base, total, writers, block, "none", direct=False, timeout_s=600)
-        end = time.monotonic()
+        end, w_cpu = time.monotonic(), children_cpu_s() - cpu
         state.fill(0.0)
         _wait_until(end + settle)
         method = drop_page_cache(base, drop)
-        start = time.monotonic()
+        start, cpu = time.monotonic(), children_cpu_s()
         r = run_fio("read", base, total, writers, block, "none", direct=False, timeout_s=600)
+        r_cpu = children_cpu_s() - cpu
     finally:
         clear(base)
-    return Run(w, r, start - end, method)
+    return Run(w, r, start - end, method, write_cpu_s=w_cpu, read_cpu_s=r_cpu)
+
+
+# --------------------------------------------------------------------------- CPU-seconds
+
+
+def cpu_table(
+    tools: Sequence[str],
+    counts: Sequence[int],
+    samples: dict[tuple[str, str, int], list[float]],
+    cpu: dict[tuple[str, str, int], list[float]],
+) -> list[dict[str, Any]]:
+    """Print MB/s and CPU-seconds per GB of every tool side by side, with the library's CPU
+    over each other tool's (median of paired ratios); return the figures per case (op, W)."""
+    others = [t for t in tools if t != "library"]
+    print(
+        "CPU-s/GB = user + system CPU-seconds per 1e9 bytes moved, of every rank and its "
+        "threads and children (getrusage RUSAGE_SELF + RUSAGE_CHILDREN around each timed call; "
+        "fio: RUSAGE_CHILDREN around fio, start-up included); medians; target lib/x <= 1.5"
+    )
+    head = f"{'op':<6}{'W':>3}" + "".join(f"{t + ' MB/s':>14}{'CPU-s/GB':>10}" for t in tools)
+    print(head + "".join(f"{'cpu lib/' + t:>14}" for t in others))
+    out: list[dict[str, Any]] = []
+    for n in counts:
+        for op in OPS:
+            line, case = f"{op:<6}{n:>3}", {}
+            for t in tools:
+                mb = statistics.median(samples[(t, op, n)]) / 1e6
+                per_gb = statistics.median(cpu[(t, op, n)])
+                line += f"{mb:>14.0f}{per_gb:>10.2f}"
+                case[f"{t}_cpu_s_per_GB_runs"] = cpu[(t, op, n)]
+                case[f"{t}_cpu_s_per_GB"] = per_gb
+            for t in others:
+                ratio = statistics.median(paired_ratios(cpu[("library", op, n)], cpu[(t, op, n)]))
+                case[f"library_over_{t}_cpu"] = ratio
+                line += f"{ratio:>14.2f}"
+            print(line)
+            out.append(case)
+    return out
 
 
 # --------------------------------------------------------------------------- main
@@ -440,6 +503,7 @@ def measure(args: argparse.Namespace, memory_note: str) -> int:  # noqa: PLR0912
     samples: dict[tuple[str, str, int], list[float]] = {}
     own: dict[tuple[str, int], list[float]] = {}
     gaps: dict[tuple[str, int], list[float]] = {}
+    cpu: dict[tuple[str, str, int], list[float]] = {}
     methods: set[str] = set()
 
     info = machine()
@@ -471,9 +535,9 @@ def measure(args: argparse.Namespace, memory_note: str) -> int:  # noqa: PLR0912
                 for wi, n in enumerate(args.counts):
                     k = (rep + wi) % len(tools)
                     for tool in tools[k:] + tools[:k]:
-                        if tool in ("library", "raw"):
+                        if tool != "fio":
                             run = job_run(
-                                "io" if tool == "library" else "raw",
+                                "io" if tool == "library" else tool,
                                 args.launcher,
                                 work,
                                 n,
@@ -495,6 +559,9 @@ def measure(args: argparse.Namespace, memory_note: str) -> int:  # noqa: PLR0912
                         samples.setdefault((tool, "write", n), []).append(run.write_bps)
                         samples.setdefault((tool, "read", n), []).append(run.read_bps)
                         gaps.setdefault((tool, n), []).append(run.gap_s)
+                        for op, cpu_s in (("write", run.write_cpu_s), ("read", run.read_cpu_s)):
+                            if cpu_s is not None:
+                                cpu.setdefault((tool, op, n), []).append(cpu_s / totals[n] * 1e9)
                 done = "warm-up" if rep < 0 else f"repeat {rep + 1}/{args.repeats}"
                 print(f"  {done} done", file=sys.stderr, flush=True)
     except (BenchError, FioError, OSError, ValueError, RuntimeError) as exc:
@@ -598,6 +665,9 @@ def measure(args: argparse.Namespace, memory_note: str) -> int:  # noqa: PLR0912
         )
     )
     print(gap_note + f" (--settle {args.settle:g})")
+    cpu_cases = cpu_table(tools, args.counts, samples, cpu)
+    for case, extra in zip(cases, cpu_cases, strict=True):
+        case.update(extra)
     print(f"overall: {'PASS' if all_pass else 'FAIL'}")
     if args.json is not None:
         doc = {
