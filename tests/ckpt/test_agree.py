@@ -8,7 +8,16 @@ from typing import TypeVar
 
 import pytest
 
-from greenckpt.ckpt.agree import PEER, Failure, agree, agree_with, first_cause, raise_first
+from greenckpt.ckpt.agree import (
+    PEER,
+    Failure,
+    agree,
+    agree_with,
+    first_cause,
+    one_line,
+    raise_first,
+)
+from greenckpt.io.pool import IOJobError
 
 T = TypeVar("T")
 
@@ -62,3 +71,12 @@ def test_raise_first_raises_the_same_error_on_every_rank() -> None:
         with pytest.raises(RuntimeError, match=r"^rank 0: boom$"):
             raise_first(comm, errors[rank], lambda f: RuntimeError(str(f)))  # type: ignore[arg-type]
     raise_first(FakeComm(0, {1: None}, 2), None, lambda f: RuntimeError(str(f)))  # type: ignore[arg-type]
+
+
+def test_one_line_names_the_class_not_its_module() -> None:
+    """A class moving between modules (issue 17 split several) must not change messages."""
+    assert one_line(IOJobError("worker 0 failed: x")) == "IOJobError: worker 0 failed: x"
+    assert one_line(OSError(28, "No space left on device")) == (
+        "OSError: [Errno 28] No space left on device"
+    )
+    assert one_line(KeyboardInterrupt()) == "KeyboardInterrupt"

@@ -63,3 +63,12 @@ def test_both_kinds_at_once_or_an_unknown_governor_is_refused() -> None:
         CpuSetting.of(None, "turbo")
     with pytest.raises(CpuSettingError, match="not a CPU setting"):
         CpuSetting.from_key("fast")
+
+
+def test_a_point_with_an_impossible_setting_is_refused_when_built() -> None:
+    """Not later, inside a table or the runtime's decision (the review of issue 17 found
+    the label raising there)."""
+    with pytest.raises(CpuSettingError, match="at most one"):
+        _point(frequency=2.1e9, governor="performance")
+    with pytest.raises(CpuSettingError, match="unknown governor 'turbo'"):
+        _point(governor="turbo")

@@ -12,7 +12,6 @@ before its echoes (:func:`first_cause`).
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, TypeVar
@@ -29,8 +28,10 @@ error reported to the user is the cause, not its echo on the peers."""
 
 
 def one_line(exc: BaseException) -> str:
-    """An exception as the one line that error messages carry."""
-    return traceback.format_exception_only(type(exc), exc)[-1].strip()
+    """An exception as the one line that error messages carry: its class's own name (not
+    the module path, which would change when a class moves) and its message."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 @dataclass(frozen=True)

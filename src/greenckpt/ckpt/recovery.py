@@ -92,7 +92,7 @@ def restore_newest(
                 "manifests carried their own digest: its data were verified, its "
                 "iteration and other fields could not be",
                 RuntimeWarning,
-                stacklevel=4,
+                stacklevel=3,
             )
         passed = [f"checkpoint {o}: not held by every node" for o in found.orphans if o > ckpt_id]
         return RecoveryInfo(

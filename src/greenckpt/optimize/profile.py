@@ -86,6 +86,11 @@ class ProfilePoint:
     compression_ratio: float | None = None
     """Logical bytes per stored byte measured at this point (codec points only)."""
 
+    def __post_init__(self) -> None:
+        # The one CPU-setting type decides what a frequency/governor pair may be (at most one,
+        # a known governor): refused here, not later when a table asks for the point's label.
+        CpuSetting.of(self.frequency, self.governor)
+
     @property
     def setting(self) -> CpuSetting:
         """The CPU setting this point was measured under, as the package's one setting type."""
