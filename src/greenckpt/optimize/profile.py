@@ -19,6 +19,7 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -89,9 +90,10 @@ class ProfilePoint:
     def __post_init__(self) -> None:
         # The one CPU-setting type decides what a frequency/governor pair may be (at most one,
         # a known governor): refused here, not later when a table asks for the point's label.
-        CpuSetting.of(self.frequency, self.governor)
+        # Reading it also caches it: keys and labels are asked per point in every lookup.
+        _ = self.setting
 
-    @property
+    @cached_property
     def setting(self) -> CpuSetting:
         """The CPU setting this point was measured under, as the package's one setting type."""
         return CpuSetting.of(self.frequency, self.governor)
