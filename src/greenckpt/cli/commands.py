@@ -69,6 +69,11 @@ COMMANDS: tuple[Command, ...] = (
         "tell a running greenckpt runtime that a checkpoint, flush or restart starts or "
         "ends (for job scripts of other checkpoint tools)",
     ),
+    Command(
+        "config",
+        "greenckpt.cli.config_cmd",
+        "print the compiler and linker flags of the C/C++/Fortran phase API (libgreenckpt)",
+    ),
 )
 """Every command, in the order ``greenckpt --help`` lists them."""
 

@@ -1,0 +1,89 @@
+"""Where the C phase API is: headers, the built libraries, the Fortran module.
+
+Why: ``mpicc $(greenckpt config --cflags --libs) app.c`` must work right after ``pip install``.
+The wheel build compiles the libraries into ``native/lib`` (``hatch_build.py``); where that did
+not happen (no compiler at install time) or no longer matches the sources (an editable
+checkout), they are built once into a per-user cache keyed by the sources' digest. Details:
+docs/native.md.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from greenckpt.native.build import (
+    DIGEST_FILE,
+    LIBRARIES,
+    NATIVE_DIR,
+    BuildError,
+    build,
+    sources_digest,
+)
+
+__all__ = [
+    "BuildError",
+    "cflags",
+    "fortran_module",
+    "include_dir",
+    "intercept_library",
+    "libs",
+    "library_dir",
+]
+
+PACKAGED_LIB_DIR = NATIVE_DIR / "lib"
+
+
+def include_dir() -> Path:
+    """The folder holding ``greenckpt.h`` and ``greenckpt_mpi.h``."""
+    return NATIVE_DIR / "include"
+
+
+def fortran_module() -> Path:
+    """The Fortran module's source (``greenckpt_mod.f90``): compiled with the application,
+    since a ``.mod`` file belongs to one Fortran compiler."""
+    return NATIVE_DIR / "fortran" / "greenckpt_mod.f90"
+
+
+def _complete(folder: Path, digest: str) -> bool:
+    try:
+        found = (folder / DIGEST_FILE).read_text().strip()
+    except OSError:
+        return False
+    return found == digest and all((folder / name).is_file() for name in LIBRARIES)
+
+
+def _cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "greenckpt" / "native"
+
+
+def library_dir() -> Path:
+    """The folder with the built libraries and ``greenckpt.pc``, building them first where the
+    install did not (:class:`BuildError`, one line with the compiler's reason, if it cannot)."""
+    digest = sources_digest()
+    if _complete(PACKAGED_LIB_DIR, digest):
+        return PACKAGED_LIB_DIR
+    folder = _cache_root() / digest
+    if not _complete(folder, digest):
+        try:
+            build(folder)
+        except OSError as exc:
+            raise BuildError(f"cannot build libgreenckpt into {folder}: {exc}") from None
+    return folder
+
+
+def intercept_library() -> Path:
+    """The interposition library ``greenckpt run --intercept`` preloads."""
+    return library_dir() / "libgreenckpt_intercept.so"
+
+
+def cflags() -> str:
+    """Compiler flags for a program that includes ``greenckpt.h``."""
+    return f"-I{include_dir()}"
+
+
+def libs() -> str:
+    """Linker flags for libgreenckpt, with its folder on the run-time search path."""
+    folder = library_dir()
+    return f"-L{folder} -Wl,-rpath,{folder} -lgreenckpt"
