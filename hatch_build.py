@@ -1,10 +1,10 @@
 """Wheel build hook: compile libgreenckpt (the C phase API) into the wheel.
 
 Why a hook: ``pip install greenckpt`` must give C, C++ and Fortran codes a library to link
-(issue 16). The compile itself lives in src/greenckpt/native/build.py, imported here from the source tree
-(it needs only the standard library and greenckpt's leaf modules), so
-that ``greenckpt config`` can run the same code later where no compiler was found now; a
-failed compile only warns, and the pure-Python package installs as before.
+(issue 16). The compile itself lives in src/greenckpt/native/build.py, imported here from the
+source tree (it needs only the standard library and greenckpt's leaf of errors), so that
+``greenckpt config`` can run the same code later where no compiler was found now; a failed
+compile only warns, and the pure-Python package installs as before.
 """
 
 from __future__ import annotations

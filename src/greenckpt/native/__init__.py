@@ -27,8 +27,8 @@ __all__ = [
     "fortran_module",
     "include_dir",
     "intercept_library",
-    "libs",
     "library_dir",
+    "libs",
 ]
 
 PACKAGED_LIB_DIR = NATIVE_DIR / "lib"
