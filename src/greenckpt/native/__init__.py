@@ -84,6 +84,13 @@ def cflags() -> str:
 
 
 def libs() -> str:
-    """Linker flags for libgreenckpt, with its folder on the run-time search path."""
+    """Linker flags for libgreenckpt, with its folder on the run-time search path.
+
+    ``--no-as-needed`` around the library because these flags usually come *before* the
+    sources (``mpicc $(greenckpt config --libs) app.c``), where a linker that drops libraries
+    not yet needed would drop it."""
     folder = library_dir()
-    return f"-L{folder} -Wl,-rpath,{folder} -lgreenckpt"
+    return (
+        f"-L{folder} -Wl,-rpath,{folder} "
+        "-Wl,--push-state,--no-as-needed -lgreenckpt -Wl,--pop-state"
+    )

@@ -55,7 +55,8 @@ def compiler(env: dict[str, str] | None = None) -> list[str]:
 def sources_digest() -> str:
     """A digest of every source and header, so a build can tell it is out of date."""
     h = hashlib.sha256()
-    for path in sorted([*(NATIVE_DIR / "c").glob("*"), *(NATIVE_DIR / "include").glob("*")]):
+    folders = [NATIVE_DIR / "c", NATIVE_DIR / "include"]
+    for path in sorted([NATIVE_DIR / "build.py", *(f for d in folders for f in d.glob("*"))]):
         if path.is_file():
             h.update(path.name.encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
@@ -70,7 +71,8 @@ def _pkg_config(include_dir: str) -> str:
         "Description: energy-aware checkpoint/restart: phase announcements to greenckpt run\n"
         "Version: 0.1.0\n"
         "Cflags: -I${includedir}\n"
-        "Libs: -L${libdir} -Wl,-rpath,${libdir} -lgreenckpt\n"
+        "Libs: -L${libdir} -Wl,-rpath,${libdir} "
+        "-Wl,--push-state,--no-as-needed -lgreenckpt -Wl,--pop-state\n"
     )
 
 
