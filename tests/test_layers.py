@@ -28,11 +28,14 @@ ALLOWED: dict[str, set[str]] = {
     "profile": {"io", "platform", "optimize", "model"},
     "ckpt": {"io", "platform", "model"},
     "apps": {"ckpt", "io", "platform", "model"},
-    "runtime": {"ckpt", "profile", "io", "platform", "optimize", "model", "sim"},
+    "runtime": {"ckpt", "profile", "io", "platform", "optimize", "model", "sim", "native"},
+    # the C/C++/Fortran phase API: sources, headers, and where the built libraries are
+    "native": set(),
     # fakes and contract suites for tests (pytest allowed); nothing in src/ imports it
     "testing": {"ckpt", "io", "platform", "model"},
     "report": {"runtime", "ckpt", "profile", "io", "platform", "optimize", "model", "sim"},
     "cli": {
+        "native",
         "report",
         "runtime",
         "apps",
