@@ -54,7 +54,7 @@ class NativeBuildHook(BuildHookInterface):  # type: ignore[type-arg]
 
     def _build(self, native: Any, out: Path, include: str | None, data: dict[str, Any]) -> bool:
         try:
-            native.build(out, include_dir=include)
+            native.build_libraries(out, include_dir=include)
         except (native.BuildError, OSError) as exc:
             self.app.display_warning(
                 f"greenckpt: the C phase API was not built ({exc}); `greenckpt config --libs` "

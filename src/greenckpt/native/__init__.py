@@ -17,7 +17,7 @@ from greenckpt.native.build import (
     LIBRARIES,
     NATIVE_DIR,
     BuildError,
-    build,
+    build_libraries,
     sources_digest,
 )
 
@@ -67,7 +67,7 @@ def library_dir() -> Path:
     folder = _cache_root() / digest
     if not _complete(folder, digest):
         try:
-            build(folder)
+            build_libraries(folder)
         except OSError as exc:
             raise BuildError(f"cannot build libgreenckpt into {folder}: {exc}") from None
     return folder

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from greenckpt.errors import GreenckptError
 
-__all__ = ["LIBRARIES", "NATIVE_DIR", "BuildError", "build", "compiler", "sources_digest"]
+__all__ = ["LIBRARIES", "NATIVE_DIR", "BuildError", "build_libraries", "compiler", "sources_digest"]
 
 NATIVE_DIR = Path(__file__).resolve().parent
 """Where the C sources, headers and the Fortran module are (inside the installed package)."""
@@ -98,7 +98,9 @@ def _compile(cc: list[str], out: Path, sources: tuple[str, ...]) -> None:
         raise BuildError(f"{cc[0]} failed building {out.name}: {' '.join(first.split())[:300]}")
 
 
-def build(out_dir: Path, *, include_dir: str | None = None, cc: list[str] | None = None) -> None:
+def build_libraries(
+    out_dir: Path, *, include_dir: str | None = None, cc: list[str] | None = None
+) -> None:
     """Build every library of :data:`LIBRARIES` and ``greenckpt.pc`` into ``out_dir``.
 
     Each file is compiled beside its final name and renamed over it, so a process that has the
