@@ -100,8 +100,9 @@ class NotifyTarget(Protocol):
 
 def settings_to_wire(settings: Settings) -> dict[str, Any]:
     """:class:`Settings` as the ``settings`` object of a ``begin`` reply (SI units, plus the
-    one-line ``label``)."""
-    doc = dataclasses.asdict(settings)
+    one-line ``label``). The fields are flat, so a shallow copy (``dataclasses.asdict`` deep
+    copies, at about a third of a begin's cost in the server)."""
+    doc = {field.name: getattr(settings, field.name) for field in dataclasses.fields(settings)}
     doc["notes"] = list(settings.notes)
     doc["label"] = settings.label
     return doc
