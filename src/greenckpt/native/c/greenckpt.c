@@ -153,7 +153,8 @@ static int ensure_link(void) {
     memset(&addr, 0, sizeof addr);
     addr.sun_family = AF_UNIX;
     strcpy(addr.sun_path, g_socket);
-    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
+    while (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
+        if (errno == EINTR) continue; /* a signal while the backlog was full: try again */
         snprintf(why, sizeof why, "cannot be reached (%s)", strerror(errno));
         close(fd);
         link_down(why);
@@ -511,7 +512,8 @@ int greenckpt_end(int kind, int ok) {
 
 int greenckpt_io_processes(int kind) {
     int advice;
-    if (greenckpt_kind_name(kind) == NULL) return 0;
+    pthread_once(&g_once, init_once);
+    if (greenckpt_kind_name(kind) == NULL || getpid() != g_pid) return 0; /* no lock in a child */
     pthread_mutex_lock(&g_lock);
     advice = g_advice[kind];
     pthread_mutex_unlock(&g_lock);
