@@ -312,3 +312,22 @@ def test_under_greenckpt_run_the_report_has_exactly_the_good_phases(
     records = json.loads((out / "report.json").read_text())["records"]
     io = [(r["kind"], r["level"], r["size"], r["ok"]) for r in records if r["kind"] != "compute"]
     assert io == [("checkpoint", 1, 4096, True), ("lost", None, 0, True), ("restart", 1, 300, True)]
+
+
+def test_a_node_placeholder_in_the_socket_path_picks_the_nodes_runtime(driver: Path) -> None:
+    """Emulated nodes on one host each have their own agent: ``{node}`` in the socket path is
+    replaced by the node index, and a changed index reconnects to that node's socket."""
+    sock_dir = Path(tempfile.mkdtemp(prefix="gcn-", dir="/tmp"))
+    targets = [FakeTarget(), FakeTarget()]
+    try:
+        with (
+            NotifyServer(targets[0], sock_dir / "node0.sock"),
+            NotifyServer(targets[1], sock_dir / "node1.sock"),
+        ):
+            env = {**bare_env(), "GREENCKPT_RUNTIME_SOCKET": str(sock_dir / "node{node}.sock")}
+            pair = ["b", CHECKPOINT, 1, "/tmp", 10, "e", CHECKPOINT, 1]
+            lines, err = run(driver, "n", 1, *pair, "n", 0, *pair, env=env)
+    finally:
+        shutil.rmtree(sock_dir, ignore_errors=True)
+    assert err == "" and lines.count("b 0 -> 0 io=2") == 2
+    assert [t.nodes for t in targets] == [[0], [1]]

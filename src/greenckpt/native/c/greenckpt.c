@@ -57,7 +57,9 @@ static volatile int g_link = LINK_UNSET; /* written under g_lock after the first
 static pid_t g_pid;                      /* the process that read the environment */
 static int g_fd = -1;
 static int g_node;
-static char g_socket[sizeof(((struct sockaddr_un *)0)->sun_path)];
+static char g_template[4096];   /* GREENCKPT_RUNTIME_SOCKET, maybe with "{node}" in it */
+static char g_socket[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* the path in use */
+static int g_linked_node = -1;  /* the node whose socket g_fd is connected to */
 static int g_advice[GC_NKINDS];  /* advice of the open phase of each kind (process-wide) */
 static int g_open[GC_NKINDS];    /* how many threads of this process hold each kind */
 static char g_reply[GC_REPLY_MAX]; /* the last reply line */
@@ -102,16 +104,40 @@ static void init_once(void) {
         g_link = LINK_NONE;
         return;
     }
-    if (strlen(path) >= sizeof g_socket) {
-        fprintf(stderr,
-                "greenckpt: GREENCKPT_RUNTIME_SOCKET is longer than a socket path may be "
-                "(%zu bytes); phase announcements are off\n",
-                sizeof g_socket - 1);
+    if (strlen(path) >= sizeof g_template) {
+        fprintf(stderr, "greenckpt: GREENCKPT_RUNTIME_SOCKET is too long; phase announcements "
+                        "are off\n");
         g_link = LINK_DOWN;
         return;
     }
-    strcpy(g_socket, path);
+    strcpy(g_template, path);
     g_link = LINK_UNSET; /* connect lazily, under the lock, at the first announcement */
+}
+
+/* The socket path of this process's node: the template with every "{node}" replaced by the
+ * node index (each emulated node of a job on one host has its own agent and socket; on real
+ * hosts the path has no placeholder and is node-local). -1 if the result is too long. */
+static int resolve_socket(void) {
+    const char *t = g_template;
+    size_t n = 0;
+    while (*t) {
+        char digits[16];
+        const char *piece = t;
+        size_t len = 1;
+        if (strncmp(t, "{node}", 6) == 0) {
+            snprintf(digits, sizeof digits, "%d", g_node);
+            piece = digits;
+            len = strlen(digits);
+            t += 6;
+        } else {
+            t += 1;
+        }
+        if (n + len >= sizeof g_socket) return -1;
+        memcpy(g_socket + n, piece, len);
+        n += len;
+    }
+    g_socket[n] = '\0';
+    return 0;
 }
 
 static int check_fork(void) {
@@ -144,6 +170,11 @@ static int ensure_link(void) {
     int fd;
     if (g_link == LINK_READY) return 1;
     if (g_link != LINK_UNSET) return 0;
+    if (resolve_socket() != 0) {
+        snprintf(g_socket, sizeof g_socket, "GREENCKPT_RUNTIME_SOCKET");
+        link_down("names a path longer than a socket path may be");
+        return 0;
+    }
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         snprintf(why, sizeof why, "cannot be reached (socket: %s)", strerror(errno));
@@ -163,6 +194,7 @@ static int ensure_link(void) {
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     g_fd = fd;
+    g_linked_node = g_node;
     g_link = LINK_READY;
     return 1;
 }
@@ -382,6 +414,12 @@ int greenckpt_set_node(int node) {
         return fail(GREENCKPT_EINVAL, "greenckpt_set_node(%d): a node index is >= 0", node);
     pthread_mutex_lock(&g_lock);
     g_node = node;
+    if (g_link == LINK_READY && g_linked_node != node && strstr(g_template, "{node}") != NULL) {
+        close(g_fd); /* that node's agent is not ours: connect to this node's at next use */
+        g_fd = -1;
+        g_rlen = 0;
+        g_link = LINK_UNSET;
+    }
     pthread_mutex_unlock(&g_lock);
     return GREENCKPT_OK;
 }

@@ -71,7 +71,9 @@ int greenckpt_io_processes(int kind);
 int greenckpt_attached(void);
 
 /* This process's node index in the job (>= 0; default: GREENCKPT_NODE from the environment,
- * else 0), sent with every announcement so the runtime accounts per node. */
+ * else 0), sent with every announcement so the runtime accounts per node. When
+ * GREENCKPT_RUNTIME_SOCKET contains "{node}" (emulated nodes on one host, each with its own
+ * agent), the index also picks the socket: call this before the first phase. */
 int greenckpt_set_node(int node);
 
 /* A constant text for a status; and this thread's last error message ("" if none). */
