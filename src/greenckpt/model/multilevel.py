@@ -95,13 +95,20 @@ def fti_schedule(
     is ``fti_schedule([180, 300, 420, 660], quantum=60)``).
 
     Intervals must be whole multiples of ``quantum``; the period is their least common multiple.
+    ``math.inf`` marks a level that is never due (FTI's ``ckpt_lN = 0``): its failures roll
+    back to the next level above that has a checkpoint.
     """
     if not intervals:
         raise InvalidValueError("give one interval per level")
     if not (math.isfinite(quantum) and quantum > 0):
         raise InvalidValueError(f"quantum must be > 0 seconds, got {quantum}")
+    if all(value == math.inf for value in intervals):
+        raise InvalidValueError("at least one level needs a finite interval")
     ticks: list[int] = []
     for i, value in enumerate(intervals):
+        if value == math.inf:
+            ticks.append(0)
+            continue
         n = round(value / quantum)
         if (
             not (math.isfinite(value) and value > 0)
@@ -113,8 +120,8 @@ def fti_schedule(
                 f"quantum ({quantum} s)"
             )
         ticks.append(n)
-    period = math.lcm(*ticks)
-    n_events = sum(period // t for t in ticks)  # upper bound before de-duplication
+    period = math.lcm(*(t for t in ticks if t))
+    n_events = sum(period // t for t in ticks if t)  # upper bound before de-duplication
     if n_events > max_events:
         raise InvalidValueError(
             f"these intervals repeat only every {period * quantum:g} s of work "
@@ -123,6 +130,8 @@ def fti_schedule(
         )
     level_at = np.full(period + 1, -1, dtype=np.int64)
     for i, t in enumerate(ticks):
+        if not t:
+            continue
         idx = np.arange(t, period + 1, t)
         level_at[idx] = np.maximum(level_at[idx], i)
     event_ticks = np.nonzero(level_at >= 0)[0]
@@ -424,6 +433,39 @@ def _best_base(
     return best_x, best_v
 
 
+_GRID_WINDOW = 512
+"""Most multiples of the quantum tried around a continuous optimum (see _best_base_on_grid)."""
+
+
+def _best_base_on_grid(
+    levels: Sequence[Level],
+    multipliers: tuple[int, ...],
+    app_power: float,
+    objective: Objective,
+    guess: float,
+    quantum: float,
+) -> tuple[float, float]:
+    """Best level-1 interval among the whole multiples of ``quantum``, multipliers fixed.
+
+    Every multiple from half to twice the continuous optimum (at least 1 to 4 quanta) is
+    evaluated in one vectorised sweep, so the answer does not rest on the objective being
+    unimodal near its minimum; beyond ``_GRID_WINDOW`` multiples only those nearest the
+    continuous optimum are tried (one quantum is then under 0.4 % of the interval).
+    """
+    x, _ = _best_base(levels, multipliers, app_power, objective, guess)
+    n = x / quantum
+    lo, hi = max(1, math.floor(n / 2)), max(4, math.ceil(2 * n))
+    if hi - lo > _GRID_WINDOW:
+        lo = max(1, round(n) - _GRID_WINDOW // 2)
+        hi = lo + _GRID_WINDOW
+    grid = np.arange(lo, hi + 1, dtype=np.float64) * quantum
+    unit = nested_schedule(1.0, multipliers)
+    values = _objective_values(levels, unit, grid, app_power, objective)
+    values = np.where(np.isfinite(values), values, np.inf)
+    i = int(np.argmin(values))
+    return float(grid[i]), float(values[i])
+
+
 def _neighbours(value: int) -> set[int]:
     """Candidate moves of one multiplier: halve, double, and small steps near small values."""
     out = {value * 2, value // 2, round(value * 1.25), round(value / 1.25)}
@@ -438,6 +480,7 @@ def optimize_multilevel(
     *,
     objective: Objective = "energy",
     max_events: int = 1024,
+    quantum: float | None = None,
 ) -> MultilevelPlan:
     """Choose the level-1 interval and integer multipliers minimising EPE (or time).
 
@@ -445,9 +488,15 @@ def optimize_multilevel(
     improves the multipliers by a local search (×2, ÷2, ×1.25, ÷1.25, and ±1 for small ones)
     while re-optimising the level-1 interval for each candidate. Top levels that no failure
     needs (rate 0) are never checkpointed. The period is capped at ``max_events`` checkpoints.
+
+    ``quantum`` (seconds, e.g. 60 for FTI, which counts whole minutes): the level-1 interval,
+    and so every level's, is searched among whole multiples of it for every candidate, so
+    the multipliers are chosen for the intervals that can actually be configured.
     """
     if not levels:
         raise InvalidValueError("give at least one level")
+    if quantum is not None and not (math.isfinite(quantum) and quantum > 0):
+        raise InvalidValueError(f"quantum must be > 0 seconds, got {quantum}")
     rates = np.array([lv.rate for lv in levels])
     if rates.sum() <= 0:
         raise InvalidValueError(
@@ -463,8 +512,12 @@ def optimize_multilevel(
     cache: dict[tuple[int, ...], tuple[float, float]] = {}
 
     def evaluate(m: tuple[int, ...]) -> tuple[float, float]:
-        if m not in cache:
+        if m in cache:
+            return cache[m]
+        if quantum is None:
             cache[m] = _best_base(used, m, app_power, objective, young[0])
+        else:
+            cache[m] = _best_base_on_grid(used, m, app_power, objective, young[0], quantum)
         return cache[m]
 
     best = tuple(mult)
