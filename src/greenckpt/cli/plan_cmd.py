@@ -1,8 +1,13 @@
-"""``greenckpt plan``: choose checkpoint/restart settings and interval from a profile."""
+"""``greenckpt plan``: choose checkpoint/restart settings and interval from a profile.
+
+``--write-config fti|scr|veloc`` writes the chosen interval in that library's language, on its
+grid (FTI whole minutes, the others whole seconds: the better neighbour by modelled EPE).
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
 from rich.console import Console
@@ -10,8 +15,17 @@ from rich.console import Console
 from greenckpt.cli.args import Inputs, add_scenario_arguments, scenario_from_args
 from greenckpt.cli.commands import command_help
 from greenckpt.cli.console import make_console
+from greenckpt.cli.levels_cmd import (
+    add_native_arguments,
+    emit_native,
+    native_quantum,
+    read_fti_config,
+)
+from greenckpt.errors import InvalidValueError
 from greenckpt.jsonout import dumps
-from greenckpt.optimize import pareto_front, plan
+from greenckpt.model import epe
+from greenckpt.optimize import Plan, pareto_front, plan
+from greenckpt.optimize import native_config as native
 from greenckpt.report.plan_report import plan_tables, plan_to_dict, power_source
 from greenckpt.units import format_duration, format_power, format_size
 
@@ -29,7 +43,75 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--pareto", action="store_true", help="also print the runtime/energy Pareto front"
     )
+    add_native_arguments(p)
+    p.add_argument(
+        "--fti-level",
+        type=int,
+        choices=(1, 2, 3, 4),
+        default=4,
+        help="FTI level the single interval is written for (default 4, the parallel file "
+        "system: the plan's model recovers every failure from the last checkpoint); the "
+        "other ckpt_lN are written 0",
+    )
+    p.add_argument(
+        "--fti-config",
+        metavar="CONFIG.FTI",
+        help="with --write-config fti: update ckpt_l1..ckpt_l4 of this config.fti, "
+        "keeping every other line",
+    )
     p.set_defaults(run=run)
+
+
+def _on_grid(result: Plan, quantum: float) -> tuple[float, float]:
+    """The plan's interval on the grid: the neighbouring multiple with the lower modelled
+    EPE (EPE is unimodal in the interval), and that EPE."""
+    b, scn = result.best, result.scenario
+    n = b.T_A / quantum
+    values = [
+        (
+            float(
+                epe(
+                    t,
+                    b.T_C,
+                    b.T_R,
+                    scn.rate,
+                    scn.app_power,
+                    b.write.power,
+                    b.read.power,
+                    form=scn.form,
+                )
+            ),
+            t,
+        )
+        for t in {max(1, math.floor(n)) * quantum, max(1, math.ceil(n)) * quantum}
+    ]
+    value, t = min(values)
+    return t, value
+
+
+def _native(ns: argparse.Namespace, result: Plan, source: str) -> dict[str, Any]:
+    """Render (or update) the configuration and write it where --output says."""
+    fti_text = read_fti_config(ns.fti_config)[0] if ns.fti_config else None
+    if fti_text is not None and ns.write_config != "fti":
+        raise InvalidValueError("--fti-config is updated only with --write-config fti")
+    interval, value = _on_grid(result, native_quantum(ns.write_config, None))
+    chosen = [native.NativeLevel("checkpoint", interval, result.best.T_C)]
+    slots = [ns.fti_level - 1]
+    if fti_text is not None:
+        text = native.update_fti(fti_text, native.fti_minutes(chosen, slots), ns.fti_config)
+    else:
+        header = [
+            f"greenckpt plan: checkpoint every {format_duration(result.best.T_A)} minimises "
+            f"EPE; written as {interval / 60:g} min"
+            if ns.write_config == "fti"
+            else f"EPE; written as {interval:g} s",
+            f"(modelled EPE {format_power(value)}, {source} power"
+            + (f"; FTI level L{ns.fti_level})" if ns.write_config == "fti" else ")"),
+        ]
+        text = native.render(ns.write_config, chosen, header, fti_levels=slots)
+    written = emit_native(ns, text)
+    written.update(interval_s=interval, epe_W=value)
+    return written
 
 
 def header(inputs: Inputs, console: Console) -> None:
@@ -56,8 +138,16 @@ def run(ns: argparse.Namespace) -> int:
     inputs = scenario_from_args(ns)
     result = plan(inputs.profile, inputs.scenario)
     front = pareto_front(inputs.profile, inputs.scenario) if ns.pareto else []
+    if ns.output and not ns.write_config:
+        raise InvalidValueError("--output names the file --write-config writes: give both")
+    written = _native(ns, result, power_source(result)) if ns.write_config else None
+    if written is not None and not ns.output and not ns.json:
+        print(written["text"], end="")
+        return 0
     if ns.json:
         doc = plan_to_dict(result, profile_path=inputs.profile_path)
+        if written is not None:
+            doc["native_config"] = written
         if ns.pareto:
             doc["pareto_front"] = [
                 {
@@ -88,4 +178,10 @@ def run(ns: argparse.Namespace) -> int:
                 f"restart {f.read.setting_label}/{f.read.processes}p",
                 highlight=False,
             )
+    if written is not None:
+        console.print(
+            f"wrote the interval {format_duration(written['interval_s'])} as "
+            f"{ns.write_config} configuration to {ns.output}",
+            highlight=False,
+        )
     return 0
