@@ -38,6 +38,8 @@ __all__ = [
     "IO_KINDS",
     "MAX_LEVEL",
     "MAX_LINE_BYTES",
+    "NODE_ENV",
+    "NODE_PLACEHOLDER",
     "PROTOCOL_VERSION",
     "SOCKET_ENV",
     "WIRE_KINDS",
@@ -61,6 +63,10 @@ __all__ = [
 
 SOCKET_ENV: Final = "GREENCKPT_RUNTIME_SOCKET"
 """Environment variable that holds the path of the runtime's notification socket."""
+NODE_PLACEHOLDER: Final = "{node}"
+"""In the socket path: replaced by the caller's node index (emulated nodes on one host)."""
+NODE_ENV: Final = "GREENCKPT_NODE"
+"""This process's node index when a call names none (``ping``; libgreenckpt's default)."""
 PROTOCOL_VERSION: Final = 1
 """The wire format's version (the ``v`` field of every message)."""
 MAX_LINE_BYTES: Final = 64 * 1024
@@ -338,6 +344,10 @@ class SocketHook:
     is sent — the runtime restarted, say — it reconnects and sends the request again, once.
     A runtime that cannot be reached, breaks the connection again, does not answer within
     ``timeout`` seconds or answers with an error raises :class:`NotifyError` naming the socket.
+
+    Emulated nodes on one host each have their own agent: every ``{node}`` in ``path`` is
+    replaced by the node index of the call (``ping``: ``$GREENCKPT_NODE``, else 0), and a call
+    for another node than the connected one reconnects to that node's socket.
     """
 
     def __init__(self, path: str, timeout: float = 5.0) -> None:
@@ -352,6 +362,7 @@ class SocketHook:
         self._lock = threading.Lock()
         self._sock: socket.socket | None = None
         self._buffer = b""
+        self._linked = path  # the resolved path of the connection (or of the next one)
 
     def __repr__(self) -> str:
         return f"SocketHook({self.socket_path!r}, timeout={self.timeout!r})"
@@ -382,10 +393,24 @@ class SocketHook:
             raise self._error('sent a ping reply without "runtime"')
         return runtime
 
+    def resolved_path(self, node: int | None = None) -> str:
+        """The socket of ``node``: :attr:`socket_path` with every ``{node}`` replaced by its
+        index (None: ``$GREENCKPT_NODE`` when it is a number >= 0, else 0)."""
+        if NODE_PLACEHOLDER not in self.socket_path:
+            return self.socket_path
+        if node is None:
+            text = os.environ.get(NODE_ENV, "").strip()
+            node = int(text) if text.isdigit() else 0
+        return self.socket_path.replace(NODE_PLACEHOLDER, str(node))
+
     def request(self, request: Request) -> dict[str, Any]:
         """Send one request and return the runtime's successful reply (a decoded object)."""
         data = encode(request.to_wire())
+        target = self.resolved_path(getattr(request, "node", None))
         with self._lock:
+            if target != self._linked:  # another node's agent: connect to that one
+                self._drop()
+                self._linked = target
             try:
                 line = self._exchange(data)
             except _RetryError:
@@ -425,7 +450,7 @@ class SocketHook:
     # -- internals (called with the lock held)
 
     def _error(self, what: str) -> NotifyError:
-        return NotifyError(f"greenckpt runtime at {self.socket_path} {what}")
+        return NotifyError(f"greenckpt runtime at {self._linked} {what}")
 
     def _drop(self) -> None:
         if self._sock is not None:
@@ -447,13 +472,13 @@ class SocketHook:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.settimeout(self.timeout)
             try:
-                sock.connect(self.socket_path)
+                sock.connect(self._linked)
             except BlockingIOError:  # EAGAIN: the server's backlog is full right now
                 sock.close()
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise NotifyError(
-                        f"greenckpt runtime at {self.socket_path} did not accept a connection "
+                        f"greenckpt runtime at {self._linked} did not accept a connection "
                         f"within {self.timeout:g} s (its backlog stayed full)"
                     ) from None
                 time.sleep(min(pause, left))
@@ -462,25 +487,25 @@ class SocketHook:
             except FileNotFoundError:
                 sock.close()
                 raise NotifyError(
-                    f"no greenckpt runtime at {self.socket_path}: the socket does not exist "
+                    f"no greenckpt runtime at {self._linked}: the socket does not exist "
                     f"(is greenckpt run active, and is {SOCKET_ENV} right?)"
                 ) from None
             except ConnectionRefusedError:
                 sock.close()
                 raise NotifyError(
-                    f"no greenckpt runtime at {self.socket_path}: connection refused "
+                    f"no greenckpt runtime at {self._linked}: connection refused "
                     "(a stale socket of a runtime that has ended?)"
                 ) from None
             except TimeoutError:
                 sock.close()
                 raise NotifyError(
-                    f"greenckpt runtime at {self.socket_path} did not accept a connection "
+                    f"greenckpt runtime at {self._linked} did not accept a connection "
                     f"within {self.timeout:g} s"
                 ) from None
             except OSError as exc:
                 sock.close()
                 raise NotifyError(
-                    f"cannot reach the greenckpt runtime at {self.socket_path}: "
+                    f"cannot reach the greenckpt runtime at {self._linked}: "
                     f"{one_line(exc.strerror or exc)}"
                 ) from None
             return sock

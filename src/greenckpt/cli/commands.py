@@ -58,6 +58,11 @@ COMMANDS: tuple[Command, ...] = (
         "run a command with energy-aware checkpoints and restarts, then report per phase",
     ),
     Command(
+        "agent",
+        "greenckpt.cli.agent_cmd",
+        "one node's agent of a job (started by greenckpt run on every node, not by hand)",
+    ),
+    Command(
         "demo",
         "greenckpt.cli.demo_cmd",
         "the whole system on this machine in about a minute (profile, plan, run, fail, "

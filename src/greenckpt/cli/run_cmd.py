@@ -100,6 +100,9 @@ def register(sub: Any) -> None:
     p.add_argument(
         "app_command", nargs=argparse.REMAINDER, metavar="COMMAND", help="-- COMMAND [ARGS...]"
     )
+    from greenckpt.cli.run_job import add_job_arguments  # noqa: PLC0415 - imports run_cmd
+
+    add_job_arguments(p)  # --nodes-emulated N: one agent per node, one job report
     p.set_defaults(run=run)
 
 
@@ -414,6 +417,10 @@ def run(ns: argparse.Namespace) -> int:
         raise InvalidValueError(
             "give the command to run after --, e.g. greenckpt run -- mpiexec -n 4 python app.py"
         )
+    if getattr(ns, "nodes_emulated", None) is not None:
+        from greenckpt.cli.run_job import run_job  # noqa: PLC0415 - imports run_cmd
+
+        return run_job(ns, command)
     rate = failure_rate(ns)
     profile, node = load_policy_inputs(ns)
     baselines = [BaselineRun.from_report(load_report(path), label=f"{path}") for path in ns.compare]

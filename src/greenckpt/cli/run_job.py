@@ -1,0 +1,257 @@
+"""``greenckpt run --nodes-emulated N -- COMMAND``: the whole job, one agent per node.
+
+Why: a job's nodes are each set, metered and restored by their own agent
+(:mod:`greenckpt.runtime.agent`); this process is the job's leader. It starts the collector
+(:class:`~greenckpt.runtime.job.JobCollector`) and one agent per node through a launcher
+(``local``: N emulated nodes on this machine; Slurm next), waits (bounded) for their hello —
+an agent that cannot start is named in one line and its node runs unmanaged — runs the
+command with ``GREENCKPT_RUNTIME_SOCKET`` naming each node's socket through ``{node}``, then
+stops the agents, waits (bounded) for their final summaries and writes and prints ONE job
+report. Each node's own report is under ``OUTPUT/nodes/node<k>/``. Design:
+docs/design/cluster.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from greenckpt.ckpt.notify_client import NODE_PLACEHOLDER, SOCKET_ENV
+from greenckpt.cli.args import meter_names
+from greenckpt.cli.argtypes import positive_int
+from greenckpt.cli.run_cmd import (
+    FORWARDED_SIGNALS,
+    RunOutcome,
+    _Forwarder,
+    _program,
+    _remove_created,
+    exit_status,
+    failure_rate,
+    load_policy_inputs,
+    prepare_report_dir,
+)
+from greenckpt.errors import InvalidValueError
+from greenckpt.jsonout import dumps
+from greenckpt.report.job_text import render_job_text
+from greenckpt.runtime.job import JobCollector
+from greenckpt.runtime.job_report import JobReport, load_job_report
+from greenckpt.runtime.launch import AgentHandle, AgentSpec, LocalLauncher
+
+HELLO_SECONDS = 60.0
+"""How long the leader waits for every agent's hello before running the command anyway."""
+FINAL_SECONDS = 60.0
+"""How long the leader waits for the final summaries after the command ended."""
+
+
+def add_job_arguments(p: argparse.ArgumentParser) -> None:
+    """``--nodes-emulated`` and the per-node sysfs roots of emulated nodes."""
+    p.add_argument(
+        "--nodes-emulated",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="run the job over N emulated nodes on this machine, one agent (runtime, socket, "
+        "report) per node, and write one job report (docs/user-guide.md, 'On a cluster')",
+    )
+    p.add_argument(
+        "--node-root",
+        default=None,
+        metavar="PATH",
+        help="with --nodes-emulated: each emulated node's sysfs root, with {node} for its "
+        "index (fake trees in tests; default: this machine's, controlled by node 0 only)",
+    )
+
+
+def _agent_args(ns: argparse.Namespace) -> list[str]:
+    """The runtime flags of ``run``, as every agent gets them."""
+    args = ["--policy", ns.policy, "--rate", repr(ns.rate), "--meters", ns.meters]
+    optional = (
+        ("--profile", ns.profile, str),
+        ("--mtbf", ns.mtbf, lambda v: f"{v!r}s"),
+        ("--job-mtbf", ns.job_mtbf, lambda v: f"{v!r}s"),
+        ("--nodes", ns.nodes, str),
+        ("--app-power", ns.app_power, lambda v: f"{v!r}W"),
+        ("--meter-csv", ns.meter_csv, os.path.abspath),
+        ("--tdp", ns.tdp, lambda v: f"{v!r}W"),
+    )
+    for flag, value, text in optional:
+        if value is not None:
+            args += [flag, text(value)]
+    if ns.no_control:
+        args.append("--no-control")
+    return args
+
+
+def _node_args(ns: argparse.Namespace, notes: list[str]) -> tuple[str, ...] | None:
+    """Per-node flags: a node root template, or None (this machine: node 0 controls it)."""
+    template = ns.node_root
+    if template is not None and NODE_PLACEHOLDER not in template:
+        raise InvalidValueError(
+            f"--node-root {template!r} has no {NODE_PLACEHOLDER}: each emulated node needs its "
+            "own sysfs root, e.g. trees/node{node}"
+        )
+    if template is None and not ns.no_control and ns.nodes_emulated > 1:
+        notes.append(
+            "the emulated nodes share this machine: only node 0's agent may change its "
+            "settings; the other agents decide and account with control off"
+        )
+    return None if template is None else (template,)
+
+
+def run_job(ns: argparse.Namespace, command: list[str]) -> int:
+    """Execute ``greenckpt run --nodes-emulated N -- COMMAND`` (checked before anything
+    starts, like ``run``)."""
+    n = int(ns.nodes_emulated)
+    failure_rate(ns)
+    load_policy_inputs(ns)
+    baselines = [(str(path), load_job_report(path)) for path in ns.compare]
+    _program(command)
+    meter_names(ns)
+    notes: list[str] = []
+    roots = _node_args(ns, notes)
+    directory = Path(ns.report)
+    created = prepare_report_dir(directory)
+    job_id = os.environ.get("SLURM_JOB_ID") or f"local-{os.getpid()}-{int(time.time())}"
+    sock_dir = tempfile.mkdtemp(prefix="greenckpt-job-")
+    agent_args = _agent_args(ns)
+
+    def node_args(k: int) -> list[str]:
+        own = ["--root", roots[0].replace(NODE_PLACEHOLDER, str(k))] if roots else []
+        shared = roots is None and k > 0 and "--no-control" not in agent_args
+        return [*own, *(["--no-control"] if shared else [])]
+
+    try:
+        with JobCollector(job_id, n, secrets.token_hex(16)) as collector:
+            spec = AgentSpec(
+                job_id=job_id,
+                nodes=n,
+                leader=collector.address,
+                token=collector.token,
+                socket_template=os.path.join(sock_dir, f"node{NODE_PLACEHOLDER}.sock"),
+                output=directory,
+                agent_args=tuple(agent_args),
+                node_args=node_args,
+                log_dir=Path(sock_dir),
+            )
+            handles = LocalLauncher().start(spec)
+            try:
+                _await_agents(collector, handles)
+                env = {**os.environ, SOCKET_ENV: spec.socket_template}
+                outcome = _run_command(command, env, stdout=2 if ns.json else None)
+            finally:
+                _stop_agents(collector, handles)
+            report = JobReport.build(
+                job_id=job_id,
+                launcher=f"local:{n}",
+                command=command,
+                nodes=collector.nodes(),
+                phases=collector.phases(),
+                started_unix=collector.started_unix,
+                ended_unix=time.time(),
+                exit_status=outcome.status,
+                notes=[*notes, *collector.notes],
+                baselines=baselines,
+            )
+    except Exception:
+        _remove_created(created)
+        raise
+    finally:
+        shutil.rmtree(sock_dir, ignore_errors=True)
+    return _show(ns, report, directory, outcome)
+
+
+def _await_agents(collector: JobCollector, handles: Sequence[AgentHandle]) -> None:
+    """Wait (bounded) for every agent's hello; one line per node that could not start."""
+    deadline = time.monotonic() + HELLO_SECONDS
+    pending = {h.node: h for h in handles}
+    while pending and time.monotonic() < deadline:
+        states = {v.node: v.state for v in collector.nodes()}
+        for node, handle in list(pending.items()):
+            if states[node] != "starting":
+                del pending[node]
+                continue
+            reason = handle.failure()
+            if reason is not None:
+                _unmanaged(collector, node, reason)
+                del pending[node]
+        collector.wait_for({"running", "died", "unmanaged"}, 0.1, pending)
+    for node in pending:
+        _unmanaged(collector, node, f"no hello within {HELLO_SECONDS:g} s")
+
+
+def _unmanaged(collector: JobCollector, node: int, reason: str) -> None:
+    collector.mark_unmanaged(node, reason)
+    print(f"greenckpt run: node {node} unmanaged: {reason}", file=sys.stderr, flush=True)
+
+
+def _run_command(command: list[str], env: dict[str, str], stdout: int | None) -> RunOutcome:
+    forwarder = _Forwarder(FORWARDED_SIGNALS)
+    forwarder.install()
+    try:
+        try:
+            proc = subprocess.Popen(command, env=env, stdout=stdout)
+        except OSError as exc:
+            raise InvalidValueError(f"cannot run {command[0]!r}: {exc.strerror}") from None
+        forwarder.attach(proc)
+        try:
+            code = proc.wait()
+        except KeyboardInterrupt:
+            proc.send_signal(2)
+            code = proc.wait()
+        return RunOutcome(exit_status(code), forwarder.received, forwarded=forwarder.forwarded)
+    finally:
+        forwarder.uninstall()
+
+
+def _stop_agents(collector: JobCollector, handles: Sequence[AgentHandle]) -> None:
+    """Stop every agent and wait (bounded) for its final summary; an agent that does not
+    end is sent SIGTERM (it restores its node), then SIGKILL."""
+    collector.stop_all()
+    collector.wait_for({"finished", "died", "unmanaged"}, FINAL_SECONDS)
+    for handle in handles:
+        try:
+            handle.process.wait(10.0)
+        except subprocess.TimeoutExpired:
+            handle.stop(10.0)
+
+
+def _show(ns: argparse.Namespace, report: JobReport, directory: Path, outcome: RunOutcome) -> int:
+    problem = None
+    try:
+        paths = [
+            report.write_json(directory / "job-report.json"),
+            report.write_csv(directory / "job-phases.csv"),
+        ]
+    except OSError as exc:
+        paths, problem = [], f"the job report could not be written to {directory}: {exc}"
+    if ns.json:
+        doc = {
+            "command": report.doc["job"]["command"],
+            "exit_status": outcome.status,
+            "files": [str(p) for p in paths],
+            "report_error": problem,
+            "report": report.to_dict(),
+        }
+        print(dumps(doc), flush=True)
+    else:
+        print(render_job_text(report), flush=True)
+        if paths:
+            print("job report: " + ", ".join(str(p) for p in paths))
+            print(f"node reports: {directory / 'nodes'}/node<k>/")
+    if problem is not None:
+        print(f"greenckpt run: error: {problem}", file=sys.stderr)
+    if outcome.status != 0:
+        print(
+            f"greenckpt run: the command exited with status {outcome.status}; every managed "
+            "node was restored and the job report covers what ran",
+            file=sys.stderr,
+        )
+    return outcome.status

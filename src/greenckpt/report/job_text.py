@@ -1,0 +1,116 @@
+"""A job report as plain text: one line per node, the job's phases per kind and level, the
+totals and EPE, and why a node is missing from them.
+
+Why here: the figures are :mod:`greenckpt.runtime.job_report`'s; showing them is this layer's
+job. Every energy figure is printed with its source, and a node that died or was never managed
+is named with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from greenckpt.runtime.job_report import JobReport
+
+__all__ = ["render_job_text"]
+
+
+def render_job_text(report: JobReport) -> str:
+    """The text ``greenckpt run --nodes-emulated N`` prints."""
+    doc = report.doc
+    job = doc["job"]
+    total = doc["total"]
+    lines = [
+        f"greenckpt job report: job {job['id']} ({job['launcher']}, {job['nodes']} node(s))",
+    ]
+    lines += _table(
+        ("node", "state", "host", "seconds", "joules", "W", "source"),
+        [_node_cells(r) for r in doc["nodes"]],
+    )
+    lines.append("job phases per kind (sums over nodes):")
+    rows = []
+    for kind, t in doc["by_kind"].items():
+        rows.append(_kind_cells(kind, t))
+        rows += [_kind_cells(f"  L{lv['level']}", lv) for lv in _levels(doc, kind)]
+    lines += _table(("phase", "count", "nodes", "node-s", "joules", "source"), rows)
+    complete = "" if total["complete"] else " (INCOMPLETE: see notes)"
+    lines.append(
+        f"job total: {total['seconds']:.3f} s wall, {total['node_seconds']:.3f} node-s, "
+        f"{_num(total['energy_j'], 1)} J, {_num(total['mean_power_w'], 1)} W "
+        f"({total['source'] or 'no node figure'}){complete}"
+    )
+    epe = doc["epe"]
+    lines.append(
+        f"job EPE observed {_num(epe['observed_w'], 2)} W ({epe['observed_source'] or 'n/a'}) "
+        f"over {_num(doc['useful_compute_s'], 3)} s of useful compute; {epe['modelled_note']}"
+    )
+    for c in doc.get("comparisons", []):
+        lines.append(
+            f"vs baseline job {c['baseline']} (wu2018 Eq. 2, {c['source'] or 'n/a'}): runtime "
+            f"{_pct(c['runtime_pct'])}, power {_pct(c['power_pct'])}, energy "
+            f"{_pct(c['energy_pct'])}, EPE {_pct(c['epe_pct'])}"
+        )
+    series = doc.get("series")
+    if series:
+        lines.append(
+            f"power over time: job sum with min/max across {series['nodes']} node(s); "
+            f"outlier node {series['outlier_node']} ({series['source'] or 'n/a'})"
+        )
+    if doc["notes"]:
+        lines.append("notes:")
+        lines += [f"  - {n}" for n in doc["notes"]]
+    return "\n".join(lines) + "\n"
+
+
+def _levels(doc: Mapping[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [lv for lv in doc["by_level"] if lv["kind"] == kind]
+
+
+def _node_cells(r: Mapping[str, Any]) -> tuple[str, ...]:
+    seconds = r["seconds"]
+    energy = r["energy_j"]
+    power = None if energy is None or not seconds else energy / seconds
+    return (
+        str(r["node"]),
+        r["state"] + (f" ({r['reason']})" if r["reason"] and r["state"] != "finished" else ""),
+        r["host"] or "-",
+        _num(seconds, 3),
+        _num(energy, 1),
+        _num(power, 1),
+        r["power_source"] or "no node figure",
+    )
+
+
+def _kind_cells(name: str, t: Mapping[str, Any]) -> tuple[str, ...]:
+    count = f"{t['count']}" + (f" ({t['failed']} failed)" if t.get("failed") else "")
+    return (
+        name,
+        count,
+        str(t["nodes"]),
+        f"{t['node_seconds']:.3f}",
+        _num(t["energy_j"], 1),
+        t["source"] or "no node figure",
+    )
+
+
+def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
+    every = [header, *rows]
+    widths = [max(len(row[i]) for row in every) for i in range(len(header))]
+    last = len(header) - 1
+    return [
+        "  ".join(
+            c.ljust(widths[i]) if i in (0, 1, last) else c.rjust(widths[i])
+            for i, c in enumerate(row)
+        ).rstrip()
+        for row in every
+    ]
+
+
+def _num(value: float | None, decimals: int) -> str:
+    return "n/a" if value is None or not math.isfinite(value) else f"{value:.{decimals}f}"
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None or not math.isfinite(value) else f"{value:+.2f} %"

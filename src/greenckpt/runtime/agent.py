@@ -1,0 +1,279 @@
+"""One node's agent in a job: that node's runtime and socket, reporting to the job's leader.
+
+Why a process per node: a node's frequency, I/O parallelism and C-states are that node's, its
+meters can only be read there, and it must be restored there — even when the rest of the job
+fails. So each node runs a :class:`NodeAgent`: its own
+:class:`~greenckpt.runtime.session.Runtime` (policy, meters, crash-safe state file) and
+:class:`~greenckpt.runtime.notify.NotifyServer` on a node-local socket that only its own ranks
+use. It tells the leader (:class:`~greenckpt.runtime.job.JobCollector`) who it is, sends a
+bounded progress snapshot every few seconds, and on ``stop`` (or SIGTERM/SIGINT) restores the
+node, writes the node's own report files and sends its final summary: totals and phases, and
+a power series of at most a thousand points — raw samples stay on the node. Design:
+docs/design/cluster.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+from greenckpt.ckpt.notify_client import NotifyError
+from greenckpt.errors import GreenckptError, InvalidValueError
+from greenckpt.platform.root import PlatformError
+from greenckpt.runtime.job import (
+    MAX_SERIES_POINTS,
+    JobError,
+    decode_message,
+    encode_message,
+)
+from greenckpt.runtime.notify import NotifyServer
+from greenckpt.runtime.report import PhaseRecord, RunReport
+from greenckpt.runtime.session import Runtime
+
+__all__ = ["NodeAgent", "downsample", "parse_address"]
+
+PROGRESS_SECONDS = 2.0
+"""How often an agent sends its progress snapshot."""
+_CONNECT_SECONDS = 10.0
+
+WriteFiles = Callable[[RunReport], Sequence[str]]
+"""Writes a node's report files (report/ does it; the runtime layer cannot import it)."""
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """``host:port`` of the leader; InvalidValueError naming what is wrong."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise InvalidValueError(f"leader address {text!r} is not host:port, e.g. 127.0.0.1:4711")
+    return host.strip("[]"), int(port)
+
+
+def downsample(t_s: Sequence[float], watts: Sequence[float], points: int) -> dict[str, list[float]]:
+    """At most ``points`` points: the mean power of consecutive blocks of samples, at the end
+    time of each block (energy-preserving for evenly spaced samples)."""
+    n = len(watts)
+    if n <= points:
+        return {"t_s": list(t_s[:n]), "power_w": list(watts)}
+    out_t: list[float] = []
+    out_w: list[float] = []
+    for i in range(points):
+        lo, hi = i * n // points, (i + 1) * n // points
+        out_t.append(float(t_s[hi - 1]))
+        out_w.append(sum(watts[lo:hi]) / (hi - lo))
+    return {"t_s": out_t, "power_w": out_w}
+
+
+@dataclass(frozen=True)
+class AgentIdentity:
+    """Who an agent is in its job."""
+
+    node: int
+    job_id: str
+    socket_path: str
+    leader: str
+    token: str
+
+
+class NodeAgent:
+    """A node's agent (see the module docstring). ``runtime``: this node's runtime, not yet
+    started; ``write_files``: writes the node's report files and returns their paths."""
+
+    def __init__(
+        self,
+        identity: AgentIdentity,
+        runtime: Runtime,
+        write_files: WriteFiles,
+        *,
+        progress_seconds: float = PROGRESS_SECONDS,
+    ) -> None:
+        self.identity = identity
+        self.runtime = runtime
+        self.write_files = write_files
+        self.progress_seconds = progress_seconds
+        self._stop = threading.Event()
+        self._leader: socket.socket | None = None
+        self._buffer = bytearray()
+        self.report: RunReport | None = None
+
+    def request_stop(self, signum: int | None = None, frame: FrameType | None = None) -> None:
+        """Stop as on the leader's ``stop`` (a signal handler too)."""
+        self._stop.set()
+
+    def run(self) -> int:
+        """Serve until stopped; 0, or JobError (one line naming the node) when it cannot
+        start. The node is restored whatever happens."""
+        node = self.identity.node
+        previous = self._install_signals()
+        try:
+            t0_unix = time.time()
+            try:
+                self.runtime.start()
+            except (PlatformError, OSError, GreenckptError) as exc:
+                raise JobError(f"node {node}: its runtime cannot start: {exc}") from None
+            try:
+                server = NotifyServer(self.runtime, self.identity.socket_path).start()
+            except NotifyError as exc:
+                self._close_runtime()
+                raise JobError(f"node {node}: {exc}") from None
+            try:
+                self._connect(t0_unix)
+                self._serve()
+            finally:
+                server.close()
+                self._close_runtime()
+            self._final(t0_unix)
+            return 0
+        finally:
+            self._restore_signals(previous)
+            if self._leader is not None:
+                self._leader.close()
+
+    # ------------------------------------------------------------------ steps
+
+    def _connect(self, t0_unix: float) -> None:
+        host, port = parse_address(self.identity.leader)
+        try:
+            self._leader = socket.create_connection((host, port), timeout=_CONNECT_SECONDS)
+        except OSError as exc:
+            raise JobError(
+                f"node {self.identity.node}: cannot reach the job's leader at "
+                f"{self.identity.leader} ({exc.strerror or exc})"
+            ) from None
+        power = self.runtime.power
+        self._send(
+            {
+                "type": "hello",
+                "token": self.identity.token,
+                "job": self.identity.job_id,
+                "node": self.identity.node,
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "socket": self.identity.socket_path,
+                "power_source": None if power is None else power.source,
+                "control": self.runtime.frequency_control or self.runtime.cstate_control,
+                "t0_unix": t0_unix,
+            }
+        )
+
+    def _serve(self) -> None:
+        """Progress every few seconds until ``stop``, a signal, or the leader is gone."""
+        assert self._leader is not None
+        self._leader.settimeout(0.2)
+        started = time.monotonic()
+        next_progress = started
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if now >= next_progress:
+                self._send(self._progress(now - started))
+                next_progress = now + self.progress_seconds
+            if self._receive_stop():
+                return
+
+    def _receive_stop(self) -> bool:
+        assert self._leader is not None
+        try:
+            chunk = self._leader.recv(4096)
+        except TimeoutError:
+            return False
+        except OSError:
+            return True  # the leader is gone: restore, keep the node's own report
+        if not chunk:
+            return True
+        self._buffer += chunk
+        while b"\n" in self._buffer:
+            line, _, rest = bytes(self._buffer).partition(b"\n")
+            self._buffer = bytearray(rest)
+            with contextlib.suppress(InvalidValueError):
+                if decode_message(line).get("type") == "stop":
+                    return True
+        return False
+
+    def _progress(self, t_s: float) -> dict[str, Any]:
+        records = self.runtime.records
+        by_kind: dict[str, dict[str, Any]] = {}
+        for r in records:
+            total = by_kind.setdefault(r.kind, {"count": 0, "seconds": 0.0, "energy_j": 0.0})
+            total["count"] += 1
+            total["seconds"] += r.seconds
+            if total["energy_j"] is not None and r.node_energy_j is not None:
+                total["energy_j"] += r.node_energy_j
+            else:
+                total["energy_j"] = None
+        return {
+            "type": "progress",
+            "t_s": t_s,
+            "records": len(records),
+            "energy_j": _energy(records),
+            "by_kind": by_kind,
+        }
+
+    def _close_runtime(self) -> None:
+        try:
+            self.runtime.close()
+        except PlatformError as exc:  # the state file is kept for greenckpt restore
+            self.runtime.note(f"node {self.identity.node} could not be fully restored: {exc}")
+
+    def _final(self, t0_unix: float) -> None:
+        report = self.runtime.report()
+        self.report = report
+        files = [str(p) for p in self.write_files(report)]
+        summary = report.to_dict(include_trace=False)
+        summary["t0_unix"] = t0_unix
+        summary["files"] = files
+        if report.trace is not None:
+            series = downsample(report.trace.t_s, report.trace.watts, MAX_SERIES_POINTS)
+            summary["series"] = {**series, "source": report.trace.source}
+        for keep in (None, ("checkpoint", "restart", "flush"), ()):
+            if keep is not None:
+                summary["records"] = [r for r in summary["records"] if r["kind"] in keep]
+                summary["notes"] = [
+                    *summary["notes"],
+                    "phase records left out of the final summary (too many for one "
+                    "message): see this node's own report files",
+                ]
+            try:
+                self._send({"type": "final", "summary": summary})
+                return
+            except JobError:
+                continue
+
+    def _send(self, message: dict[str, Any]) -> None:
+        if self._leader is None:
+            return
+        data = encode_message(message)
+        try:
+            self._leader.settimeout(_CONNECT_SECONDS)
+            self._leader.sendall(data)
+            self._leader.settimeout(0.2)
+        except OSError:
+            self._stop.set()  # the leader is gone; the node is restored all the same
+
+    # ------------------------------------------------------------------ signals
+
+    def _install_signals(self) -> dict[int, Any]:
+        previous: dict[int, Any] = {}
+        if threading.current_thread() is not threading.main_thread():
+            return previous
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            previous[sig] = signal.signal(sig, self.request_stop)
+        return previous
+
+    @staticmethod
+    def _restore_signals(previous: dict[int, Any]) -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+
+
+def _energy(records: Sequence[PhaseRecord]) -> float | None:
+    fg = [r for r in records if not r.background]
+    if any(r.node_energy_j is None for r in fg):
+        return None
+    return sum(r.node_energy_j or 0.0 for r in fg)

@@ -1,0 +1,539 @@
+"""The job leader's view of every node: one TCP listener that the nodes' agents report to.
+
+Why: a job's energy is the sum of its nodes', and no node may speak for another (DESIGN.md).
+Each node's agent (:mod:`greenckpt.runtime.agent`) accounts its own node and sends the leader
+a ``hello``, a bounded ``progress`` snapshot every few seconds and, when told to ``stop``, its
+``final`` summary. :class:`JobCollector` keeps, per node, its state (starting, running,
+finished, died, unmanaged), its last progress and the totals of its final summary — never
+its raw records: they are merged into job phases keyed by (kind, n-th phase of that kind on a
+node) as they arrive and dropped, so memory grows with nodes plus phases, not with their
+product. One thread serves every connection with a selector; a message over the size limit
+is refused with one note. An agent whose connection breaks before its final is ``died``: its
+last progress is kept and says where its accounting ends. Wire format and design:
+docs/design/cluster.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import json
+import math
+import selectors
+import socket
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from greenckpt.errors import GreenckptError, InvalidValueError, UsageError
+
+__all__ = [
+    "JOB_PROTOCOL",
+    "MAX_MESSAGE_BYTES",
+    "MAX_SERIES_POINTS",
+    "TOKEN_ENV",
+    "JobCollector",
+    "JobError",
+    "JobPhase",
+    "NodeState",
+    "NodeView",
+    "decode_message",
+    "encode_message",
+]
+
+JOB_PROTOCOL: Final = 1
+"""Version of the agent <-> leader messages (the ``v`` field)."""
+MAX_MESSAGE_BYTES: Final = 4 << 20
+"""Longest message line accepted from an agent (a final summary with its phases)."""
+MAX_SERIES_POINTS: Final = 1000
+"""Points of a node's power series kept by the leader (agents downsample to this)."""
+MAX_JOB_PHASES: Final = 100_000
+"""Job phases kept; later ones are counted in the node totals only (a note says so)."""
+MAX_NODE_NOTES: Final = 20
+TOKEN_ENV: Final = "GREENCKPT_JOB_TOKEN"
+"""Environment variable that gives an agent the job's token (never on the command line)."""
+
+NodeState = Literal["starting", "running", "finished", "died", "unmanaged"]
+
+
+class JobError(GreenckptError, RuntimeError):
+    """The job's collector or an agent could not do its part; one line naming the node."""
+
+
+def encode_message(message: Mapping[str, Any]) -> bytes:
+    """One message as a JSON line (``v`` added); JobError when it is over the size limit."""
+    data = json.dumps({"v": JOB_PROTOCOL, **message}, separators=(",", ":"), allow_nan=False)
+    raw = data.encode("utf-8") + b"\n"
+    if len(raw) > MAX_MESSAGE_BYTES:
+        raise JobError(f"message of {len(raw)} bytes is over the {MAX_MESSAGE_BYTES} allowed")
+    return raw
+
+
+def decode_message(line: bytes) -> dict[str, Any]:
+    """One JSON-line message; InvalidValueError when it is not an object of this protocol."""
+    try:
+        doc = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise InvalidValueError(f"not a JSON message ({type(exc).__name__})") from None
+    if not isinstance(doc, dict) or doc.get("v") != JOB_PROTOCOL:
+        raise InvalidValueError(f"not a job message of protocol version {JOB_PROTOCOL}")
+    return doc
+
+
+@dataclass
+class NodeView:
+    """What the leader knows of one node (bounded: totals, never its records)."""
+
+    node: int
+    state: NodeState = "starting"
+    host: str = ""
+    pid: int | None = None
+    socket: str = ""
+    power_source: str | None = None
+    control: bool | None = None
+    reason: str = ""
+    progress: dict[str, Any] | None = None
+    progress_unix: float | None = None
+    summary: dict[str, Any] | None = None
+    series: dict[str, Any] | None = None
+    t0_unix: float | None = None
+
+    def ends_at(self) -> str:
+        """Where a died node's accounting ends (its last progress), in words."""
+        if self.progress is None:
+            return "no progress was received: nothing of this node is accounted"
+        t = float(self.progress.get("t_s", 0.0))
+        return (
+            f"its accounting ends at its last progress, {t:.1f} s after it started "
+            f"({len(self.progress.get('by_kind', {}))} kind(s) of phase so far)"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "state": self.state,
+            "host": self.host,
+            "pid": self.pid,
+            "socket": self.socket,
+            "power_source": self.power_source,
+            "control": self.control,
+            "reason": self.reason,
+            "accounting_ends": self.ends_at() if self.state == "died" else None,
+            "progress": self.progress,
+            "summary": self.summary,
+        }
+
+
+@dataclass
+class JobPhase:
+    """One phase of the job: the n-th phase of a kind on every node that had it."""
+
+    kind: str
+    ordinal: int
+    levels: set[int] = field(default_factory=set)
+    nodes: int = 0
+    failed: int = 0
+    node_seconds: float = 0.0
+    max_seconds: float = 0.0
+    energy_j: float = 0.0
+    missing_energy: int = 0
+    sources: set[str] = field(default_factory=set)
+    start_unix: float = math.inf
+    end_unix: float = -math.inf
+    background: bool = False
+
+    def add(self, record: Mapping[str, Any], t0_unix: float | None) -> None:
+        seconds = float(record["end_s"]) - float(record["start_s"])
+        self.nodes += 1
+        self.failed += 0 if record.get("ok", True) else 1
+        self.node_seconds += seconds
+        self.max_seconds = max(self.max_seconds, seconds)
+        energy = record.get("node_energy_j")
+        if energy is None:
+            self.missing_energy += 1
+        else:
+            self.energy_j += float(energy)
+        if record.get("power_source"):
+            self.sources.add(str(record["power_source"]))
+        if record.get("level") is not None:
+            self.levels.add(int(record["level"]))
+        self.background = bool(record.get("background", False))
+        if t0_unix is not None:
+            self.start_unix = min(self.start_unix, t0_unix + float(record["start_s"]))
+            self.end_unix = max(self.end_unix, t0_unix + float(record["end_s"]))
+
+    def to_dict(self, job_t0: float | None) -> dict[str, Any]:
+        timed = job_t0 is not None and math.isfinite(self.start_unix)
+        return {
+            "kind": self.kind,
+            "ordinal": self.ordinal,
+            "levels": sorted(self.levels),
+            "nodes": self.nodes,
+            "failed": self.failed,
+            "node_seconds": self.node_seconds,
+            "max_seconds": self.max_seconds,
+            "energy_j": None if self.missing_energy else self.energy_j,
+            "nodes_without_energy": self.missing_energy,
+            "source": _source(self.sources) if not self.missing_energy else None,
+            "start_s": self.start_unix - job_t0 if timed and job_t0 is not None else None,
+            "end_s": self.end_unix - job_t0 if timed and job_t0 is not None else None,
+            "background": self.background,
+        }
+
+
+def _source(sources: Iterable[str]) -> str | None:
+    seen = set(sources)
+    if not seen:
+        return None
+    return "estimated" if "estimated" in seen else "measured"
+
+
+@dataclass
+class _Conn:
+    sock: socket.socket
+    buffer: bytearray = field(default_factory=bytearray)
+    node: int | None = None
+    out: bytearray = field(default_factory=bytearray)
+
+
+class JobCollector:
+    """The leader's listener (see the module docstring): ``nodes`` agents 0..nodes-1 report
+    to it with ``token``. Use as a context manager, or :meth:`start` and :meth:`close`."""
+
+    def __init__(
+        self,
+        job_id: str,
+        nodes: int,
+        token: str,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        max_message: int = MAX_MESSAGE_BYTES,
+    ) -> None:
+        if nodes < 1:
+            raise InvalidValueError(f"a job has at least one node, got {nodes}")
+        if not token:
+            raise InvalidValueError("the job token must not be empty")
+        self.job_id = job_id
+        self.token = token
+        self.max_message = max_message
+        self._bind = (host, port)
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._nodes = {k: NodeView(k) for k in range(nodes)}
+        self._phases: dict[tuple[str, int], JobPhase] = {}
+        self._notes: list[str] = []
+        self._listener: socket.socket | None = None
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._conns: dict[socket.socket, _Conn] = {}
+        self._thread: threading.Thread | None = None
+        self._closing = False
+        self.started_unix = time.time()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def address(self) -> str:
+        """``host:port`` the agents connect to."""
+        if self._listener is None:
+            raise UsageError("the collector has no address before start()")
+        host, port = self._listener.getsockname()[:2]
+        return f"{host}:{port}"
+
+    def start(self) -> JobCollector:
+        listener = socket.create_server(self._bind, backlog=socket.SOMAXCONN)
+        listener.setblocking(False)
+        self._listener = listener
+        self._selector.register(listener, selectors.EVENT_READ, None)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._thread = threading.Thread(target=self._loop, name="greenckpt-job", daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop serving; nodes still running are marked died (their connection is gone)."""
+        with self._lock:
+            if self._closing:
+                return
+            self._closing = True
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
+        if self._thread is not None:
+            self._thread.join(5.0)
+        for conn in list(self._conns.values()):
+            self._drop(conn, "the leader closed before this node's final summary")
+        for sock in (self._listener, self._wake_r, self._wake_w):
+            if sock is not None:
+                sock.close()
+        self._selector.close()
+
+    def __enter__(self) -> JobCollector:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ leader's calls
+
+    def wait_for(self, states: set[str], timeout: float, nodes: Iterable[int] = ()) -> bool:
+        """Wait (at most ``timeout`` s) until every node (or ``nodes``) is in ``states``."""
+        wanted = list(nodes) or list(self._nodes)
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while not all(self._nodes[k].state in states for k in wanted):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(left)
+        return True
+
+    def mark_unmanaged(self, node: int, reason: str) -> None:
+        """``node`` has no agent (it could not start): the job runs without it."""
+        with self._changed:
+            view = self._nodes[node]
+            if view.state in ("starting", "died"):
+                view.state, view.reason = "unmanaged", reason
+                self._changed.notify_all()
+
+    def stop_all(self) -> None:
+        """Send ``stop`` to every connected agent (they close and send their final)."""
+        data = encode_message({"type": "stop"})
+        with self._lock:
+            for conn in self._conns.values():
+                if conn.node is not None:
+                    conn.out += data
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"s")
+
+    def note(self, text: str) -> None:
+        with self._lock:
+            if text not in self._notes:
+                self._notes.append(text)
+
+    def nodes(self) -> list[NodeView]:
+        """A copy of every node's view, by node index."""
+        with self._lock:
+            return [
+                NodeView(**{f: getattr(v, f) for f in v.__dataclass_fields__})
+                for v in self._nodes.values()
+            ]
+
+    def phases(self) -> list[JobPhase]:
+        with self._lock:
+            return sorted(self._phases.values(), key=lambda p: (p.start_unix, p.kind, p.ordinal))
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        with self._lock:
+            return tuple(self._notes)
+
+    # ------------------------------------------------------------------ the thread
+
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                if self._closing:
+                    return
+                for conn in self._conns.values():
+                    mask = selectors.EVENT_READ | (selectors.EVENT_WRITE if conn.out else 0)
+                    self._selector.modify(conn.sock, mask, conn)
+            for key, mask in self._selector.select(1.0):
+                if key.fileobj is self._wake_r:
+                    with contextlib.suppress(OSError):
+                        self._wake_r.recv(4096)
+                elif key.fileobj is self._listener:
+                    self._accept()
+                else:
+                    self._service(key.data, mask)
+
+    def _accept(self) -> None:
+        assert self._listener is not None
+        try:
+            sock, _ = self._listener.accept()
+        except OSError:
+            return
+        sock.setblocking(False)
+        conn = _Conn(sock)
+        with self._lock:
+            self._conns[sock] = conn
+        self._selector.register(sock, selectors.EVENT_READ, conn)
+
+    def _service(self, conn: _Conn, mask: int) -> None:
+        try:
+            if mask & selectors.EVENT_WRITE and conn.out:
+                with self._lock:
+                    sent = conn.sock.send(conn.out)
+                    del conn.out[:sent]
+            if mask & selectors.EVENT_READ:
+                chunk = conn.sock.recv(1 << 16)
+                if not chunk:
+                    self._drop(conn, "its connection closed before its final summary")
+                    return
+                conn.buffer += chunk
+                self._lines(conn)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._drop(conn, f"its connection broke ({exc.strerror or exc})")
+
+    def _lines(self, conn: _Conn) -> None:
+        while True:
+            end = conn.buffer.find(b"\n")
+            if end < 0:
+                if len(conn.buffer) > self.max_message:
+                    self._refuse(conn, f"a message over {self.max_message} bytes")
+                return
+            line = bytes(conn.buffer[:end])
+            del conn.buffer[: end + 1]
+            if len(line) > self.max_message:
+                self._refuse(conn, f"a message over {self.max_message} bytes")
+                return
+            try:
+                self._handle(conn, decode_message(line))
+            except (InvalidValueError, KeyError, TypeError, ValueError) as exc:
+                self._refuse(conn, f"a malformed message ({exc})")
+                return
+            if conn.sock.fileno() < 0:
+                return
+
+    def _refuse(self, conn: _Conn, what: str) -> None:
+        who = "an unknown agent" if conn.node is None else f"node {conn.node}'s agent"
+        self.note(f"refused {what} from {who}: connection closed")
+        self._drop(conn, f"the leader refused {what}")
+
+    def _drop(self, conn: _Conn, why: str) -> None:
+        with contextlib.suppress(KeyError, ValueError, OSError):
+            self._selector.unregister(conn.sock)
+        conn.sock.close()
+        with self._changed:
+            self._conns.pop(conn.sock, None)
+            if conn.node is not None:
+                view = self._nodes[conn.node]
+                if view.state in ("starting", "running"):
+                    view.state, view.reason = "died", why
+                self._changed.notify_all()
+
+    # ------------------------------------------------------------------ messages
+
+    def _handle(self, conn: _Conn, msg: dict[str, Any]) -> None:
+        kind = msg.get("type")
+        if conn.node is None:
+            if kind != "hello":
+                raise InvalidValueError(f"{kind!r} before hello")
+            self._hello(conn, msg)
+            return
+        if kind == "progress":
+            with self._changed:
+                view = self._nodes[conn.node]
+                view.progress = _bounded_progress(msg)
+                view.progress_unix = time.time()
+        elif kind == "final":
+            self._final(conn.node, msg["summary"])
+        else:
+            raise InvalidValueError(f"unknown message type {kind!r}")
+
+    def _hello(self, conn: _Conn, msg: Mapping[str, Any]) -> None:
+        token = str(msg.get("token", ""))
+        if not hmac.compare_digest(token.encode(), self.token.encode()):
+            raise InvalidValueError("hello with a wrong job token")
+        node = msg["node"]
+        if not isinstance(node, int) or node not in self._nodes:
+            raise InvalidValueError(f"hello from node {node!r}, not a node of this job")
+        with self._changed:
+            view = self._nodes[node]
+            if view.state != "starting":
+                raise InvalidValueError(f"a second hello for node {node} ({view.state})")
+            conn.node = node
+            view.state = "running"
+            view.host = str(msg.get("host", ""))[:200]
+            view.pid = int(msg["pid"]) if isinstance(msg.get("pid"), int) else None
+            view.socket = str(msg.get("socket", ""))[:1000]
+            view.power_source = msg.get("power_source")
+            view.control = bool(msg.get("control", False))
+            view.t0_unix = float(msg.get("t0_unix", time.time()))
+            self._changed.notify_all()
+
+    def _final(self, node: int, summary: Mapping[str, Any]) -> None:
+        records = summary.get("records") or []
+        with self._changed:
+            view = self._nodes[node]
+            t0 = summary.get("t0_unix", view.t0_unix)
+            t0 = None if t0 is None else float(t0)
+            ordinals: dict[str, int] = {}
+            for record in records:
+                kind = str(record["kind"])
+                ordinal = ordinals.get(kind, 0)
+                ordinals[kind] = ordinal + 1
+                if self._room(kind, ordinal):
+                    self._phase(kind, ordinal).add(record, t0)
+            view.summary = _node_summary(summary)
+            view.series = _bounded_series(summary.get("series"))
+            view.t0_unix = t0
+            view.state = "finished"
+            self._changed.notify_all()
+
+    def _room(self, kind: str, ordinal: int) -> bool:
+        if (kind, ordinal) in self._phases or len(self._phases) < MAX_JOB_PHASES:
+            return True
+        text = f"more than {MAX_JOB_PHASES} job phases: later ones are in the node totals only"
+        if text not in self._notes:
+            self._notes.append(text)
+        return False
+
+    def _phase(self, kind: str, ordinal: int) -> JobPhase:
+        key = (kind, ordinal)
+        phase = self._phases.get(key)
+        if phase is None:
+            phase = self._phases[key] = JobPhase(kind, ordinal)
+        return phase
+
+
+_SUMMARY_KEYS = (
+    "policy",
+    "power",
+    "total",
+    "cpu",
+    "useful_compute_s",
+    "rework_s",
+    "lost_s",
+    "epe",
+    "by_kind",
+    "by_level",
+    "synthetic",
+    "files",
+    "t0_unix",
+)
+
+
+def _node_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """The bounded part of a node's final summary: totals, per kind and level, a few notes."""
+    kept = {k: summary[k] for k in _SUMMARY_KEYS if k in summary}
+    notes = [str(n)[:500] for n in summary.get("notes", [])]
+    kept["notes"] = notes[:MAX_NODE_NOTES] + (
+        [f"... and {len(notes) - MAX_NODE_NOTES} more note(s) in the node's own report"]
+        if len(notes) > MAX_NODE_NOTES
+        else []
+    )
+    kept["records"] = len(summary.get("records") or [])
+    return kept
+
+
+def _bounded_progress(msg: Mapping[str, Any]) -> dict[str, Any]:
+    by_kind = msg.get("by_kind") or {}
+    return {
+        "t_s": float(msg.get("t_s", 0.0)),
+        "records": int(msg.get("records", 0)),
+        "energy_j": msg.get("energy_j"),
+        "by_kind": {str(k): dict(v) for k, v in list(by_kind.items())[:16]},
+    }
+
+
+def _bounded_series(series: Any) -> dict[str, Any] | None:
+    if not isinstance(series, Mapping):
+        return None
+    t = [float(x) for x in series.get("t_s", [])][:MAX_SERIES_POINTS]
+    w = [float(x) for x in series.get("power_w", [])][: len(t)]
+    return {"t_s": t[: len(w)], "power_w": w, "source": series.get("source")}

@@ -1,0 +1,341 @@
+"""The job report: one report for every node of a job (format ``greenckpt-job-report`` v1).
+
+Why: a job's energy is what the site pays for, and a node that failed or was never managed
+must be seen, not averaged away. Built from the leader's bounded view
+(:class:`~greenckpt.runtime.job.JobCollector`): per node its state, time, energy and where a
+died node's accounting ends; per kind and level the sums over nodes; job phases (the n-th
+checkpoint of every node is one job phase); the observed job EPE; the job's power as a sum
+with a min/max envelope across nodes and the outlier node's series — every figure with its
+source. The format is in docs/formats.md; the design in docs/design/cluster.md.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from greenckpt.durable import write_atomic
+from greenckpt.errors import InvalidValueError
+from greenckpt.files import read_regular
+from greenckpt.jsonout import dumps
+from greenckpt.runtime.job import JobPhase, NodeView
+from greenckpt.runtime.records import percent_difference
+
+__all__ = ["JOB_REPORT_FORMAT", "JOB_REPORT_VERSION", "JobReport", "load_job_report"]
+
+JOB_REPORT_FORMAT = "greenckpt-job-report"
+JOB_REPORT_VERSION = 1
+GRID_POINTS = 500
+"""Points of the job's power series (sum, envelope, outlier node)."""
+
+EPE_DEFINITION = (
+    "job energy (every node's, summed) / seconds of useful compute (compute + rework, the "
+    "mean over the nodes that finished): the job's watts per second of useful work"
+)
+_CSV = (
+    "kind",
+    "ordinal",
+    "levels",
+    "nodes",
+    "failed",
+    "node_seconds",
+    "max_seconds",
+    "energy_j",
+    "source",
+    "nodes_without_energy",
+    "start_s",
+    "end_s",
+    "background",
+)
+
+
+@dataclass(frozen=True)
+class JobReport:
+    """A job report as its JSON document (``doc``); build with :meth:`build`."""
+
+    doc: Mapping[str, Any]
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        job_id: str,
+        launcher: str,
+        command: Sequence[str],
+        nodes: Sequence[NodeView],
+        phases: Iterable[JobPhase],
+        started_unix: float,
+        ended_unix: float,
+        exit_status: int | None = None,
+        notes: Iterable[str] = (),
+        baselines: Sequence[tuple[str, JobReport]] = (),
+    ) -> JobReport:
+        """The report of a job from the leader's view of its nodes and phases."""
+        rows = [_node_row(v) for v in nodes]
+        accounted = [r for r in rows if r["state"] in ("finished", "died")]
+        energies = [r["energy_j"] for r in accounted]
+        missing = [r["node"] for r in accounted if r["energy_j"] is None]
+        energy = sum(e for e in energies if e is not None) if accounted else None
+        seconds = max(ended_unix - started_unix, 0.0)
+        useful = [r["useful_compute_s"] for r in rows if r["state"] == "finished"]
+        useful_s = sum(useful) / len(useful) if useful else None
+        source = _combine(r["power_source"] for r in accounted)
+        epe = None if energy is None or not useful_s else energy / useful_s
+        doc: dict[str, Any] = {
+            "format": JOB_REPORT_FORMAT,
+            "format_version": JOB_REPORT_VERSION,
+            "job": {
+                "id": job_id,
+                "launcher": launcher,
+                "command": list(command),
+                "exit_status": exit_status,
+                "nodes": len(rows),
+                "node_list": [r["host"] or f"node{r['node']}" for r in rows],
+            },
+            "states": {s: [r["node"] for r in rows if r["state"] == s] for s in _STATES},
+            "total": {
+                "seconds": seconds,
+                "node_seconds": sum(r["seconds"] or 0.0 for r in accounted),
+                "energy_j": energy,
+                "complete": not missing and all(r["state"] == "finished" for r in rows),
+                "nodes_without_energy": missing,
+                "mean_power_w": None if energy is None or seconds <= 0 else energy / seconds,
+                "source": source,
+            },
+            "useful_compute_s": useful_s,
+            "epe": {
+                "observed_w": epe,
+                "observed_source": source,
+                "modelled_w": None,
+                "modelled_note": "no modelled EPE for a job yet: each node's report has its own "
+                "when the run has the model's inputs",
+                "definition": EPE_DEFINITION,
+            },
+            "nodes": rows,
+            "by_kind": _by_kind(nodes),
+            "by_level": _by_level(nodes),
+            "phases": [p.to_dict(started_unix) for p in phases],
+            "series": _series(nodes, started_unix, ended_unix),
+            "notes": [*dict.fromkeys(notes), *_node_notes(rows)],
+        }
+        doc["comparisons"] = [_compare(doc, label, b.doc) for label, b in baselines]
+        return cls(doc)
+
+    # -- figures the text shows ----------------------------------------------------------
+
+    @property
+    def nodes(self) -> list[dict[str, Any]]:
+        return list(self.doc["nodes"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.doc)
+
+    def write_json(self, path: str | os.PathLike[str]) -> Path:
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(target, dumps(self.to_dict()) + "\n")
+        return target
+
+    def write_csv(self, path: str | os.PathLike[str]) -> Path:
+        """One row per job phase."""
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(_CSV)
+        for p in self.doc["phases"]:
+            row = {**p, "levels": " ".join(str(x) for x in p["levels"])}
+            writer.writerow(["" if row[c] is None else row[c] for c in _CSV])
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(target, buf.getvalue())
+        return target
+
+
+_STATES = ("finished", "died", "unmanaged", "running", "starting")
+
+
+def _node_row(v: NodeView) -> dict[str, Any]:
+    s = v.summary or {}
+    total = s.get("total") or {}
+    p = v.progress or {}
+    died = v.state == "died"
+    notes = [str(n) for n in s.get("notes", [])]
+    return {
+        "node": v.node,
+        "state": v.state,
+        "host": v.host,
+        "pid": v.pid,
+        "socket": v.socket,
+        "control": v.control,
+        "reason": v.reason,
+        "accounting_ends": v.ends_at() if died else None,
+        "seconds": float(p.get("t_s", 0.0)) if died else total.get("seconds"),
+        "energy_j": p.get("energy_j") if died else total.get("energy_j"),
+        "power_source": (s.get("power") or {}).get("source") or v.power_source,
+        "meters": list((s.get("power") or {}).get("meters", [])),
+        "meter_problems": [n for n in notes if "meter" in n and _bad(n)],
+        "useful_compute_s": s.get("useful_compute_s"),
+        "records": s.get("records") if not died else p.get("records"),
+        "files": list(s.get("files", [])),
+        "notes": notes,
+    }
+
+
+def _bad(note: str) -> bool:
+    return any(w in note for w in ("fail", "degraded", "lower bound", "unavailable"))
+
+
+def _node_notes(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    out = []
+    for r in rows:
+        if r["state"] == "died":
+            out.append(f"node {r['node']} died ({r['reason']}): {r['accounting_ends']}")
+        elif r["state"] == "unmanaged":
+            out.append(f"node {r['node']} unmanaged ({r['reason']}): not set, metered or restored")
+        elif r["state"] != "finished":
+            out.append(f"node {r['node']} never sent its final summary ({r['state']})")
+    return out
+
+
+def _combine(sources: Iterable[str | None]) -> str | None:
+    seen = list(sources)
+    if not seen or any(s is None for s in seen):
+        return None
+    return "estimated" if "estimated" in seen else "measured"
+
+
+def _add(out: dict[str, dict[str, Any]], key: str, total: Mapping[str, Any]) -> None:
+    row = out.setdefault(
+        key, {"count": 0, "failed": 0, "node_seconds": 0.0, "energy_j": 0.0, "nodes": 0}
+    )
+    row["count"] += int(total.get("count", 0))
+    row["failed"] += int(total.get("failed", 0))
+    row["node_seconds"] += float(total.get("seconds", 0.0))
+    row["nodes"] += 1
+    energy = total.get("energy_j")
+    before = row["energy_j"]
+    row["energy_j"] = None if energy is None or before is None else before + energy
+    sources = row.setdefault("sources", [])
+    if total.get("source") and total["source"] not in sources:
+        sources.append(total["source"])
+
+
+def _by_kind(nodes: Sequence[NodeView]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for v in nodes:
+        if v.state == "finished" and v.summary is not None:
+            for kind, total in (v.summary.get("by_kind") or {}).items():
+                _add(out, kind, total)
+        elif v.state == "died" and v.progress is not None:
+            for kind, total in v.progress.get("by_kind", {}).items():
+                _add(out, kind, {**total, "source": v.power_source})
+    for row in out.values():
+        row["source"] = _combine(row.pop("sources") or [None])
+    return out
+
+
+def _by_level(nodes: Sequence[NodeView]) -> list[dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for v in nodes:
+        for total in (v.summary or {}).get("by_level") or []:
+            _add(out, f"{total['kind']}\0{total['level']}", total)
+    rows = []
+    for key, row in sorted(out.items()):
+        kind, level = key.split("\0")
+        row["source"] = _combine(row.pop("sources") or [None])
+        rows.append({"kind": kind, "level": int(level), **row})
+    return rows
+
+
+def _series(nodes: Sequence[NodeView], t0: float, t1: float) -> dict[str, Any] | None:
+    """The job's power on one grid: the sum over nodes, min and max across nodes, and the
+    outlier node (mean power farthest from the nodes' median)."""
+    curves = []
+    for v in nodes:
+        s = v.series
+        if not s or not s["t_s"] or v.t0_unix is None:
+            continue
+        t = np.asarray(s["t_s"]) + (v.t0_unix - t0)
+        curves.append((v.node, t, np.asarray(s["power_w"]), s.get("source")))
+    if not curves or t1 <= t0:
+        return None
+    grid = np.linspace(0.0, t1 - t0, GRID_POINTS)
+    stack = np.full((len(curves), grid.size), np.nan)
+    for i, (_, t, w, _src) in enumerate(curves):
+        inside = (grid >= t[0]) & (grid <= t[-1])
+        stack[i, inside] = np.interp(grid[inside], t, w)
+    covered = ~np.all(np.isnan(stack), axis=0)
+    means = np.array([float(np.mean(w)) for _, _, w, _ in curves])
+    outlier = int(np.argmax(np.abs(means - np.median(means))))
+
+    def col(values: np.ndarray) -> list[float | None]:
+        return [
+            float(x) if ok and math.isfinite(x) else None
+            for x, ok in zip(values, covered, strict=True)
+        ]
+
+    with warnings.catch_warnings():  # a grid point no node covers: left None below
+        warnings.simplefilter("ignore", RuntimeWarning)
+        total = np.nansum(stack, axis=0)
+        low, high = np.nanmin(stack, axis=0), np.nanmax(stack, axis=0)
+    return {
+        "t_s": [float(x) for x in grid],
+        "sum_w": col(total),
+        "min_w": col(low),
+        "max_w": col(high),
+        "outlier_node": curves[outlier][0],
+        "outlier_w": [None if math.isnan(x) else float(x) for x in stack[outlier]],
+        "nodes": len(curves),
+        "source": _combine(src for *_, src in curves),
+    }
+
+
+def _compare(doc: Mapping[str, Any], label: str, base: Mapping[str, Any]) -> dict[str, Any]:
+    """This job against a baseline job by wu2018 Equation 2 (percent of the baseline)."""
+
+    def pct(a: Any, b: Any) -> float | None:
+        if a is None or b is None:
+            return None
+        value = percent_difference(float(a), float(b))
+        return None if math.isnan(value) else value
+
+    t, bt = doc["total"], base["total"]
+    return {
+        "baseline": label,
+        "runtime_pct": pct(t["seconds"], bt["seconds"]),
+        "energy_pct": pct(t["energy_j"], bt["energy_j"]),
+        "power_pct": pct(t["mean_power_w"], bt["mean_power_w"]),
+        "epe_pct": pct(doc["epe"]["observed_w"], base["epe"]["observed_w"]),
+        "source": _combine([t["source"], bt["source"]]),
+    }
+
+
+def load_job_report(path: str | os.PathLike[str]) -> JobReport:
+    """A job report written by :meth:`JobReport.write_json` (a baseline for ``--compare``)."""
+    target = Path(path)
+    try:
+        doc = json.loads(read_regular(target).decode("utf-8"))
+    except OSError as exc:
+        raise InvalidValueError(f"cannot read the job report {target}: {exc.strerror}") from None
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise InvalidValueError(f"{target} is not a job report: not JSON") from None
+    if not isinstance(doc, dict) or doc.get("format") != JOB_REPORT_FORMAT:
+        raise InvalidValueError(
+            f"{target} is not a greenckpt job report (format {JOB_REPORT_FORMAT!r}); "
+            "compare a job with a job report of another run"
+        )
+    if doc.get("format_version") != JOB_REPORT_VERSION:
+        raise InvalidValueError(
+            f"{target}: job report format_version {doc.get('format_version')!r}; this "
+            f"greenckpt reads {JOB_REPORT_VERSION}"
+        )
+    return JobReport(doc)

@@ -1,0 +1,158 @@
+"""Starting one agent per node of a job: the launchers.
+
+Why an interface: where the agents run is the batch system's business — ``local:N`` starts N
+agents on this machine (emulated nodes: tests, the demo, a laptop), and next come ``slurm``
+(``srun --ntasks-per-node=1 ... greenckpt agent``, the node index from ``SLURM_NODEID``) and
+``mpiexec`` (one process per host). Each gets the same :class:`AgentSpec` and returns one
+:class:`AgentHandle` per node it started, which the leader polls for an agent that died before
+its ``hello``. Design: docs/design/cluster.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from greenckpt.errors import InvalidValueError
+from greenckpt.runtime.job import TOKEN_ENV
+
+__all__ = [
+    "AgentHandle",
+    "AgentSpec",
+    "Launcher",
+    "LocalLauncher",
+    "agent_socket",
+    "parse_launcher",
+]
+
+
+def agent_socket(template: str, node: int) -> str:
+    """The socket path of ``node``: every ``{node}`` in ``template`` replaced by its index
+    (the rule the clients apply; see ``SocketHook``)."""
+    return template.replace("{node}", str(node))
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """What every agent of a job is told: the job, the leader, the socket template (a path
+    with ``{node}``), where node reports go (``<output>/nodes/node<k>``), the runtime's flags
+    (``agent_args``) and flags for one node only (``node_args(k)``, e.g. its fake sysfs
+    tree). The token travels in the environment, never on a command line."""
+
+    job_id: str
+    nodes: int
+    leader: str
+    token: str
+    socket_template: str
+    output: Path
+    agent_args: tuple[str, ...] = ()
+    node_args: Callable[[int], Sequence[str]] = field(default=lambda _k: ())
+    log_dir: Path | None = None
+
+    def argv(self, node: int) -> list[str]:
+        """``greenckpt agent`` for ``node``."""
+        return [
+            sys.executable,
+            "-m",
+            "greenckpt",
+            "agent",
+            "--node",
+            str(node),
+            "--job-id",
+            self.job_id,
+            "--socket",
+            agent_socket(self.socket_template, node),
+            "--leader",
+            self.leader,
+            "--output",
+            str(self.output / "nodes" / f"node{node}"),
+            *self.agent_args,
+            *self.node_args(node),
+        ]
+
+
+@dataclass
+class AgentHandle:
+    """One started agent: its node, process and log (where its one-line failure is)."""
+
+    node: int
+    process: subprocess.Popen[bytes]
+    log: Path | None = None
+
+    def failure(self) -> str | None:
+        """Why the agent ended (its last log line), or None while it runs."""
+        code = self.process.poll()
+        if code is None:
+            return None
+        last = ""
+        if self.log is not None:
+            with contextlib.suppress(OSError):
+                lines = self.log.read_text(errors="replace").strip().splitlines()
+                last = lines[-1].strip() if lines else ""
+        return last or f"its agent exited with status {code} before it reported"
+
+    def stop(self, timeout: float) -> None:
+        """SIGTERM (the agent restores its node and reports), then SIGKILL after ``timeout``."""
+        if self.process.poll() is not None:
+            return
+        with contextlib.suppress(OSError):
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                self.process.kill()
+            self.process.wait()
+
+
+class Launcher(Protocol):
+    """Starts one agent per node (local processes today; srun or mpiexec next)."""
+
+    name: str
+
+    def start(self, spec: AgentSpec) -> list[AgentHandle]:
+        """Start the agents of ``spec``; one handle per agent started."""
+        ...
+
+
+class LocalLauncher:
+    """``local:N``: N agent processes on this machine, one per emulated node, each in its own
+    session (a terminal's Ctrl-C reaches the command, and the leader stops the agents)."""
+
+    name = "local"
+
+    def start(self, spec: AgentSpec) -> list[AgentHandle]:
+        env = {**os.environ, TOKEN_ENV: spec.token}
+        handles: list[AgentHandle] = []
+        for node in range(spec.nodes):
+            log = None if spec.log_dir is None else spec.log_dir / f"agent-node{node}.log"
+            with contextlib.ExitStack() as stack:
+                err = stack.enter_context(open(log, "wb")) if log is not None else None
+                proc = subprocess.Popen(
+                    spec.argv(node),
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=err if err is not None else subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            handles.append(AgentHandle(node, proc, log))
+        return handles
+
+
+def parse_launcher(text: str) -> tuple[Launcher, int]:
+    """``local:N`` -> the launcher and N; InvalidValueError (one line) otherwise."""
+    name, _, count = text.partition(":")
+    if name == "local" and count.isdigit() and int(count) >= 1:
+        return LocalLauncher(), int(count)
+    raise InvalidValueError(
+        f"launcher {text!r} is not one this greenckpt knows: give local:N (N emulated nodes "
+        "on this machine, N >= 1); slurm and mpiexec launchers come next"
+    )
