@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from greenckpt.cli.main import main
-from greenckpt.model import expected_multilevel, fti_schedule
+from greenckpt.model import epe, expected_multilevel, fti_schedule
 from greenckpt.optimize.levels_file import load_levels
 from greenckpt.optimize.native_config import parse_fti
 from tests.conftest import ROOT
@@ -211,6 +211,13 @@ def test_plan_writes_its_interval_for_one_fti_level(
     assert minutes[:3] == [0, 0, 0] and minutes[3] * 60 == t_a
     chosen = doc["native_config"]["epe_W"]
     assert abs(t_a - doc["plan"]["interval_s"]) < 60 and chosen >= doc["plan"]["epe_W"]
+    # The other neighbouring whole minute costs at least as much (modelled EPE).
+    p, inputs = doc["plan"], doc["inputs"]
+    other = t_a + 60 if t_a < p["interval_s"] else max(60, t_a - 60)
+    args = (p["T_C_s"], p["T_R_s"], inputs["failure_rate_per_s"], inputs["app_power_W"])
+    powers = (p["checkpoint"]["power_W"], p["restart"]["power_W"])
+    assert chosen == pytest.approx(float(epe(t_a, *args, *powers)))
+    assert chosen <= float(epe(other, *args, *powers))
 
 
 def test_plan_updates_an_existing_config_fti_and_writes_scr(
