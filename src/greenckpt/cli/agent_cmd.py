@@ -83,6 +83,8 @@ def run(ns: argparse.Namespace) -> int:
 
 def _runtime(ns: argparse.Namespace) -> Runtime:
     """This node's runtime from the flags of ``run`` (through its own root when given)."""
+    if ns.root is not None and not os.path.isdir(ns.root):
+        raise InvalidValueError(f"its sysfs root {ns.root} is not a directory")
     root = SysRoot.default(ns.root)
     rate = failure_rate(ns)
     profile = load_profile(ns.profile) if ns.profile else None

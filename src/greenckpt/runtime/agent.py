@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
-from greenckpt.ckpt.notify_client import NotifyError
+from greenckpt.ckpt.notify_client import NotifyError, one_line
 from greenckpt.errors import GreenckptError, InvalidValueError
 from greenckpt.platform.root import PlatformError
 from greenckpt.runtime.job import (
@@ -117,12 +117,12 @@ class NodeAgent:
             try:
                 self.runtime.start()
             except (PlatformError, OSError, GreenckptError) as exc:
-                raise JobError(f"node {node}: its runtime cannot start: {exc}") from None
+                raise JobError(f"node {node}: its runtime cannot start: {one_line(exc)}") from None
             try:
                 server = NotifyServer(self.runtime, self.identity.socket_path).start()
             except NotifyError as exc:
                 self._close_runtime()
-                raise JobError(f"node {node}: {exc}") from None
+                raise JobError(f"node {node}: {one_line(exc)}") from None
             try:
                 self._connect(t0_unix)
                 self._serve()
