@@ -107,6 +107,7 @@ def test_heat_over_four_emulated_nodes_gives_one_job_report(tmp_path: Path) -> N
     assert all(p["nodes"] == 4 for p in checkpoints)
     assert {lv["level"] for lv in doc["by_level"]} == {1, 4}
     assert doc["total"]["source"] in ("measured", "estimated")
+    assert any("counts it once per node" in n for n in doc["notes"])  # one machine's meters
     for k in range(4):
         node = json.loads((tmp_path / "rep" / "nodes" / f"node{k}" / "report.json").read_text())
         assert [r["nodes"] for r in node["records"] if r["kind"] == "checkpoint"] == [[k], [k]]
@@ -145,6 +146,7 @@ def test_a_killed_agent_leaves_the_others_accounted_and_its_node_restored_later(
     doc = json.loads((tmp_path / "rep" / "job-report.json").read_text())
     assert doc["states"] == {"finished": [0, 2], "died": [1], "unmanaged": [3],
                              "running": [], "starting": []}  # fmt: skip
+    assert doc["synthetic"] is True  # fake trees: no real measurement
     died = doc["nodes"][1]
     assert "accounting ends" in died["accounting_ends"]
     assert doc["by_kind"]["checkpoint"]["nodes"] == 2 and doc["total"]["complete"] is False

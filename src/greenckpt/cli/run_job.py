@@ -98,6 +98,11 @@ def _node_args(ns: argparse.Namespace, notes: list[str]) -> tuple[str, ...] | No
             f"--node-root {template!r} has no {NODE_PLACEHOLDER}: each emulated node needs its "
             "own sysfs root, e.g. trees/node{node}"
         )
+    if template is None and ns.nodes_emulated > 1:
+        notes.append(
+            "the emulated nodes share this machine: each node's meters read the whole "
+            "machine, so the job's energy counts it once per node (an upper bound)"
+        )
     if template is None and not ns.no_control and ns.nodes_emulated > 1:
         notes.append(
             "the emulated nodes share this machine: only node 0's agent may change its "

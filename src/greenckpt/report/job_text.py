@@ -22,9 +22,10 @@ def render_job_text(report: JobReport) -> str:
     doc = report.doc
     job = doc["job"]
     total = doc["total"]
-    lines = [
-        f"greenckpt job report: job {job['id']} ({job['launcher']}, {job['nodes']} node(s))",
-    ]
+    title = f"greenckpt job report: job {job['id']} ({job['launcher']}, {job['nodes']} node(s))"
+    if doc.get("synthetic"):
+        title += " [SYNTHETIC: fake platform on some node, no real measurement]"
+    lines = [title]
     lines += _table(
         ("node", "state", "host", "seconds", "joules", "W", "source"),
         [_node_cells(r) for r in doc["nodes"]],

@@ -222,7 +222,7 @@ class NodeAgent:
             self.runtime.note(f"node {self.identity.node} could not be fully restored: {exc}")
 
     def _final(self, t0_unix: float) -> None:
-        report = self.runtime.report()
+        report = self.runtime.report(synthetic=not self.runtime.root.is_real)
         self.report = report
         files = [str(p) for p in self.write_files(report)]
         summary = report.to_dict(include_trace=False)
@@ -231,11 +231,12 @@ class NodeAgent:
         if report.trace is not None:
             series = downsample(report.trace.t_s, report.trace.watts, MAX_SERIES_POINTS)
             summary["series"] = {**series, "source": report.trace.source}
+        notes = list(summary["notes"])
         for keep in (None, ("checkpoint", "restart", "flush"), ()):
             if keep is not None:
                 summary["records"] = [r for r in summary["records"] if r["kind"] in keep]
                 summary["notes"] = [
-                    *summary["notes"],
+                    *notes,
                     "phase records left out of the final summary (too many for one "
                     "message): see this node's own report files",
                 ]

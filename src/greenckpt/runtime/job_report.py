@@ -94,6 +94,7 @@ class JobReport:
         doc: dict[str, Any] = {
             "format": JOB_REPORT_FORMAT,
             "format_version": JOB_REPORT_VERSION,
+            "synthetic": any(bool((v.summary or {}).get("synthetic")) for v in nodes),
             "job": {
                 "id": job_id,
                 "launcher": launcher,
