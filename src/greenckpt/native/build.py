@@ -26,6 +26,13 @@ NATIVE_DIR = Path(__file__).resolve().parent
 
 LIBRARIES: dict[str, tuple[str, ...]] = {
     "libgreenckpt.so": ("c/greenckpt.c",),
+    "libgreenckpt_intercept.so": (
+        "c/greenckpt.c",
+        "c/intercept_common.c",
+        "c/intercept_fti.c",
+        "c/intercept_scr.c",
+        "c/intercept_veloc.c",
+    ),
 }
 """Each shared library built, and its C sources (relative to :data:`NATIVE_DIR`)."""
 
