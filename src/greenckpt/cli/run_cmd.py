@@ -36,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
@@ -50,6 +50,7 @@ from greenckpt.jsonout import dumps
 from greenckpt.optimize.profile import Profile, load_profile
 from greenckpt.report.run_files import write_report_safely
 from greenckpt.report.run_text import render_run_text
+from greenckpt.runtime.intercept import FAMILIES, intercept_environ, missing_library_note
 from greenckpt.runtime.modelled import ModelledEpe, modelled_epe, with_modelled_epe
 from greenckpt.runtime.notify import NotifyServer
 from greenckpt.runtime.policy import POLICY_NAMES, Node, Policy, make_policy
@@ -89,6 +90,14 @@ def register(sub: Any) -> None:
         metavar="REPORT",
         help="a baseline run's report.json (e.g. the same command with --policy performance): "
         "time, power, energy and EPE differences in percent (wu2018 equation 2); repeatable",
+    )
+    p.add_argument(
+        "--intercept",
+        choices=tuple(FAMILIES),
+        default=None,
+        help="COMMAND checkpoints with FTI, SCR or VeloC: announce its checkpoints and "
+        "restarts with no code change, by preloading libgreenckpt_intercept.so "
+        "(docs/intercept.md)",
     )
     p.add_argument(
         "--json",
@@ -311,17 +320,18 @@ def run_with_runtime(
     *,
     stdout: int | None = None,
     forward: Sequence[int] = FORWARDED_SIGNALS,
+    environ: Mapping[str, str] | None = None,
 ) -> tuple[RunOutcome, RunReport]:
     """Run ``command`` with ``runtime`` serving the notification socket; how it ended and the
     run's report. The runtime is closed (the node restored) and the socket removed whatever
     happens; the signals in ``forward`` are passed on to the command while it runs (from the
     main thread only). ``stdout``: where the command's standard output goes (inherited when
-    None)."""
+    None); ``environ``: variables added to the command's environment."""
     forwarder = _Forwarder(forward)
     forwarder.install()
     try:
         with runtime, NotifyServer(runtime) as server:
-            env = {**os.environ, **server.environ()}
+            env = {**os.environ, **(environ or {}), **server.environ()}
             if forwarder.received is not None:  # stopped while the runtime started
                 outcome = RunOutcome(128 + forwarder.received, forwarder.received, False)
             else:
@@ -425,6 +435,7 @@ def run(ns: argparse.Namespace) -> int:
     profile, node = load_policy_inputs(ns)
     baselines = [BaselineRun.from_report(load_report(path), label=f"{path}") for path in ns.compare]
     _program(command)
+    environ = _intercept(ns.intercept, command)
     policy = make_policy(
         ns.policy,
         profile,
@@ -441,7 +452,7 @@ def run(ns: argparse.Namespace) -> int:
                 policy, control=not ns.no_control, node=node, meters=meters, rate_hz=ns.rate
             )
             outcome, report = run_with_runtime(
-                command, runtime, baselines, stdout=2 if ns.json else None
+                command, runtime, baselines, stdout=2 if ns.json else None, environ=environ
             )
     except Exception:  # the command did not run (or the runtime could not start)
         _remove_created(created)
@@ -481,6 +492,18 @@ def run(ns: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return outcome.status
+
+
+def _intercept(family: str | None, command: Sequence[str]) -> dict[str, str]:
+    """``--intercept``: the environment that preloads the interposition library, after one
+    line on stderr when no program in the command links the library (the run goes on)."""
+    if family is None:
+        return {}
+    environ = intercept_environ(family, os.environ)
+    note = missing_library_note(family, command)
+    if note is not None:
+        print(f"greenckpt run: {note}", file=sys.stderr, flush=True)
+    return environ
 
 
 def _signal_note(outcome: RunOutcome) -> str:
