@@ -22,7 +22,7 @@
 #include "intercept.h"
 
 #define SCR_SUCCESS 0
-#define SCR_FAILURE 1 /* SCR's error code (scr_err.h) */
+#define SCR_FAILURE 1 /* SCR's error code (src/scr_util.h) */
 #define SCR_FLAG_CHECKPOINT (1 << 0)
 #define SCR_FLAG_OUTPUT (1 << 1)
 
