@@ -1,0 +1,200 @@
+"""examples/c/heat2d.c, the native example (issue 16 item 5): built with the venv's ``mpicc``
+and ``greenckpt config`` flags, run under ``greenckpt run`` with ``mpiexec -n 4`` over 2
+emulated nodes, a rank killed, then the same command restarting from the committed checkpoint
+ends with the same bits as a failure-free run, and the reports hold its checkpoint, restart
+and rework phases with the bytes its node leaders announced. A checkpoint that fails to write
+is not committed, a damaged one is never restored from, and bad options are refused in one
+line with exit status 2.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from greenckpt.ckpt.comm import find_mpiexec
+from tests.native.test_phase_api import bare_env, config
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "c" / "heat2d.c"
+NX, NY, RANKS = 64, 64, 4
+ROWS = NX // RANKS
+BLOCK = 8 * 8 + ROWS * NY * 8 + 8  # one rank's file: header words, its rows, checksum
+SHAPE = [
+    "--nx", str(NX), "--ny", str(NY), "--iterations", "300", "--interval", "50",
+    "--ranks-per-node", "2",
+]  # fmt: skip
+KILL = ["--kill-at", "170", "--kill-rank", "1"]  # after iteration 170: checkpoint 150 committed
+
+
+def mpiexec() -> str:
+    found = find_mpiexec()
+    if found is None:
+        pytest.skip("no mpiexec on this machine (pip install '.[mpi]')")
+    return found
+
+
+@pytest.fixture(scope="module")
+def heat2d(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example, built as its README says (with the warnings as errors)."""
+    mpicc = Path(mpiexec()).with_name("mpicc")
+    if not mpicc.exists() or (shutil.which("cc") or shutil.which("gcc")) is None:
+        pytest.skip("no mpicc beside mpiexec, or no C compiler (cc, gcc), on this machine")
+    out = tmp_path_factory.mktemp("heat2d_c") / "heat2d"
+    flags = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", *config("--cflags", "--libs")]
+    subprocess.run([str(mpicc), *flags, str(EXAMPLE), "-o", str(out)], check=True)
+    return out
+
+
+def launch(
+    heat2d: Path,
+    ckpt: Path,
+    *args: str,
+    report: Path | None = None,
+    n: int = RANKS,
+    emulated: int = 0,
+) -> subprocess.CompletedProcess[str]:
+    """``mpiexec -n N heat2d --ckpt-dir CKPT ARGS``, under ``greenckpt run -o REPORT`` when a
+    report is asked (``--no-control``: decided and accounted, the node never changed, which
+    works on any machine, with or without cpufreq; no profile: the runtime's defaults)."""
+    command = [mpiexec(), "-n", str(n), str(heat2d), "--ckpt-dir", str(ckpt), *args]
+    if report is not None:
+        nodes = ["--nodes-emulated", str(emulated)] if emulated else []
+        run = [sys.executable, "-m", "greenckpt", "run", "--no-control", *nodes, "-o"]
+        command = [*run, str(report), "--", *command]
+    return subprocess.run(
+        command, capture_output=True, text=True, env=bare_env(), timeout=300, check=False
+    )
+
+
+def checksum(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 0, done.stderr
+    found = re.findall(r"checksum ([0-9a-f]{16})", done.stdout)
+    assert len(found) == 1, done.stdout  # rank 0 alone prints it
+    return str(found[0])
+
+
+def phases(report: Path) -> list[dict[str, Any]]:
+    records = json.loads(report.read_text())["records"]
+    return [r for r in records if r["kind"] not in ("compute", "lost")]
+
+
+def marker(ckpt: Path) -> str:
+    return (ckpt / "heat2d.latest").read_text().split()[2]  # the committed iteration
+
+
+@pytest.fixture(scope="module")
+def reference(heat2d: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The failure-free run's checksum, without any runtime (every greenckpt call a no-op)."""
+    return checksum(launch(heat2d, tmp_path_factory.mktemp("ref") / "ckpt", *SHAPE))
+
+
+def test_a_killed_run_restarts_bit_identical_with_its_phases_in_the_report(
+    heat2d: Path, reference: str, tmp_path: Path
+) -> None:
+    ckpt = tmp_path / "ckpt"
+    failed = launch(heat2d, ckpt, *SHAPE, *KILL, report=tmp_path / "R1")
+    assert failed.returncode != 0  # mpiexec tore the job down
+    assert "rank 1 kills itself after iteration 170" in failed.stderr
+    assert marker(ckpt) == "150"
+    # one runtime for the job: both node leaders' announcements merge into one record each
+    job_bytes = RANKS * BLOCK
+    assert [(r["kind"], r["level"], r["size"], r["ok"], r["nodes"]) for r in
+            phases(tmp_path / "R1" / "report.json")] == [
+        ("checkpoint", 1, job_bytes, True, [0, 1])] * 3  # fmt: skip
+
+    restarted = launch(heat2d, ckpt, *SHAPE, report=tmp_path / "R2")
+    assert checksum(restarted) == reference
+    assert "restarted from iteration 150 (level 1)" in restarted.stdout
+    records = phases(tmp_path / "R2" / "report.json")
+    assert [r["kind"] for r in records] == ["restart", "rework", "checkpoint", "checkpoint"]
+    assert (records[0]["level"], records[0]["size"], records[0]["ok"]) == (1, job_bytes, True)
+    assert records[1]["ok"] is True  # iterations 151..170 done again
+    assert all(r["size"] == job_bytes and r["ok"] for r in records[2:])
+
+
+def test_over_emulated_nodes_each_node_reports_its_own_bytes(
+    heat2d: Path, reference: str, tmp_path: Path
+) -> None:
+    ckpt, node_bytes = tmp_path / "ckpt", 2 * BLOCK  # two ranks a node
+    assert launch(heat2d, ckpt, *SHAPE, *KILL, report=tmp_path / "R1", emulated=2).returncode
+    restarted = launch(heat2d, ckpt, *SHAPE, report=tmp_path / "R2", emulated=2)
+    assert checksum(restarted) == reference
+    for node in (0, 1):
+        before = phases(tmp_path / "R1" / "nodes" / f"node{node}" / "report.json")
+        after = phases(tmp_path / "R2" / "nodes" / f"node{node}" / "report.json")
+        assert [(r["kind"], r["size"], r["nodes"]) for r in before] == [
+            ("checkpoint", node_bytes, [node])] * 3  # fmt: skip
+        assert [(r["kind"], r["size"]) for r in after] == [
+            ("restart", node_bytes), ("rework", 0), ("checkpoint", node_bytes),
+            ("checkpoint", node_bytes)]  # fmt: skip
+
+
+def test_a_checkpoint_that_fails_to_write_is_not_committed(
+    heat2d: Path, reference: str, tmp_path: Path
+) -> None:
+    ckpt = tmp_path / "ckpt"
+    (ckpt / "heat2d.100.rank1").mkdir(parents=True)  # rank 1's rename onto it fails
+    done = launch(heat2d, ckpt, *SHAPE, report=tmp_path / "R")
+    assert checksum(done) == reference  # the run goes on
+    assert "rank 1: checkpoint 100 not written" in done.stderr
+    oks = [(r["kind"], r["ok"]) for r in phases(tmp_path / "R" / "report.json")]
+    assert oks == [("checkpoint", True), ("checkpoint", False)] + [("checkpoint", True)] * 3
+    assert marker(ckpt) == "250"
+    assert not (ckpt / "heat2d.100.rank0").exists()  # the uncommitted files are gone
+
+
+def test_a_damaged_checkpoint_is_never_restored_from(
+    heat2d: Path, reference: str, tmp_path: Path
+) -> None:
+    ckpt = tmp_path / "ckpt"
+    assert launch(heat2d, ckpt, *SHAPE, *KILL).returncode != 0
+    block = ckpt / "heat2d.150.rank2"
+    data = bytearray(block.read_bytes())
+    data[100] ^= 1  # one bit of a temperature
+    block.write_bytes(bytes(data))
+    done = launch(heat2d, ckpt, *SHAPE, report=tmp_path / "R")
+    assert checksum(done) == reference  # computed afresh, the same bits
+    assert "heat2d.150.rank2: checksum mismatch" in done.stderr
+    assert "does not verify; starting afresh" in done.stdout
+    records = phases(tmp_path / "R" / "report.json")
+    assert (records[0]["kind"], records[0]["ok"]) == ("restart", False)
+    assert "rework" not in [r["kind"] for r in records]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--nx", "2"], "--nx needs an integer >= 3, got '2'"),
+        (["--iterations", "ten"], "--iterations needs an integer >= 0, got 'ten'"),
+        (["--level", "3"], "--level must be 1 (node-local) or 4 (shared), got 3"),
+        (["--kill-at", "5", "--kill-rank", "2"], "--kill-rank (2) must be a rank, 0 .. 1"),
+        (["--frobnicate"], "unknown option or missing value '--frobnicate'"),
+        (["--interval"], "--interval needs an integer >= 0, got ''"),
+    ],
+)
+def test_bad_options_are_refused_in_one_line(
+    heat2d: Path, tmp_path: Path, args: list[str], message: str
+) -> None:
+    done = launch(heat2d, tmp_path / "ckpt", *args, n=2)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and message in done.stderr  # once for the whole job
+    assert not (tmp_path / "ckpt").exists()  # nothing made
+
+
+def test_a_checkpoint_of_another_shape_is_refused_and_kept(heat2d: Path, tmp_path: Path) -> None:
+    ckpt = tmp_path / "ckpt"
+    assert launch(heat2d, ckpt, *SHAPE, "--iterations", "60", n=2).returncode == 0
+    before = {p.name: p.read_bytes() for p in ckpt.iterdir()}
+    done = launch(heat2d, ckpt, "--nx", "32", "--ny", str(NY), n=2)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"heat2d: {ckpt} holds a {NX} x {NY} run on 2 ranks; run with those or another --ckpt-dir"
+    )
+    assert {p.name: p.read_bytes() for p in ckpt.iterdir()} == before
