@@ -50,8 +50,9 @@ def build(cc: list[str], out: Path, family: str) -> Path:
     subprocess.run([*cc, *CC_FLAGS, "-fPIC", "-shared", "-o", str(out / f"lib{lib}.so"), str(src)],
                    check=True)  # fmt: skip
     prog = out / f"{family}_prog"
-    subprocess.run([*cc, *CC_FLAGS, "-o", str(prog), str(STANDINS / f"{family}_prog.c"),
-                    f"-L{out}", f"-l{lib}", f"-Wl,-rpath,{out}"], check=True)  # fmt: skip
+    link = [f"-L{out}", f"-l{lib}", f"-Wl,-rpath,{out}"]
+    source = STANDINS / f"{family}_prog.c"
+    subprocess.run([*cc, *CC_FLAGS, "-o", str(prog), str(source), *link], check=True)
     return prog
 
 
@@ -84,6 +85,7 @@ def server(target: FakeTarget) -> Iterator[NotifyServer]:
 def bare_env(tmp: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GREENCKPT_", "SCR_"))}
     env.pop("LD_PRELOAD", None)
+    env.pop("LD_LIBRARY_PATH", None)  # could name a real libfti, found before the stand-in
     return {**env, "STANDIN_DIR": str(tmp), "STANDIN_LOG": str(tmp / "calls.log")}
 
 

@@ -43,12 +43,14 @@ int FTI_Protect(int id, void *ptr, int64_t count, fti_id_t tid) {
 
 int FTI_Checkpoint(int id, int level) {
     STANDIN_LOG("FTI_Checkpoint id=%d level=%d", id, level);
+    STANDIN_SYNC();
     errno = 104;
     return level == 3 ? FTI_NSCS : FTI_DONE; /* level 3 fails here */
 }
 
 int FTI_Recover(void) {
     STANDIN_LOG("FTI_Recover");
+    STANDIN_SYNC();
     errno = 105;
     return FTI_SCES;
 }
@@ -76,6 +78,7 @@ int FTI_RecoverVar(int id) {
 
 int FTI_RecoverVarFinalize(void) {
     STANDIN_LOG("FTI_RecoverVarFinalize");
+    STANDIN_SYNC();
     errno = 108;
     return FTI_SCES;
 }
