@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "greenckpt_mpi.h"
@@ -40,7 +41,7 @@
 #define PATH_LEN 4096
 
 typedef struct {
-    long nx, ny, iterations, interval, ranks_per_node, kill_at, kill_rank, level;
+    long nx, ny, iterations, interval, ranks_per_node, kill_at, kill_rank, level, trace;
     const char *dir;
 } options;
 
@@ -53,7 +54,7 @@ typedef struct {
 } grid;
 
 typedef struct {
-    int rank, size, node_rank, node_size;
+    int rank, size, node_rank, node_size, trace;
     greenckpt_mpi g;
 } job;
 
@@ -81,27 +82,16 @@ static void check(const job *j, const char *what, int status) {
                 greenckpt_strerror(status));
 }
 
-/* write() until done (it may write less than asked, or be interrupted). */
-static int write_all(int fd, const void *data, size_t n) {
-    const char *p = data;
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-static int read_all(int fd, void *data, size_t n) {
+/* read() or write() all `n` bytes (either may do less than asked, or be interrupted).
+ * Returns 0, or -1 on an error or an end of file before `n` bytes. */
+static int transfer(int fd, void *data, size_t n, int writing) {
     char *p = data;
     while (n > 0) {
-        ssize_t r = read(fd, p, n);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return -1;
-        p += r;
-        n -= (size_t)r;
+        ssize_t k = writing ? write(fd, p, n) : read(fd, p, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return -1;
+        p += k;
+        n -= (size_t)k;
     }
     return 0;
 }
@@ -129,7 +119,7 @@ static int write_atomic(const char *dir, const char *path, const void *const *pa
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) return -1;
     for (int i = 0; i < n; i++)
-        if (write_all(fd, parts[i], sizes[i]) != 0) goto fail;
+        if (transfer(fd, (void *)parts[i], sizes[i], 1) != 0) goto fail;
     if (fsync(fd) != 0) goto fail;
     if (close(fd) != 0) {
         fd = -1;
@@ -156,14 +146,15 @@ static void usage(FILE *to) {
     fprintf(to,
             "usage: heat2d [--nx ROWS] [--ny COLS] [--iterations N] [--interval K]\n"
             "              [--ckpt-dir DIR] [--level 1|4] [--ranks-per-node N]\n"
-            "              [--kill-at ITER [--kill-rank R]]\n"
+            "              [--kill-at ITER [--kill-rank R]] [--trace]\n"
             "Jacobi relaxation of a ROWS x COLS plate (default 256 x 256, 1000 iterations),\n"
             "checkpointed every K iterations (default 100; 0: never) into DIR (default\n"
             "heat2d-ckpt), announced to greenckpt as level 1 (DIR is node-local, default) or\n"
             "4 (DIR is on a shared file system). A committed checkpoint in DIR is restarted\n"
             "from. --ranks-per-node N emulates nodes of N ranks (0: nodes are hosts).\n"
             "--kill-at ITER: rank R (default 0) kills itself (SIGKILL) after iteration ITER,\n"
-            "in a run that did not restart (the same command, run again, restarts and ends).\n");
+            "in a run that did not restart (the same command, run again, restarts and ends).\n"
+            "--trace: a line per rank and checkpoint or restart: its write/read wave, when.\n");
 }
 
 /* One option's integer value; on a bad one, `why` receives what would be right. */
@@ -188,12 +179,16 @@ static int parse_options(int argc, char **argv, options *o, int rank, int size) 
                      &o->kill_at, &o->kill_rank, &o->level};
     const long mins[] = {3, 3, 0, 0, 0, 1, 0, 1};
     char why[256] = "";
-    *o = (options){256, 256, 1000, 100, 0, -1, 0, 1, "heat2d-ckpt"};
+    *o = (options){256, 256, 1000, 100, 0, -1, 0, 1, 0, "heat2d-ckpt"};
     for (int i = 1; i < argc && why[0] == '\0'; i++) {
         int known = 0;
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             if (rank == 0) usage(stdout);
             return 1;
+        }
+        if (strcmp(argv[i], "--trace") == 0) {
+            o->trace = 1;
+            continue;
         }
         if (strcmp(argv[i], "--ckpt-dir") == 0 && i + 1 < argc && argv[i + 1][0] != '\0') {
             o->dir = argv[++i];
@@ -298,14 +293,28 @@ static void header(uint64_t *h, const grid *gr, long iteration, int size) {
     memcpy(h, v, sizeof v);
 }
 
+static long long now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
 /* Run `op` on this rank in its node's turn: ranks of a node go in waves of at most `io`
  * (the runtime's advice; 0 = all at once), so no more than `io` of them touch the storage
- * together. Collective over the node. Returns `op`'s result. */
-static int in_waves(const job *j, int io, int (*op)(void *), void *arg) {
+ * together. Collective over the node. With --trace, one line per rank says which wave it was
+ * in and when it ran (monotonic clock), so the waves can be seen. Returns `op`'s result. */
+static int in_waves(const job *j, int io, int (*op)(void *), void *arg, const char *what,
+                    long iteration) {
     int waves = io > 0 ? (j->node_size + io - 1) / io : 1, mine = io > 0 ? j->node_rank / io : 0;
     int rc = 0;
     for (int w = 0; w < waves; w++) {
-        if (w == mine) rc = op(arg);
+        if (w == mine) {
+            long long t0 = now_ns();
+            rc = op(arg);
+            if (j->trace)
+                fprintf(stderr, "heat2d: trace rank %d node %d %s %ld wave %d/%d io %d %lld %lld\n",
+                        j->rank, j->g.node, what, iteration, w + 1, waves, io, t0, now_ns());
+        }
         if (waves > 1) MPI_Barrier(j->g.node_comm);
     }
     return rc;
@@ -351,7 +360,7 @@ static int read_block(void *arg) {
     fd = open(path, O_RDONLY);
     if (buf == NULL) why = "out of memory";
     else if (fd < 0) why = strerror(errno);
-    else if (read_all(fd, buf, n) != 0) why = "shorter than a block of this grid, or unreadable";
+    else if (transfer(fd, buf, n, 0) != 0) why = "shorter than a block of this grid, or unreadable";
     else if (read(fd, &sum, 1) != 0) why = "longer than a block of this grid";
     if (fd >= 0) close(fd);
     header(want, b->gr, b->iteration, b->size);
@@ -422,7 +431,7 @@ static int checkpoint(job *j, const options *o, grid *gr, long it, long previous
     check(j, "checkpoint begin",
           greenckpt_mpi_begin(&j->g, GREENCKPT_CHECKPOINT, (int)o->level, o->dir,
                               (int64_t)block_bytes(gr), &io));
-    ok = in_waves(j, io, write_block, &b);
+    ok = in_waves(j, io, write_block, &b, "checkpoint", it);
     MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (all && j->rank == 0) committed = write_marker(o, it, j->size);
     MPI_Bcast(&committed, 1, MPI_INT, 0, MPI_COMM_WORLD);
@@ -475,7 +484,7 @@ static int restart(job *j, const options *o, grid *gr, long ckpt, long level) {
     check(j, "restart begin",
           greenckpt_mpi_begin(&j->g, GREENCKPT_RESTART, (int)level, o->dir,
                               (int64_t)block_bytes(gr), &io));
-    ok = in_waves(j, io, read_block, &b);
+    ok = in_waves(j, io, read_block, &b, "restart", ckpt);
     MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     check(j, "restart end", greenckpt_mpi_end(&j->g, GREENCKPT_RESTART, all));
     if (!all) grid_reset(gr);
@@ -498,22 +507,16 @@ static long reached(int note_fd) {
 
 /* ------------------------------------------------------------------------ main */
 
+/* The checksum of the whole grid, row after row: FNV-1a chained through the ranks in order
+ * (each continues its upper neighbour's hash over its rows), so it is the same for any number
+ * of ranks and needs no gathered copy of the grid. Collective; every rank gets it. */
 static uint64_t result_checksum(const grid *gr, int rank, int size) {
-    int *counts = calloc((size_t)size, sizeof(int)), *displs = calloc((size_t)size, sizeof(int));
-    long base = gr->nx / size, extra = gr->nx % size;
-    double *full = rank == 0 ? malloc((size_t)(gr->nx * gr->ny) * sizeof(double)) : NULL;
-    uint64_t sum = 0;
-    for (int r = 0; r < size && counts && displs; r++) {
-        counts[r] = (int)((base + (r < extra ? 1 : 0)) * gr->ny);
-        displs[r] = r == 0 ? 0 : displs[r - 1] + counts[r - 1];
-    }
-    MPI_Gatherv(gr->u + gr->ny, (int)(gr->rows * gr->ny), MPI_DOUBLE, full, counts, displs,
-                MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    if (full != NULL) sum = fnv(fnv_init(), full, (size_t)(gr->nx * gr->ny) * sizeof(double));
-    free(full);
-    free(counts);
-    free(displs);
-    return sum;
+    uint64_t h = fnv_init();
+    if (rank > 0) MPI_Recv(&h, 1, MPI_UINT64_T, rank - 1, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    h = fnv(h, gr->u + gr->ny, (size_t)(gr->rows * gr->ny) * sizeof(double));
+    if (rank < size - 1) MPI_Send(&h, 1, MPI_UINT64_T, rank + 1, 2, MPI_COMM_WORLD);
+    MPI_Bcast(&h, 1, MPI_UINT64_T, size - 1, MPI_COMM_WORLD);
+    return h;
 }
 
 /* Restore from the committed checkpoint if there is one; the iteration to go on from, and
@@ -599,11 +602,7 @@ int main(int argc, char **argv) {
                 strerror(errno));
         status = 2;
     }
-    {
-        int worst = status;
-        MPI_Allreduce(&status, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-        status = worst;
-    }
+    MPI_Allreduce(MPI_IN_PLACE, &status, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (status != 0) {
         MPI_Finalize();
         return status == 1 ? 0 : status;
@@ -612,6 +611,7 @@ int main(int argc, char **argv) {
     status = greenckpt_mpi_init(&j.g, MPI_COMM_WORLD, (int)o.ranks_per_node);
     MPI_Comm_rank(j.g.node_comm, &j.node_rank);
     MPI_Comm_size(j.g.node_comm, &j.node_size);
+    j.trace = (int)o.trace;
     check(&j, "greenckpt_mpi_init", status);
     status = solve(&j, &o);
     greenckpt_mpi_free(&j.g);

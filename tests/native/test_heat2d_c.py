@@ -9,18 +9,23 @@ line with exit status 2.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from greenckpt.ckpt.comm import find_mpiexec
+from greenckpt.runtime.notify import NotifyServer
+from greenckpt.runtime.settings import Settings
 from tests.native.test_phase_api import bare_env, config
+from tests.runtime.test_notify import FAKE, FakeTarget
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "c" / "heat2d.c"
 NX, NY, RANKS = 64, 64, 4
@@ -59,6 +64,7 @@ def launch(
     report: Path | None = None,
     n: int = RANKS,
     emulated: int = 0,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """``mpiexec -n N heat2d --ckpt-dir CKPT ARGS``, under ``greenckpt run -o REPORT`` when a
     report is asked (``--no-control``: decided and accounted, the node never changed, which
@@ -69,7 +75,7 @@ def launch(
         run = [sys.executable, "-m", "greenckpt", "run", "--no-control", *nodes, "-o"]
         command = [*run, str(report), "--", *command]
     return subprocess.run(
-        command, capture_output=True, text=True, env=bare_env(), timeout=300, check=False
+        command, capture_output=True, text=True, env=env or bare_env(), timeout=300, check=False
     )
 
 
@@ -198,3 +204,49 @@ def test_a_checkpoint_of_another_shape_is_refused_and_kept(heat2d: Path, tmp_pat
         f"heat2d: {ckpt} holds a {NX} x {NY} run on 2 ranks; run with those or another --ckpt-dir"
     )
     assert {p.name: p.read_bytes() for p in ckpt.iterdir()} == before
+
+
+class OneAtATime(FakeTarget):
+    """A runtime that advises one I/O process per node for every phase."""
+
+    def begin(self, kind: Any, **fields: Any) -> Settings | None:
+        settings = super().begin(kind, **fields)
+        return None if settings is None else dataclasses.replace(FAKE, io_processes=1)
+
+
+def waves(stderr: str) -> dict[tuple[str, str, int], list[tuple[int, int, int, int]]]:
+    """The --trace lines: per (phase, iteration, node), each rank's (wave, waves, start, end)
+    in the order of its rank."""
+    found: dict[tuple[str, str, int], list[tuple[int, int, int, int]]] = {}
+    pattern = r"trace rank (\d+) node (\d+) (\w+) (\d+) wave (\d+)/(\d+) io 1 (\d+) (\d+)"
+    for _rank, node, what, it, wave, count, start, end in sorted(
+        re.findall(pattern, stderr), key=lambda m: int(m[0])
+    ):
+        found.setdefault((what, it, int(node)), []).append(
+            (int(wave), int(count), int(start), int(end))
+        )
+    return found
+
+
+def test_ranks_of_a_node_write_and_read_in_the_advised_waves(heat2d: Path, tmp_path: Path) -> None:
+    """Advised one I/O process, the two ranks of a node write (and read back) one after the
+    other: the node's second rank starts only once its first has finished."""
+    sock_dir = Path(tempfile.mkdtemp(prefix="gch-", dir="/tmp"))  # short: a socket path
+    ckpt, trace = tmp_path / "ckpt", [*SHAPE, "--trace"]
+    try:
+        with NotifyServer(OneAtATime(), sock_dir / "rt.sock") as server:
+            env = {**bare_env(), **server.environ()}
+            first = launch(heat2d, ckpt, *trace, "--iterations", "120", env=env)
+            again = launch(heat2d, ckpt, *trace, "--iterations", "130", env=env)
+    finally:
+        shutil.rmtree(sock_dir, ignore_errors=True)
+    checksum(first)  # both ran to the end
+    checksum(again)
+    seen = {**waves(first.stderr), **waves(again.stderr)}
+    assert sorted(seen) == [
+        (what, it, node) for what, it in [("checkpoint", "100"), ("checkpoint", "50"),
+                                          ("restart", "100")] for node in (0, 1)
+    ]  # fmt: skip
+    for one, two in seen.values():
+        assert (one[:2], two[:2]) == ((1, 2), (2, 2))  # node rank 0 first, then node rank 1
+        assert one[3] <= two[2]  # not together
