@@ -42,6 +42,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from greenckpt.cli.app_env import greenckpt_on_path
 from greenckpt.cli.args import add_meter_arguments, meter_names, open_meters, stated_failure_rate
 from greenckpt.cli.argtypes import add_hidden_alias, positive_int, unit_type
 from greenckpt.cli.commands import command_help
@@ -330,8 +331,8 @@ def run_with_runtime(
     forwarder = _Forwarder(forward)
     forwarder.install()
     try:
-        with runtime, NotifyServer(runtime) as server:
-            env = {**os.environ, **(environ or {}), **server.environ()}
+        with runtime, NotifyServer(runtime) as server, greenckpt_on_path() as own:
+            env = {**os.environ, **own, **(environ or {}), **server.environ()}
             if forwarder.received is not None:  # stopped while the runtime started
                 outcome = RunOutcome(128 + forwarder.received, forwarder.received, False)
             else:

@@ -25,12 +25,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from greenckpt.ckpt.notify_client import NODE_PLACEHOLDER, SOCKET_ENV
+from greenckpt.cli.app_env import greenckpt_on_path
 from greenckpt.cli.args import meter_names
 from greenckpt.cli.argtypes import positive_int
 from greenckpt.cli.run_cmd import (
     FORWARDED_SIGNALS,
     RunOutcome,
     _Forwarder,
+    _intercept,
     _program,
     _remove_created,
     exit_status,
@@ -119,6 +121,7 @@ def run_job(ns: argparse.Namespace, command: list[str]) -> int:
     load_policy_inputs(ns)
     baselines = [(str(path), load_job_report(path)) for path in ns.compare]
     _program(command)
+    environ = _intercept(ns.intercept, command)
     meter_names(ns)
     notes: list[str] = []
     roots = _node_args(ns, notes)
@@ -149,8 +152,9 @@ def run_job(ns: argparse.Namespace, command: list[str]) -> int:
             handles = LocalLauncher().start(spec)
             try:
                 _await_agents(collector, handles)
-                env = {**os.environ, SOCKET_ENV: spec.socket_template}
-                outcome = _run_command(command, env, stdout=2 if ns.json else None)
+                with greenckpt_on_path() as own:
+                    env = {**os.environ, **own, **environ, SOCKET_ENV: spec.socket_template}
+                    outcome = _run_command(command, env, stdout=2 if ns.json else None)
             finally:
                 _stop_agents(collector, handles)
             report = JobReport.build(
