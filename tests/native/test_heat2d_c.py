@@ -9,6 +9,7 @@ line with exit status 2.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import re
@@ -16,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -206,6 +208,33 @@ def test_a_checkpoint_of_another_shape_is_refused_and_kept(heat2d: Path, tmp_pat
     assert {p.name: p.read_bytes() for p in ckpt.iterdir()} == before
 
 
+@contextlib.contextmanager
+def runtime(target: FakeTarget) -> Iterator[dict[str, str]]:
+    """A stand-in runtime answering with ``target``: the environment that reaches it."""
+    sock_dir = Path(tempfile.mkdtemp(prefix="gch-", dir="/tmp"))  # short: a socket path
+    try:
+        with NotifyServer(target, sock_dir / "rt.sock") as server:
+            yield {**bare_env(), **server.environ()}
+    finally:
+        shutil.rmtree(sock_dir, ignore_errors=True)
+
+
+@pytest.mark.filterwarnings("ignore:greenckpt. could not end:RuntimeWarning")  # the refusals
+def test_a_greenckpt_call_that_fails_is_reported_and_the_run_goes_on(
+    heat2d: Path, reference: str, tmp_path: Path
+) -> None:
+    refusing = FakeTarget()
+    refusing.refuse_end = True  # the runtime answers every end with an error
+    with runtime(refusing) as env:
+        done = launch(heat2d, tmp_path / "ckpt", *SHAPE, env=env)
+    assert checksum(done) == reference
+    reported = [line for line in done.stderr.splitlines() if "going on" in line]
+    assert reported and all(
+        re.fullmatch(r"heat2d: rank [02]: checkpoint end: .+; going on", line) for line in reported
+    ), done.stderr  # one line from a node's leader, ranks 0 and 2
+    assert marker(tmp_path / "ckpt") == "250"  # the checkpoints themselves were made
+
+
 class OneAtATime(FakeTarget):
     """A runtime that advises one I/O process per node for every phase."""
 
@@ -231,15 +260,10 @@ def waves(stderr: str) -> dict[tuple[str, str, int], list[tuple[int, int, int, i
 def test_ranks_of_a_node_write_and_read_in_the_advised_waves(heat2d: Path, tmp_path: Path) -> None:
     """Advised one I/O process, the two ranks of a node write (and read back) one after the
     other: the node's second rank starts only once its first has finished."""
-    sock_dir = Path(tempfile.mkdtemp(prefix="gch-", dir="/tmp"))  # short: a socket path
     ckpt, trace = tmp_path / "ckpt", [*SHAPE, "--trace"]
-    try:
-        with NotifyServer(OneAtATime(), sock_dir / "rt.sock") as server:
-            env = {**bare_env(), **server.environ()}
-            first = launch(heat2d, ckpt, *trace, "--iterations", "120", env=env)
-            again = launch(heat2d, ckpt, *trace, "--iterations", "130", env=env)
-    finally:
-        shutil.rmtree(sock_dir, ignore_errors=True)
+    with runtime(OneAtATime()) as env:
+        first = launch(heat2d, ckpt, *trace, "--iterations", "120", env=env)
+        again = launch(heat2d, ckpt, *trace, "--iterations", "130", env=env)
     checksum(first)  # both ran to the end
     checksum(again)
     seen = {**waves(first.stderr), **waves(again.stderr)}
