@@ -3,8 +3,9 @@ and ``greenckpt config`` flags, run under ``greenckpt run`` with ``mpiexec -n 4`
 emulated nodes, a rank killed, then the same command restarting from the committed checkpoint
 ends with the same bits as a failure-free run, and the reports hold its checkpoint, restart
 and rework phases with the bytes its node leaders announced. A checkpoint that fails to write
-is not committed, a damaged one is never restored from, and bad options are refused in one
-line with exit status 2.
+is not committed, a damaged one is never restored from, a node's ranks write and read in the
+waves the runtime advises, a greenckpt call the runtime refuses is reported and the run goes
+on, and bad options are refused in one line with exit status 2.
 """
 
 from __future__ import annotations
