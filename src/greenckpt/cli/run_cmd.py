@@ -336,22 +336,28 @@ def run_with_runtime(
             if forwarder.received is not None:  # stopped while the runtime started
                 outcome = RunOutcome(128 + forwarder.received, forwarder.received, False)
             else:
-                try:
-                    proc = subprocess.Popen(command, env=env, stdout=stdout)
-                except OSError as exc:
-                    raise InvalidValueError(f"cannot run {command[0]!r}: {exc.strerror}") from None
-                forwarder.attach(proc)
-                try:
-                    code = proc.wait()
-                except KeyboardInterrupt:  # a SIGINT that no handler here caught
-                    proc.send_signal(signal.SIGINT)
-                    code = proc.wait()
-                outcome = RunOutcome(
-                    exit_status(code), forwarder.received, forwarded=forwarder.forwarded
-                )
+                outcome = run_forwarded(command, env, stdout, forwarder)
         return outcome, runtime.report(baselines=baselines)
     finally:
         forwarder.uninstall()
+
+
+def run_forwarded(
+    command: list[str], env: dict[str, str], stdout: int | None, forwarder: _Forwarder
+) -> RunOutcome:
+    """Start ``command``, pass it the signals ``forwarder`` catches, wait for it; how it
+    ended (a command that cannot start: one line)."""
+    try:
+        proc = subprocess.Popen(command, env=env, stdout=stdout)
+    except OSError as exc:
+        raise InvalidValueError(f"cannot run {command[0]!r}: {exc.strerror}") from None
+    forwarder.attach(proc)
+    try:
+        code = proc.wait()
+    except KeyboardInterrupt:  # a SIGINT that no handler here caught
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait()
+    return RunOutcome(exit_status(code), forwarder.received, forwarded=forwarder.forwarded)
 
 
 def prepare_report_dir(directory: Path) -> list[Path]:

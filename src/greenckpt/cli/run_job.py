@@ -35,10 +35,10 @@ from greenckpt.cli.run_cmd import (
     _intercept,
     _program,
     _remove_created,
-    exit_status,
     failure_rate,
     load_policy_inputs,
     prepare_report_dir,
+    run_forwarded,
 )
 from greenckpt.errors import InvalidValueError
 from greenckpt.jsonout import dumps
@@ -205,17 +205,7 @@ def _run_command(command: list[str], env: dict[str, str], stdout: int | None) ->
     forwarder = _Forwarder(FORWARDED_SIGNALS)
     forwarder.install()
     try:
-        try:
-            proc = subprocess.Popen(command, env=env, stdout=stdout)
-        except OSError as exc:
-            raise InvalidValueError(f"cannot run {command[0]!r}: {exc.strerror}") from None
-        forwarder.attach(proc)
-        try:
-            code = proc.wait()
-        except KeyboardInterrupt:
-            proc.send_signal(2)
-            code = proc.wait()
-        return RunOutcome(exit_status(code), forwarder.received, forwarded=forwarder.forwarded)
+        return run_forwarded(command, env, stdout, forwarder)
     finally:
         forwarder.uninstall()
 
