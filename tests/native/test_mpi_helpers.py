@@ -32,7 +32,7 @@ def mpi_driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def run(driver: Path, env: dict[str, str], *args: str) -> list[str]:
+def run(driver: Path, env: dict[str, str], *args: str, err: list[str] | None = None) -> list[str]:
     mpiexec = find_mpiexec()
     assert mpiexec is not None
     done = subprocess.run(
@@ -43,6 +43,8 @@ def run(driver: Path, env: dict[str, str], *args: str) -> list[str]:
         timeout=120,
         check=True,
     )
+    if err is not None:
+        err.extend(done.stderr.splitlines())
     return sorted(done.stdout.splitlines())
 
 
@@ -77,3 +79,23 @@ def test_without_a_runtime_every_rank_goes_on(mpi_driver: Path) -> None:
         "rank 2 node 0 leader 0 begin 1 io 0 end 1",
         "rank 3 node 0 leader 0 begin 1 io 0 end 1",
     ]
+
+
+def test_a_negative_size_on_one_rank_refuses_its_nodes_phase_in_one_line(
+    mpi_driver: Path,
+    server: NotifyServer,  # noqa: F811 - the fixture
+    target: FakeTarget,  # noqa: F811 - the fixture
+) -> None:
+    err: list[str] = []
+    lines = run(mpi_driver, {**bare_env(), **server.environ()}, "2", "-1", "1", err=err)
+    assert lines == [
+        "rank 0 node 0 leader 1 begin -1 io 0 end -2",  # node 0 refused: rank 0 has no advice,
+        "rank 1 node 0 leader 0 begin -1 io 0 end -2",  # so no rank has (all write at once)
+        "rank 2 node 1 leader 1 begin 0 io 0 end 0",
+        "rank 3 node 1 leader 0 begin 0 io 0 end 0",
+    ]
+    assert err == [
+        "greenckpt: greenckpt_mpi_begin(checkpoint): 1 rank(s) of node 0 gave a negative size; "
+        "give each rank's bytes (>= 0)"
+    ]
+    assert target.calls == [("begin", "checkpoint", "/tmp", 7000, 2), ("end", "checkpoint", True)]

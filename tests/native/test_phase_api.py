@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -331,3 +332,52 @@ def test_a_node_placeholder_in_the_socket_path_picks_the_nodes_runtime(driver: P
         shutil.rmtree(sock_dir, ignore_errors=True)
     assert err == "" and lines.count("b 0 -> 0 io=2") == 2
     assert [t.nodes for t in targets] == [[0], [1]]
+
+
+def test_a_process_killed_in_a_phase_leaves_it_ended_as_failed(
+    driver: Path, server: NotifyServer, target: FakeTarget
+) -> None:
+    proc = subprocess.Popen(
+        [str(driver), *map(str, ["b", CHECKPOINT, 1, "/tmp", 10, "w"])],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=server_env(server),
+    )  # fmt: skip
+    assert proc.stdout is not None
+    assert [proc.stdout.readline() for _ in range(2)] == ["b 0 -> 0 io=2\n", "w\n"]
+    proc.kill()  # a rank killed in the middle of its checkpoint
+    proc.communicate(timeout=60)
+    deadline = time.monotonic() + 10
+    while ("end", "checkpoint", False) not in target.calls and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert target.calls == [("begin", "checkpoint", "/tmp", 10, 1), ("end", "checkpoint", False)]
+    assert server.open_phases() == {}
+
+
+def test_a_relative_path_is_sent_from_the_programs_folder(
+    driver: Path, server: NotifyServer, target: FakeTarget, tmp_path: Path
+) -> None:
+    done = subprocess.run(
+        [str(driver), *map(str, ["b", CHECKPOINT, 1, "ckpt/run1", 10, "e", CHECKPOINT, 1])],
+        capture_output=True, text=True, env=server_env(server), cwd=tmp_path, check=True,
+    )  # fmt: skip
+    assert done.stdout.splitlines()[0] == "b 0 -> 0 io=2"
+    assert target.calls[0] == ("begin", "checkpoint", f"{tmp_path}/ckpt/run1", 10, 1)
+
+
+def test_the_node_cannot_change_under_an_open_phase(driver: Path) -> None:
+    sock_dir = Path(tempfile.mkdtemp(prefix="gcn-", dir="/tmp"))
+    targets = [FakeTarget(), FakeTarget()]
+    try:
+        with (
+            NotifyServer(targets[0], sock_dir / "node0.sock"),
+            NotifyServer(targets[1], sock_dir / "node1.sock"),
+        ):
+            env = {**bare_env(), "GREENCKPT_RUNTIME_SOCKET": str(sock_dir / "node{node}.sock")}
+            lines, err = run(
+                driver, "b", CHECKPOINT, 1, "/tmp", 10, "n", 1, "e", CHECKPOINT, 1, env=env
+            )
+    finally:
+        shutil.rmtree(sock_dir, ignore_errors=True)
+    assert lines == ["b 0 -> 0 io=2", "n 1 -> -2", "e 0 -> 0"]
+    assert "end them first" in err and err.count("\n") == 1
+    assert [c[0] for c in targets[0].calls] == ["begin", "end"] and targets[1].calls == []

@@ -27,7 +27,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from greenckpt.ckpt.hooks import HookKind, PhaseAdvice, PhaseHook
 from greenckpt.ckpt.levels import BUILTIN_LEVELS, level_numbers, numbers_text
@@ -77,6 +77,12 @@ MAX_LEVEL: Final = max(spec.number for spec in BUILTIN_LEVELS)
 
 
 _EVENTS = ("begin", "end", "ping")
+Scope = Literal["job", "connection"]
+SCOPES: tuple[Scope, ...] = ("job", "connection")
+"""A begin's ``scope``: ``job`` (default) — the phase lasts until its end arrives, from any
+connection (``greenckpt notify begin`` and ``end`` are two commands); ``connection`` — it also
+ends, as failed, when the connection that began it closes first (the process died or gave up
+in the middle of the phase), so a killed rank never leaves its phase open."""
 _CONNECT_FIRST_PAUSE_S = 0.001
 _CONNECT_MAX_PAUSE_S = 0.05
 _MAX_INT = 2**63 - 1
@@ -212,9 +218,14 @@ class BeginRequest:
     size: int = 0
     node: int = 0
     pid: int = 0
+    scope: Scope = "job"
 
     def __post_init__(self) -> None:
         _check_kind(self.kind)
+        if self.scope not in SCOPES:
+            raise ProtocolError(
+                f'"scope" must be one of {", ".join(SCOPES)}, got {self.scope!r:.40}'
+            )
         _check_level(self.level)
         if not isinstance(self.path, str):
             raise ProtocolError(f'"path" must be a string, got {self.path!r:.40}')
@@ -235,6 +246,7 @@ class BeginRequest:
             "size": self.size,
             "node": self.node,
             "pid": self.pid,
+            "scope": self.scope,
         }
 
 
@@ -303,6 +315,7 @@ def parse_request(message: Mapping[str, Any]) -> Request:
             size=message.get("size", 0),
             node=message.get("node", 0),
             pid=message.get("pid", 0),
+            scope=message.get("scope", "job"),
         )
     if event == "end":
         return EndRequest(
@@ -345,12 +358,18 @@ class SocketHook:
     A runtime that cannot be reached, breaks the connection again, does not answer within
     ``timeout`` seconds or answers with an error raises :class:`NotifyError` naming the socket.
 
+    ``scope``: that of its begins (:data:`SCOPES`); the checkpoint library's hook
+    (:func:`hook_from_env`) uses ``connection``, so a rank killed in the middle of a phase
+    does not leave it open.
+
     Emulated nodes on one host each have their own agent: every ``{node}`` in ``path`` is
     replaced by the node index of the call (``ping``: ``$GREENCKPT_NODE``, else 0), and a call
     for another node than the connected one reconnects to that node's socket.
     """
 
-    def __init__(self, path: str, timeout: float = 5.0) -> None:
+    def __init__(self, path: str, timeout: float = 5.0, *, scope: Scope = "job") -> None:
+        if scope not in SCOPES:
+            raise InvalidValueError(f"scope must be one of {', '.join(SCOPES)}, got {scope!r}")
         if not isinstance(path, str) or not path:
             raise InvalidValueError(f"runtime socket path must be a non-empty string, got {path!r}")
         if not (math.isfinite(timeout) and timeout > 0):
@@ -359,6 +378,7 @@ class SocketHook:
             )
         self.socket_path = path
         self.timeout = timeout
+        self.scope: Scope = scope
         self._lock = threading.Lock()
         self._sock: socket.socket | None = None
         self._buffer = b""
@@ -373,7 +393,7 @@ class SocketHook:
         self, kind: HookKind, *, level: int | None, path: str, size: int, node: int
     ) -> PhaseAdvice:
         """Tell the runtime that a ``kind`` phase starts; return its advice."""
-        request = BeginRequest(kind, level, path, size, node, os.getpid())
+        request = BeginRequest(kind, level, path, size, node, os.getpid(), scope=self.scope)
         reply = self.request(request)
         try:
             return advice_from_reply(reply)
@@ -550,4 +570,4 @@ def hook_from_env(env: Mapping[str, str] = os.environ) -> PhaseHook | None:
     """A :class:`SocketHook` for the socket named in ``GREENCKPT_RUNTIME_SOCKET``, or None
     when that variable is unset or empty. Nothing is connected until the first phase."""
     path = env.get(SOCKET_ENV, "").strip()
-    return SocketHook(path) if path else None
+    return SocketHook(path, scope="connection") if path else None

@@ -236,8 +236,9 @@ class NotifyServer:
     ) -> None:
         self.close()
 
-    def handle(self, line: bytes | str) -> dict[str, Any]:
-        """The reply to one request line (what a connection's thread sends back)."""
+    def handle(self, line: bytes | str, held: dict[WireKind, int] | None = None) -> dict[str, Any]:
+        """The reply to one request line (what a connection's thread sends back). ``held``:
+        the connection's phases of scope ``connection`` still open, kept up to date here."""
         try:
             request = parse_request(decode(line))
         except ProtocolError as exc:
@@ -246,8 +247,14 @@ class NotifyServer:
             return {"v": PROTOCOL_VERSION, "ok": True, "runtime": f"greenckpt {__version__}"}
         try:
             if isinstance(request, BeginRequest):
-                return self._begin(request)
-            return self._end(request)
+                reply = self._begin(request)
+                if held is not None and request.scope == "connection":
+                    held[request.kind] = held.get(request.kind, 0) + 1
+                return reply
+            reply = self._end(request)
+            if held is not None and held.get(request.kind, 0) > 0:
+                held[request.kind] -= 1
+            return reply
         except (ValueError, OSError, PlatformError) as exc:  # the target refused the request
             return error_reply(exc)
         except Exception as exc:  # a bug in the target: tell the client, keep serving
@@ -426,6 +433,7 @@ class NotifyServer:
         thread.start()
 
     def _serve(self, conn: socket.socket) -> None:
+        held: dict[WireKind, int] = {}  # phases this connection began with scope "connection"
         try:
             for line in self._lines(conn):
                 if line is None:  # too long: cannot find the next message
@@ -440,13 +448,35 @@ class NotifyServer:
                         f"({one_line(line.decode('utf-8', 'replace'), 80)!r}): not executed"
                     )
                     break
-                conn.sendall(encode(self.handle(line)))
+                conn.sendall(encode(self.handle(line, held)))
         except OSError:
             pass  # the client went away
         finally:
             with self._conns_lock:
                 self._conns.pop(conn, None)
             conn.close()
+            self._end_held(held)
+
+    def _end_held(self, held: dict[WireKind, int]) -> None:
+        """End, as failed, the phases a closed connection began with scope ``connection``
+        and did not end: its process died or gave up in the middle of them, and an open
+        phase would otherwise absorb every later phase of its kind. Not while the server
+        closes: :meth:`close` ends what is left open, once."""
+        for kind, n in held.items():
+            if n <= 0 or self._closing.is_set():
+                continue
+            self._report(
+                f"a client's connection closed with {n} {kind} phase(s) it had begun still "
+                "open (its process died or gave up): ended there as failed"
+            )
+            for _ in range(n):
+                with contextlib.suppress(Exception), self._lock:
+                    self.target.end(kind, ok=False)
+                    held_now = self._open.get(kind, 0)
+                    if held_now > 1:
+                        self._open[kind] = held_now - 1
+                    else:
+                        self._open.pop(kind, None)
 
     @staticmethod
     def _lines(conn: socket.socket) -> Iterator[bytes | None]:

@@ -53,7 +53,9 @@ enum gc_link { LINK_UNSET = 0, LINK_NONE, LINK_READY, LINK_DOWN };
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-static volatile int g_link = LINK_UNSET; /* written under g_lock after the first call */
+static int g_link = LINK_UNSET; /* written under g_lock after the first call; read atomically */
+#define LINK() __atomic_load_n(&g_link, __ATOMIC_ACQUIRE)
+#define SET_LINK(v) __atomic_store_n(&g_link, (v), __ATOMIC_RELEASE)
 static pid_t g_pid;                      /* the process that read the environment */
 static int g_fd = -1;
 static int g_node;
@@ -101,17 +103,17 @@ static void init_once(void) {
         g_node = 0;
     }
     if (path == NULL || *path == '\0') {
-        g_link = LINK_NONE;
+        SET_LINK(LINK_NONE);
         return;
     }
     if (strlen(path) >= sizeof g_template) {
         fprintf(stderr, "greenckpt: GREENCKPT_RUNTIME_SOCKET is too long; phase announcements "
                         "are off\n");
-        g_link = LINK_DOWN;
+        SET_LINK(LINK_DOWN);
         return;
     }
     strcpy(g_template, path);
-    g_link = LINK_UNSET; /* connect lazily, under the lock, at the first announcement */
+    SET_LINK(LINK_UNSET); /* connect lazily, under the lock, at the first announcement */
 }
 
 /* The socket path of this process's node: the template with every "{node}" replaced by the
@@ -154,12 +156,12 @@ static void link_down(const char *why) {
     if (g_fd >= 0) close(g_fd);
     g_fd = -1;
     g_rlen = 0;
-    if (g_link != LINK_DOWN)
+    if (LINK() != LINK_DOWN)
         fprintf(stderr,
                 "greenckpt: the runtime at %s %s; phase announcements are off for this "
                 "process (pid %ld), which goes on with its own settings\n",
                 g_socket, why, (long)g_pid);
-    g_link = LINK_DOWN;
+    SET_LINK(LINK_DOWN);
 }
 
 /* Connect on first use (under g_lock); 1 when connected. */
@@ -168,8 +170,8 @@ static int ensure_link(void) {
     struct timeval tv = {GC_TIMEOUT_S, 0};
     char why[160];
     int fd;
-    if (g_link == LINK_READY) return 1;
-    if (g_link != LINK_UNSET) return 0;
+    if (LINK() == LINK_READY) return 1;
+    if (LINK() != LINK_UNSET) return 0;
     if (resolve_socket() != 0) {
         snprintf(g_socket, sizeof g_socket, "GREENCKPT_RUNTIME_SOCKET");
         link_down("names a path longer than a socket path may be");
@@ -195,14 +197,14 @@ static int ensure_link(void) {
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     g_fd = fd;
     g_linked_node = g_node;
-    g_link = LINK_READY;
+    SET_LINK(LINK_READY);
     return 1;
 }
 
 /* ------------------------------------------------------------------ the wire format */
 
 struct gc_buf {
-    char data[GC_MAX_PATH * 6 + 256];
+    char data[GC_MAX_PATH * 12 + 256]; /* the working folder and the path, escaped */
     size_t len;
     int overflow;
 };
@@ -224,13 +226,16 @@ static void putf(struct gc_buf *b, const char *fmt, ...) {
     va_start(ap, fmt);
     n = vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof tmp) {
+        b->overflow = 1; /* never sent: see exchange */
+        return;
+    }
     put(b, tmp, (size_t)n);
 }
 
-/* A JSON string: quotes, backslashes and control characters escaped; other bytes as given
- * (the runtime refuses a path that is not UTF-8, with an error reply). */
-static void put_string(struct gc_buf *b, const char *s) {
-    put(b, "\"", 1);
+/* The characters of a JSON string: quotes, backslashes and control characters escaped; other
+ * bytes as given (the runtime refuses a path that is not UTF-8, with an error reply). */
+static void put_chars(struct gc_buf *b, const char *s) {
     for (; *s; ++s) {
         unsigned char c = (unsigned char)*s;
         if (c == '"' || c == '\\') {
@@ -242,7 +247,6 @@ static void put_string(struct gc_buf *b, const char *s) {
             put(b, s, 1);
         }
     }
-    put(b, "\"", 1);
 }
 
 static int send_all(const char *data, size_t n) {
@@ -349,6 +353,8 @@ static int exchange(const struct gc_buf *request, const char *what) {
     const char *ok;
     char why[400];
     if (!ensure_link()) return GREENCKPT_NO_RUNTIME;
+    if (request->overflow) /* cannot happen with the limits checked, but never send half */
+        return fail(GREENCKPT_EINVAL, "the %s request does not fit its buffer", what);
     errno = 0;
     if (send_all(request->data, request->len) != 0 || recv_line() != 0) {
         snprintf(why, sizeof why, "broke the connection during a %s (%s)", what,
@@ -400,7 +406,7 @@ static int started(void) {
 int greenckpt_attached(void) {
     int attached;
     if (started() != GREENCKPT_OK) return 0;
-    if (g_link == LINK_NONE || g_link == LINK_DOWN) return 0;
+    if (LINK() == LINK_NONE || LINK() == LINK_DOWN) return 0;
     pthread_mutex_lock(&g_lock);
     attached = ensure_link();
     pthread_mutex_unlock(&g_lock);
@@ -413,12 +419,23 @@ int greenckpt_set_node(int node) {
     if (node < 0)
         return fail(GREENCKPT_EINVAL, "greenckpt_set_node(%d): a node index is >= 0", node);
     pthread_mutex_lock(&g_lock);
+    if (node != g_node && strstr(g_template, "{node}") != NULL) {
+        int k, open = 0;
+        for (k = 0; k < GC_NKINDS; ++k) open += g_open[k];
+        if (open > 0) {
+            pthread_mutex_unlock(&g_lock);
+            return fail(GREENCKPT_ESTATE,
+                        "greenckpt_set_node(%d): %d phase(s) of this process are open on node "
+                        "%d's runtime; end them first",
+                        node, open, g_node);
+        }
+    }
     g_node = node;
-    if (g_link == LINK_READY && g_linked_node != node && strstr(g_template, "{node}") != NULL) {
+    if (LINK() == LINK_READY && g_linked_node != node && strstr(g_template, "{node}") != NULL) {
         close(g_fd); /* that node's agent is not ours: connect to this node's at next use */
         g_fd = -1;
         g_rlen = 0;
-        g_link = LINK_UNSET;
+        SET_LINK(LINK_UNSET);
     }
     pthread_mutex_unlock(&g_lock);
     return GREENCKPT_OK;
@@ -472,9 +489,19 @@ static void begin_request(struct gc_buf *b, int kind, int level, const char *pat
         put(b, "null", 4);
     else
         putf(b, "%d", level);
-    put(b, ",\"path\":", 8);
-    put_string(b, path ? path : "");
-    putf(b, ",\"size\":%lld,\"node\":%d,\"pid\":%ld}\n", (long long)bytes, g_node, (long)g_pid);
+    put(b, ",\"path\":\"", 9);
+    if (path != NULL && *path != '\0' && *path != '/') { /* the runtime's cwd is not ours */
+        char cwd[GC_MAX_PATH];
+        if (getcwd(cwd, sizeof cwd) != NULL) {
+            put_chars(b, cwd);
+            put(b, "/", 1);
+        }
+    }
+    put_chars(b, path ? path : "");
+    /* scope "connection": the phase ends (failed) if this process's connection closes first,
+     * e.g. when the rank is killed in the middle of a checkpoint */
+    putf(b, "\",\"size\":%lld,\"node\":%d,\"pid\":%ld,\"scope\":\"connection\"}\n",
+         (long long)bytes, g_node, (long)g_pid);
 }
 
 int greenckpt_begin(int kind, int level, const char *path, int64_t bytes, int *io_processes) {
@@ -491,7 +518,7 @@ int greenckpt_begin(int kind, int level, const char *path, int64_t bytes, int *i
     frame->announced = 0;
     clock_gettime(CLOCK_MONOTONIC, &frame->start);
     status = GREENCKPT_NO_RUNTIME;
-    if (g_link != LINK_NONE && g_link != LINK_DOWN) {
+    if (LINK() != LINK_NONE && LINK() != LINK_DOWN) {
         pthread_mutex_lock(&g_lock);
         begin_request(&request, kind, level, path, bytes);
         status = exchange(&request, KIND_NAMES[kind]);
@@ -543,7 +570,7 @@ int greenckpt_end(int kind, int ok) {
          "{\"v\":%d,\"event\":\"end\",\"kind\":\"%s\",\"node\":%d,\"ok\":%s,\"seconds\":%.9f}\n",
          GREENCKPT_PROTOCOL_VERSION, KIND_NAMES[kind], g_node, ok ? "true" : "false",
          seconds_since(&frame.start));
-    status = g_link == LINK_READY ? exchange(&request, KIND_NAMES[kind]) : GREENCKPT_NO_RUNTIME;
+    status = LINK() == LINK_READY ? exchange(&request, KIND_NAMES[kind]) : GREENCKPT_NO_RUNTIME;
     pthread_mutex_unlock(&g_lock);
     return status;
 }

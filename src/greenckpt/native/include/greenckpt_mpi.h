@@ -20,6 +20,7 @@
 #define GREENCKPT_MPI_H
 
 #include <mpi.h>
+#include <stdio.h>
 
 #include "greenckpt.h"
 
@@ -32,6 +33,7 @@ typedef struct greenckpt_mpi {
     MPI_Comm node_comm; /* the ranks of this node */
     int node;           /* this node's index in the job (0 .. nodes-1) */
     int leader;         /* 1 on the node's lowest rank, which announces */
+    int begun[5];       /* per kind: the leader's begin opened a phase (so its end is due) */
 } greenckpt_mpi;
 
 /* Collective. ranks_per_node > 0 emulates nodes of that many consecutive ranks (tests, one
@@ -40,6 +42,7 @@ typedef struct greenckpt_mpi {
 static inline int greenckpt_mpi_init(greenckpt_mpi *g, MPI_Comm comm, int ranks_per_node) {
     int rank, first = 0, is_first;
     if (g == NULL || ranks_per_node < 0) return GREENCKPT_EINVAL;
+    for (rank = 0; rank < 5; ++rank) g->begun[rank] = 0;
     MPI_Comm_dup(comm, &g->comm);
     MPI_Comm_rank(g->comm, &rank);
     if (ranks_per_node > 0)
@@ -71,9 +74,18 @@ static inline int greenckpt_mpi_begin(greenckpt_mpi *g, int kind, int level, con
     mine[0] = bytes > 0 ? (long long)bytes : 0;
     mine[1] = bytes < 0; /* any negative size makes the node's begin invalid */
     MPI_Reduce(mine, node, 2, MPI_LONG_LONG, MPI_SUM, 0, g->node_comm);
-    if (g->leader)
-        out[0] = node[1] > 0 ? GREENCKPT_EINVAL
-                             : greenckpt_begin(kind, level, path, (int64_t)node[0], &out[1]);
+    if (g->leader && node[1] > 0) {
+        const char *name = greenckpt_kind_name(kind);
+        fprintf(stderr,
+                "greenckpt: greenckpt_mpi_begin(%s): %lld rank(s) of node %d gave a negative "
+                "size; give each rank's bytes (>= 0)\n",
+                name ? name : "?", node[1], g->node);
+        out[0] = GREENCKPT_EINVAL;
+    } else if (g->leader) {
+        out[0] = greenckpt_begin(kind, level, path, (int64_t)node[0], &out[1]);
+        /* a begin that opened the phase in this thread (even one the runtime refused) */
+        if (kind >= 0 && kind < 5) g->begun[kind] = out[0] >= 0 || out[0] == GREENCKPT_ERUNTIME;
+    }
     MPI_Bcast(&out[1], 1, MPI_INT, 0, g->comm);    /* rank 0's advice, for every rank */
     MPI_Bcast(&out[0], 1, MPI_INT, 0, g->node_comm); /* the node leader's status */
     if (io_processes != NULL) *io_processes = out[1];
@@ -81,11 +93,17 @@ static inline int greenckpt_mpi_begin(greenckpt_mpi *g, int kind, int level, con
 }
 
 /* Collective. The phase of `kind` is over; it failed on the node if `ok` is 0 on any of its
- * ranks. Returns the node leader's status. */
+ * ranks. Returns the node leader's status (GREENCKPT_ESTATE, silently, when its begin was
+ * refused: that begin already said why). */
 static inline int greenckpt_mpi_end(greenckpt_mpi *g, int kind, int ok) {
     int mine = ok != 0, all = 1, status = GREENCKPT_OK;
     MPI_Reduce(&mine, &all, 1, MPI_INT, MPI_LAND, 0, g->node_comm);
-    if (g->leader) status = greenckpt_end(kind, all);
+    if (g->leader && kind >= 0 && kind < 5 && !g->begun[kind])
+        status = GREENCKPT_ESTATE;
+    else if (g->leader) {
+        status = greenckpt_end(kind, all);
+        if (kind >= 0 && kind < 5) g->begun[kind] = 0;
+    }
     MPI_Bcast(&status, 1, MPI_INT, 0, g->node_comm);
     return status;
 }
