@@ -172,9 +172,10 @@ def test_scr_datasets_and_restarts_are_announced_with_the_routed_bytes(
     assert target.calls == [
         begin(ck, cache, 4096, 2), end(ck, True),  # first: GREENCKPT_INTERCEPT_BYTES
         begin(ck, cache, 5000, 2), end(ck, True),  # the previous dataset's routed file
-        begin(ck, cache, 3000, 4), end(ck, False),  # SCR_FLAG_OUTPUT: L4; not valid
-        begin(ck, cache, 700, 4), end(ck, False),  # refused by SCR_Start_output
-        begin(rs, cache, 700, None), end(rs, True),
+        # out.3, an output-only dataset (no SCR_FLAG_CHECKPOINT): not a checkpoint phase
+        begin(ck, cache, 3000, 4), end(ck, False),  # SCR_FLAG_OUTPUT: L4; refused by SCR
+        begin(ck, cache, 3000, 2), end(ck, True),  # ckpt.5: a refused bad.6 inside leaves it
+        begin(rs, cache, 900, None), end(rs, True),
     ]  # fmt: skip
 
 

@@ -34,6 +34,10 @@ int main(int argc, char **argv) {
     route_and_write("viz.dat", 700);
     CALL(SCR_Complete_output(0));
     CALL(SCR_Start_output("bad.4", SCR_FLAG_CHECKPOINT | SCR_FLAG_OUTPUT));
+    CALL(SCR_Start_output("ckpt.5", SCR_FLAG_CHECKPOINT));
+    CALL(SCR_Start_output("bad.6", SCR_FLAG_CHECKPOINT)); /* refused while ckpt.5 is open */
+    route_and_write("rank0.dat", 900);
+    CALL(SCR_Complete_output(1));
     CALL(SCR_Have_restart(&flag, name));
     CALL(SCR_Start_restart(name));
     printf("restart %s %d\n", name, flag);

@@ -144,10 +144,10 @@ int FTI_Recover(void) {
 int FTI_RecoverVarInit(void) {
     REAL(void_fn, FTI_RecoverVarInit);
     if (real_ == NULL) return FTI_NSCS;
-    gci_open_split("fti", GREENCKPT_RESTART, GREENCKPT_NO_LEVEL, *g_local ? g_local : gci_cwd(),
-                   gci_protected(GCI_FTI));
+    int announced = gci_open_split("fti", GREENCKPT_RESTART, GREENCKPT_NO_LEVEL,
+                                   *g_local ? g_local : gci_cwd(), gci_protected(GCI_FTI));
     int result = real_();
-    if (result != FTI_SCES) gci_close_split(GREENCKPT_RESTART, 0);
+    if (result != FTI_SCES && announced) gci_close_split(GREENCKPT_RESTART, 0);
     return result;
 }
 

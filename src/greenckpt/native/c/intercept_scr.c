@@ -4,8 +4,9 @@
  * Signatures are SCR 3.x's public API (src/scr.h), with the older SCR_Start_checkpoint /
  * SCR_Complete_checkpoint pair. A phase spans Start_... to Complete_... in the calling thread.
  * Levels: SCR picks its redundancy from its configuration, which the application does not
- * see; greenckpt announces the level it can know: a dataset with SCR_FLAG_OUTPUT (written
- * through to the prefix file system before Complete_output returns) is L4; a checkpoint-only
+ * see; greenckpt announces the level it can know: a checkpoint dataset with SCR_FLAG_OUTPUT
+ * (written through to the prefix file system before Complete_output returns) is L4; an
+ * output-only dataset (no SCR_FLAG_CHECKPOINT) is not announced at all; a checkpoint-only
  * dataset is the level of SCR_COPY_TYPE from the environment when it is set there (SINGLE 1,
  * PARTNER 2, XOR or RS 3, FILE 4), else none; a restart has none. Bytes: SCR is told a
  * dataset's files one by one (SCR_Route_file) after it starts, so the size announced at the
@@ -67,15 +68,18 @@ static int level_of(int flags) {
     return strcmp(copy, "FILE") == 0 ? 4 : GREENCKPT_NO_LEVEL;
 }
 
-/* A dataset starts (before SCR's call): announce it; its routed files are collected. */
-static void starting(int kind, int level) {
-    gci_open_split("scr", kind, level, scr_path(), estimate());
-    tl_open = 1;
+/* A dataset starts (before SCR's call): announce it; its routed files are collected. 1 when
+ * this call opened the phase (not when one of its kind is already open in this thread). */
+static int starting(int kind, int level) {
+    int announced = gci_open_split("scr", kind, level, scr_path(), estimate());
+    if (announced) tl_open = 1;
+    return announced;
 }
 
-/* After SCR's start call: if SCR refused to start the dataset, the phase is over at once. */
-static void start_result(int kind, int result) {
-    if (result == SCR_SUCCESS) return;
+/* After SCR's start call: if SCR refused to start the dataset this call announced, that phase
+ * is over at once; a refused second start leaves the dataset really in progress alone. */
+static void start_result(int kind, int result, int announced) {
+    if (result == SCR_SUCCESS || !announced) return;
     tl_open = 0;
     gci_route_measure(GCI_ROUTE_SCR); /* forget what was routed */
     gci_close_split(kind, 0);
@@ -96,9 +100,11 @@ static int complete(int kind, int valid, int_fn real) {
 int SCR_Start_output(const char *name, int flags) {
     REAL(start_output_fn, SCR_Start_output);
     if (real_ == NULL) return SCR_FAILURE;
-    starting(GREENCKPT_CHECKPOINT, level_of(flags));
+    /* an output-only dataset (results, not a checkpoint) is not a checkpoint phase */
+    int announced = flags & SCR_FLAG_CHECKPOINT ? starting(GREENCKPT_CHECKPOINT, level_of(flags))
+                                                : 0;
     int result = real_(name, flags);
-    start_result(GREENCKPT_CHECKPOINT, result);
+    start_result(GREENCKPT_CHECKPOINT, result, announced);
     return result;
 }
 
@@ -111,9 +117,9 @@ int SCR_Complete_output(int valid) {
 int SCR_Start_checkpoint(void) {
     REAL(void_fn, SCR_Start_checkpoint);
     if (real_ == NULL) return SCR_FAILURE;
-    starting(GREENCKPT_CHECKPOINT, level_of(SCR_FLAG_CHECKPOINT));
+    int announced = starting(GREENCKPT_CHECKPOINT, level_of(SCR_FLAG_CHECKPOINT));
     int result = real_();
-    start_result(GREENCKPT_CHECKPOINT, result);
+    start_result(GREENCKPT_CHECKPOINT, result, announced);
     return result;
 }
 
@@ -126,9 +132,9 @@ int SCR_Complete_checkpoint(int valid) {
 int SCR_Start_restart(char *name) {
     REAL(start_restart_fn, SCR_Start_restart);
     if (real_ == NULL) return SCR_FAILURE;
-    starting(GREENCKPT_RESTART, GREENCKPT_NO_LEVEL);
+    int announced = starting(GREENCKPT_RESTART, GREENCKPT_NO_LEVEL);
     int result = real_(name);
-    start_result(GREENCKPT_RESTART, result);
+    start_result(GREENCKPT_RESTART, result, announced);
     return result;
 }
 

@@ -112,8 +112,10 @@ static int opening(int kind, named_fn real, const char *name, int version) {
     int announced = gci_open_split("veloc", kind, GREENCKPT_NO_LEVEL, path(), bytes());
     int result = real(name, version);
     if (result != VELOC_SUCCESS) {
-        gci_route_measure(GCI_ROUTE_VELOC);
-        gci_close_split(kind, 0);
+        if (announced) { /* a refused second begin leaves the phase in progress alone */
+            gci_route_measure(GCI_ROUTE_VELOC);
+            gci_close_split(kind, 0);
+        }
     } else if (announced) {
         tl_open = 1;
     }
