@@ -234,3 +234,26 @@ def test_plan_updates_an_existing_config_fti_and_writes_scr(
     assert main([*PLAN, "--write-config", "scr"]) == 0
     text = capsys.readouterr().out
     assert re.search(r"^SCR_CHECKPOINT_SECONDS=\d+$", text, re.M) and "SCR_FLUSH=1\n" in text
+
+
+def test_a_fast_forwarded_fti_config_is_refused() -> None:
+    text = "[basic]\nckpt_l1 = 3\nckpt_l2 = 5\nckpt_l3 = 7\nckpt_l4 = 11\nfast_forward = 4\n"
+    with pytest.raises(ValueError, match="fast_forward = '4' divides FTI's intervals"):
+        parse_fti(text, "config.fti")
+    assert parse_fti(text.replace("= 4\n", "= 1\n"), "config.fti") == [3, 5, 7, 11]
+
+
+def test_plan_header_and_flags_that_need_write_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*PLAN, "--write-config", "scr"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert re.match(
+        r"# greenckpt plan: checkpoint every .+ minimises EPE; written as \d+ s$", first
+    )
+    for extra in (["--fti-config", str(tmp_path / "none.fti")], ["--fti-level", "2"]):
+        assert main([*PLAN, *extra]) == 2  # ignored before: nothing said what to write
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--write-config fti" in err
+    assert main([*PLAN, "--write-config", "veloc", "--fti-level", "2"]) == 2
+    assert "--fti-level is an FTI level" in capsys.readouterr().err

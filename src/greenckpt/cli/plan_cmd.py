@@ -48,10 +48,10 @@ def register(sub: Any) -> None:
         "--fti-level",
         type=int,
         choices=(1, 2, 3, 4),
-        default=4,
-        help="FTI level the single interval is written for (default 4, the parallel file "
-        "system: the plan's model recovers every failure from the last checkpoint); the "
-        "other ckpt_lN are written 0",
+        default=None,
+        help="with --write-config fti: the FTI level the single interval is written for "
+        "(default 4, the parallel file system: the plan's model recovers every failure from "
+        "the last checkpoint); the other ckpt_lN are written 0",
     )
     p.add_argument(
         "--fti-config",
@@ -94,19 +94,24 @@ def _native(ns: argparse.Namespace, result: Plan, source: str) -> dict[str, Any]
     fti_text = read_fti_config(ns.fti_config)[0] if ns.fti_config else None
     if fti_text is not None and ns.write_config != "fti":
         raise InvalidValueError("--fti-config is updated only with --write-config fti")
+    if ns.fti_level is not None and ns.write_config != "fti":
+        raise InvalidValueError("--fti-level is an FTI level: give it with --write-config fti")
+    fti_level = 4 if ns.fti_level is None else ns.fti_level
     interval, value = _on_grid(result, native_quantum(ns.write_config, None))
     chosen = [native.NativeLevel("checkpoint", interval, result.best.T_C)]
-    slots = [ns.fti_level - 1]
+    slots = [fti_level - 1]
     if fti_text is not None:
         text = native.update_fti(fti_text, native.fti_minutes(chosen, slots), ns.fti_config)
     else:
         header = [
             f"greenckpt plan: checkpoint every {format_duration(result.best.T_A)} minimises "
-            f"EPE; written as {interval / 60:g} min"
-            if ns.write_config == "fti"
-            else f"EPE; written as {interval:g} s",
+            + (
+                f"EPE; written as {interval / 60:g} min"
+                if ns.write_config == "fti"
+                else f"EPE; written as {interval:g} s"
+            ),
             f"(modelled EPE {format_power(value)}, {source} power"
-            + (f"; FTI level L{ns.fti_level})" if ns.write_config == "fti" else ")"),
+            + (f"; FTI level L{fti_level})" if ns.write_config == "fti" else ")"),
         ]
         text = native.render(ns.write_config, chosen, header, fti_levels=slots)
     written = emit_native(ns, text)
@@ -140,6 +145,10 @@ def run(ns: argparse.Namespace) -> int:
     front = pareto_front(inputs.profile, inputs.scenario) if ns.pareto else []
     if ns.output and not ns.write_config:
         raise InvalidValueError("--output names the file --write-config writes: give both")
+    if (ns.fti_config or ns.fti_level is not None) and not ns.write_config:
+        raise InvalidValueError(
+            "--fti-config and --fti-level say how to write FTI's file: give --write-config fti"
+        )
     written = _native(ns, result, power_source(result)) if ns.write_config else None
     if written is not None and not ns.output and not ns.json:
         print(written["text"], end="")

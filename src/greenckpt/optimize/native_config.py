@@ -151,7 +151,7 @@ def _basic_keys(text: str, where: str) -> dict[str, _Value]:
                 "not an FTI config file"
             )
         name = key.group(1).lower()
-        if section != "basic" or name not in FTI_KEYS:
+        if section != "basic" or name not in (*FTI_KEYS, "fast_forward"):
             continue
         if name in found:
             raise InvalidValueError(
@@ -182,6 +182,12 @@ def parse_fti(text: str, where: str) -> list[int]:
                 f"{where}: {key} = {found[key].text!r}: expected a whole number of minutes >= 0"
             )
         out.append(int(raw))
+    forward = found.get("fast_forward")
+    if forward is not None and forward.text.strip("\"'").strip() not in ("1", ""):
+        raise InvalidValueError(
+            f"{where}: fast_forward = {forward.text!r} divides FTI's intervals (a testing aid); "
+            "greenckpt reads and writes them as real minutes: set fast_forward = 1"
+        )
     return out
 
 
