@@ -1,10 +1,13 @@
-"""``greenckpt probe``: what this node offers (meters, cpufreq, C-states, storage) and why not."""
+"""``greenckpt probe``: what this node offers (meters, cpufreq, C-states, storage) and why not;
+with ``--check``, the self-check that exercises each lever and meter (platform.selfcheck)."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import os
+import socket
+from pathlib import Path
 from typing import Any
 
 from rich.markup import escape
@@ -13,10 +16,12 @@ from rich.table import Table
 from greenckpt.cli.args import add_meter_arguments, meter_options
 from greenckpt.cli.commands import command_help
 from greenckpt.cli.console import make_console
+from greenckpt.durable import write_atomic
 from greenckpt.errors import InvalidValueError
 from greenckpt.jsonout import dumps
 from greenckpt.platform.probe import Capability, probe
 from greenckpt.platform.root import ENV_VAR, SysRoot
+from greenckpt.platform.selfcheck import SelfCheckOptions, SelfCheckRecord, run_selfcheck
 
 
 def register(sub: Any) -> None:
@@ -36,6 +41,20 @@ def register(sub: Any) -> None:
     p.add_argument("--root", help="sysfs/procfs root (default: $GREENCKPT_SYSROOT or /)")
     add_meter_arguments(p, select=False, rate=False)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    check = p.add_argument_group("self-check (--check)")
+    check.add_argument(
+        "--check",
+        action="store_true",
+        help="exercise each lever and meter briefly (set a frequency and read it back, toggle "
+        "a C-state, read each meter twice), restore everything, and write a record for a bug "
+        "report; exit 1 when a check failed",
+    )
+    check.add_argument(
+        "--output",
+        metavar="FILE.json",
+        help="where --check writes its JSON record (default: greenckpt-selfcheck-HOST.json)",
+    )
+    check.add_argument("--markdown", metavar="FILE.md", help="also write the record as Markdown")
     p.set_defaults(run=run)
 
 
@@ -52,9 +71,63 @@ def _root(ns: argparse.Namespace) -> SysRoot:
     return root
 
 
+def _writable(flag: str, name: str) -> Path:
+    """A file the record may be written to: refused in one line before anything runs."""
+    path = Path(name)
+    if path.is_dir():
+        raise InvalidValueError(f"{flag} {name!r} is a directory: give a file name")
+    if not path.parent.is_dir():
+        raise InvalidValueError(
+            f"{flag} {name!r}: directory {path.parent} does not exist; create it or give "
+            "another file name"
+        )
+    return path
+
+
+def _check(ns: argparse.Namespace, root: SysRoot) -> int:
+    """``probe --check``: run the self-check, print its table, write the record."""
+    host = socket.gethostname().split(".")[0] or "host"
+    output = _writable("--output", ns.output or f"greenckpt-selfcheck-{host}.json")
+    markdown = None if ns.markdown is None else _writable("--markdown", ns.markdown)
+    record = run_selfcheck(root, SelfCheckOptions(meter_options=meter_options(ns)))
+    write_atomic(output, dumps(record.to_dict()) + "\n", mode=0o644)
+    if markdown is not None:
+        write_atomic(markdown, record.to_markdown(), mode=0o644)
+    if ns.json:
+        print(dumps(record.to_dict()))
+    else:
+        _show(record, output, markdown)
+    return 0 if record.ok else 1
+
+
+def _show(record: SelfCheckRecord, output: Path, markdown: Path | None) -> None:
+    console = make_console()
+    table = Table(title=f"Self-check of {record.host}", title_justify="left")
+    table.add_column("check", no_wrap=True)
+    table.add_column("outcome", no_wrap=True)
+    table.add_column("detail")
+    for c in record.checks:
+        table.add_row(escape(c.name), c.outcome, escape(c.detail))
+    console.print(table)
+    summary = record.to_dict()["summary"]
+    written = f"{output}" + (f" and {markdown}" if markdown is not None else "")
+    console.print(
+        escape(
+            f"{summary['passed']} passed, {summary['failed']} failed, {summary['not_checked']} "
+            f"not checked (not checked is not a failure: each says why); record: {written}"
+        ),
+        highlight=False,
+    )
+
+
 def run(ns: argparse.Namespace) -> int:
     """Execute ``greenckpt probe``."""
     root = _root(ns)
+    if ns.check:
+        return _check(ns, root)
+    if ns.output is not None or ns.markdown is not None:
+        given = "--output" if ns.output is not None else "--markdown"
+        raise InvalidValueError(f"{given} writes the self-check's record: add --check")
     paths = ns.path or ["."]
     missing: list[Capability] = []
     for path in paths:

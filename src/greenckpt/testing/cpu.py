@@ -33,6 +33,7 @@ import json
 import os
 import re
 import struct
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,7 @@ __all__ = [
     "CPU",
     "CPUFREQ",
     "TREES",
+    "FakeMsr",
     "FakeSysfsRoot",
     "build_tree",
     "diff",
@@ -237,6 +239,10 @@ class FakeSysfsRoot(SysRoot):
     """A path suffix whose write fails with EIO (to test failures in mid-sequence)."""
     limit_step_khz: int | None = None
     """Round written limits to this step, as intel_pstate rounds to its P-state ratios."""
+    cur_freq_khz: int | None = None
+    """``scaling_cur_freq`` shows this whatever is set (a platform overriding the request)."""
+    idle_disable_ignored: bool = False
+    """Writes to a C-state's ``disable`` are accepted but do not stick (it keeps reading 0)."""
 
     def write(self, rel: str, value: str) -> None:
         rel = rel.lstrip("/")
@@ -255,7 +261,7 @@ class FakeSysfsRoot(SysRoot):
         if m := _POLICY_ATTR.fullmatch(rel):
             self._write_policy(self / m.group(1), m.group(2), path, text)
         elif _IDLE_DISABLE.fullmatch(rel):
-            shown = "1" if _parse_uint(path, text) else "0"
+            shown = "1" if _parse_uint(path, text) and not self.idle_disable_ignored else "0"
             path.write_text(shown + "\n", encoding="utf-8")
         else:
             raise kernel_error(errno.EACCES, path, "read-only attribute")
@@ -276,6 +282,8 @@ class FakeSysfsRoot(SysRoot):
         else:
             raise kernel_error(errno.EACCES, path, "read-only attribute")
         _refresh_cur(policy)
+        if self.cur_freq_khz is not None:
+            (policy / "scaling_cur_freq").write_text(f"{self.cur_freq_khz}\n", encoding="utf-8")
 
     def _write_limit(self, policy: Path, attr: str, path: Path, text: str) -> None:
         lo, hi = int(_text(policy / "scaling_min_freq")), int(_text(policy / "scaling_max_freq"))
@@ -312,6 +320,56 @@ def _write_epp(policy: Path, path: Path, text: str) -> None:
     if gov == "performance" and _text(policy / "scaling_driver") == "intel_pstate":
         raise kernel_error(errno.EBUSY, path)
     path.write_text(text + "\n", encoding="utf-8")
+
+
+class FakeMsr:
+    """SYNTHETIC ``/dev/cpu/N/msr`` for the self-check's ``msr_reader``: TSC, MPERF and APERF.
+
+    A plain file cannot stand in (the msr driver's file offset is the register number, and
+    MPERF 0xE7 and APERF 0xE8 overlap as byte ranges), so the tree gets empty ``msr`` files and
+    this reader makes up the counters: on each read they advance by the monotonic time since the
+    CPU's last read, TSC and MPERF at ``tsc_hz`` (a CPU always busy), APERF at the CPU's
+    effective frequency, by default its policy's ``scaling_cur_freq`` (``effective_hz`` to
+    change it). ``reads`` counts the reads.
+    """
+
+    def __init__(
+        self,
+        tree: Path,
+        cpus: int,
+        tsc_hz: float = 2.6e9,
+        effective_hz: Callable[[int], float] | None = None,
+    ) -> None:
+        self.tree = tree
+        self.tsc_hz = tsc_hz
+        self.effective_hz = effective_hz or self._scaling_cur
+        self.reads = 0
+        self._last: dict[int, float] = {}
+        self._counts: dict[int, list[float]] = {}
+        for cpu in range(cpus):
+            path = tree / f"dev/cpu/{cpu}/msr"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+
+    def _scaling_cur(self, cpu: int) -> float:
+        return int(_text(self.tree / f"{CPU}/cpu{cpu}/cpufreq/scaling_cur_freq")) * 1000.0
+
+    def __call__(self, path: Path, register: int) -> int:
+        if not path.exists():
+            raise kernel_error(errno.ENOENT, path)
+        cpu = int(path.parent.name)
+        now = time.monotonic()
+        dt = now - self._last.get(cpu, now)
+        self._last[cpu] = now
+        counts = self._counts.setdefault(cpu, [1e12, 5e11, 4e11])
+        counts[0] += self.tsc_hz * dt
+        counts[1] += self.tsc_hz * dt
+        counts[2] += self.effective_hz(cpu) * dt
+        self.reads += 1
+        index = {0x10: 0, 0xE7: 1, 0xE8: 2}.get(register)
+        if index is None:
+            raise kernel_error(errno.EIO, path, f"register {register:#x} not faked")
+        return int(counts[index])
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
