@@ -8,7 +8,8 @@
  * (written through to the prefix file system before Complete_output returns) is L4; an
  * output-only dataset (no SCR_FLAG_CHECKPOINT) is not announced at all; a checkpoint-only
  * dataset is the level of SCR_COPY_TYPE from the environment when it is set there (SINGLE 1,
- * PARTNER 2, XOR or RS 3, FILE 4), else none; a restart has none. Bytes: SCR is told a
+ * PARTNER 2, XOR or RS 3), else none (FILE: descriptors choose per checkpoint, which the
+ * application does not see); a restart has none. Bytes: SCR is told a
  * dataset's files one by one (SCR_Route_file) after it starts, so the size announced at the
  * start is the previous dataset's, measured when it completed (the routed files' sizes);
  * before the first one, GREENCKPT_INTERCEPT_BYTES, else 1 (unknown). Path: SCR_CACHE_BASE or
@@ -65,7 +66,7 @@ static int level_of(int flags) {
     if (strcmp(copy, "SINGLE") == 0) return 1;
     if (strcmp(copy, "PARTNER") == 0) return 2;
     if (strcmp(copy, "XOR") == 0 || strcmp(copy, "RS") == 0) return 3;
-    return strcmp(copy, "FILE") == 0 ? 4 : GREENCKPT_NO_LEVEL;
+    return GREENCKPT_NO_LEVEL; /* FILE: the config file's descriptors decide, per checkpoint */
 }
 
 /* A dataset starts (before SCR's call): announce it; its routed files are collected. 1 when
