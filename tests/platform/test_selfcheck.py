@@ -38,6 +38,7 @@ from greenckpt.testing.power import (
     intel_tree,
     set_energy,
 )
+from tests.ready_child import spawn_ready
 
 POWERCAP = "sys/class/powercap"
 PKG, DRAM = "intel-rapl:0", "intel-rapl:0:2"
@@ -357,3 +358,31 @@ def test_cli_bad_input_exits_2_in_one_line_and_changes_nothing(
     assert message in err and len(err.strip().splitlines()) == 1
     assert diff(before, snapshot(tree)) == []
     assert not (tmp_path / "rec.json").exists()
+
+
+HOLDER = """
+import sys, time
+from pathlib import Path
+from greenckpt.platform.restore import NodeSettings
+from greenckpt.platform.root import SysRoot
+with NodeSettings(SysRoot(Path(sys.argv[1])), sys.argv[2], signals=()):
+    print("ready", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_a_node_held_by_another_session_is_not_checked_and_says_why(
+    node: Path, tmp_path: Path
+) -> None:
+    holder = spawn_ready(HOLDER, str(node), str(tmp_path / "other-state.json"))
+    try:
+        record = run_selfcheck(FakeSysfsRoot(node), options(node, tmp_path))
+    finally:
+        holder.kill()
+        holder.communicate(timeout=10)
+    checks = by_name(record)
+    for name in ("cpufreq", "cpuidle"):
+        assert checks[name].outcome == NOT_CHECKED
+        assert "no node-settings session could start" in (checks[name].reason or "")
+    assert checks["node as found"].outcome == NOT_CHECKED
+    assert checks["meter rapl"].outcome == PASSED  # the meters are still checked

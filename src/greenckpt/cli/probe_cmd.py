@@ -81,7 +81,16 @@ def _writable(flag: str, name: str) -> Path:
             f"{flag} {name!r}: directory {path.parent} does not exist; create it or give "
             "another file name"
         )
+    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise InvalidValueError(f"{flag} {name!r}: not writable by this user; give another file")
     return path
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        write_atomic(path, text, mode=0o644)
+    except OSError as exc:
+        raise InvalidValueError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def _check(ns: argparse.Namespace, root: SysRoot) -> int:
@@ -90,9 +99,9 @@ def _check(ns: argparse.Namespace, root: SysRoot) -> int:
     output = _writable("--output", ns.output or f"greenckpt-selfcheck-{host}.json")
     markdown = None if ns.markdown is None else _writable("--markdown", ns.markdown)
     record = run_selfcheck(root, SelfCheckOptions(meter_options=meter_options(ns)))
-    write_atomic(output, dumps(record.to_dict()) + "\n", mode=0o644)
+    _write(output, dumps(record.to_dict()) + "\n")
     if markdown is not None:
-        write_atomic(markdown, record.to_markdown(), mode=0o644)
+        _write(markdown, record.to_markdown())
     if ns.json:
         print(dumps(record.to_dict()))
     else:

@@ -79,7 +79,10 @@ def _levers(root: SysRoot, options: SelfCheckOptions) -> tuple[list[Check], bool
     except PlatformError as exc:
         if not entered:  # another session holds the node, or a state file is pending
             why = f"no node-settings session could start: {exc}"
-            return [Check.not_checked("cpufreq", why), Check.not_checked("cpuidle", why)], False
+            return [
+                Check.not_checked("cpufreq", freq_why or why),
+                Check.not_checked("cpuidle", idle_why if state is None else why),
+            ], False
         checks.append(
             Check.failed(
                 "session restored",

@@ -148,7 +148,8 @@ class _Effective:
         except OSError as exc:
             self.why_not_msr = f"{path}: {exc.strerror or exc}"
         else:
-            self.start = (time.monotonic(), *regs)  # type: ignore[assignment]
+            tsc, mperf, aperf = regs
+            self.start = (time.monotonic(), tsc, mperf, aperf)
 
     def finish(self) -> tuple[int | None, str, list[str]]:
         """(Hz or None, the source used, why better sources were not)."""
