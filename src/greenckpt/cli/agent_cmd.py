@@ -11,6 +11,8 @@ agent that cannot start prints one line naming its node and why, and exits 1.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -19,14 +21,14 @@ from typing import Any
 from greenckpt.cli.args import open_meters
 from greenckpt.cli.argtypes import non_negative_int
 from greenckpt.cli.commands import command_help
-from greenckpt.cli.run_cmd import add_runtime_arguments, failure_rate
+from greenckpt.cli.run_cmd import add_runtime_arguments, failure_rate, load_profiles
 from greenckpt.errors import InvalidValueError
-from greenckpt.optimize.profile import load_profile
 from greenckpt.platform.root import SysRoot
 from greenckpt.report.run_files import write_report_safely
 from greenckpt.runtime.agent import AgentIdentity, NodeAgent, parse_address
 from greenckpt.runtime.job import TOKEN_ENV, JobError
-from greenckpt.runtime.policy import Node, make_policy
+from greenckpt.runtime.policy import Node
+from greenckpt.runtime.profiles import make_storage_policy
 from greenckpt.runtime.report import RunReport
 from greenckpt.runtime.session import Runtime
 
@@ -40,15 +42,47 @@ def register(sub: Any) -> None:
         "by hand. It runs the node's runtime and socket, reports to the job's leader, and "
         "restores the node when told to stop.",
     )
-    p.add_argument("--node", type=non_negative_int, required=True, help="this node's index")
+    p.add_argument(
+        "--node",
+        type=_node_index,
+        required=True,
+        help="this node's index, or slurm: $SLURM_NODEID (then {node} in the paths is it)",
+    )
     p.add_argument("--job-id", required=True, help="the job's id")
     p.add_argument("--socket", required=True, help="this node's runtime socket path")
     p.add_argument("--leader", required=True, help="the leader's host:port")
     p.add_argument("--output", required=True, help="directory for this node's report files")
     p.add_argument("--root", default=None, help="this node's sysfs root (an emulated node)")
     p.add_argument("--state-file", default=None, help="this node's state file")
+    p.add_argument(
+        "--no-frequency-control",
+        action="store_true",
+        help="leave the CPU frequency to the batch system (srun --cpu-freq): decide and "
+        "account as without frequency control; other settings stay greenckpt's",
+    )
     add_runtime_arguments(p)
     p.set_defaults(run=run)
+
+
+def _node_index(text: str) -> int:
+    """``--node``: a non-negative index, or ``slurm`` for ``$SLURM_NODEID``."""
+    if text != "slurm":
+        return non_negative_int(text)
+    value = os.environ.get("SLURM_NODEID", "")
+    if not value.isdigit():
+        raise InvalidValueError(
+            f"--node slurm needs $SLURM_NODEID to be a node index, got {value!r}: the agent "
+            "is started by srun inside the job"
+        )
+    return int(value)
+
+
+def _place_node(ns: argparse.Namespace) -> None:
+    """Put the node's index for ``{node}`` in its paths (one command line for all nodes)."""
+    for name in ("socket", "output", "root", "state_file"):
+        value = getattr(ns, name)
+        if value is not None:
+            setattr(ns, name, value.replace("{node}", str(ns.node)))
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -60,7 +94,9 @@ def run(ns: argparse.Namespace) -> int:
             "greenckpt run, not by hand"
         )
     parse_address(ns.leader)
+    _place_node(ns)
     try:
+        _socket_dir(ns.socket)
         runtime = _runtime(ns)
     except (ValueError, OSError) as exc:
         print(f"greenckpt agent: error: node {ns.node}: {exc}", file=sys.stderr)
@@ -79,6 +115,24 @@ def run(ns: argparse.Namespace) -> int:
     except JobError as exc:
         print(f"greenckpt agent: error: {exc}", file=sys.stderr)
         return 1
+    finally:
+        with contextlib.suppress(OSError):
+            os.rmdir(os.path.dirname(ns.socket))  # a job's own directory, when empty
+
+
+def _socket_dir(path: str) -> None:
+    """The socket's directory, private to this user (a job's node-local one may not exist)."""
+    directory = os.path.dirname(path) or "."
+    if os.path.isdir(directory):
+        return
+    parent = os.path.dirname(directory)
+    old = os.umask(0o077)
+    try:
+        os.makedirs(directory, exist_ok=True)
+    finally:
+        os.umask(old)
+    if os.stat(parent).st_uid != os.getuid():
+        raise InvalidValueError(f"{parent} belongs to another user: not a place for its socket")
 
 
 def _runtime(ns: argparse.Namespace) -> Runtime:
@@ -87,11 +141,13 @@ def _runtime(ns: argparse.Namespace) -> Runtime:
         raise InvalidValueError(f"its sysfs root {ns.root} is not a directory")
     root = SysRoot.default(ns.root)
     rate = failure_rate(ns)
-    profile = load_profile(ns.profile) if ns.profile else None
+    profiles = load_profiles(ns)  # each phase: the profile of its storage on THIS node
     node = Node.detect(root)
-    policy = make_policy(
+    if ns.no_frequency_control:
+        node = dataclasses.replace(node, frequency_control=False)
+    policy = make_storage_policy(
         ns.policy,
-        profile,
+        profiles,
         node=node,
         app_power=ns.app_power,
         rate=None if rate is None else rate.rate,

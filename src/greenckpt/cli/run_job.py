@@ -17,11 +17,13 @@ import argparse
 import os
 import secrets
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from greenckpt.ckpt.notify_client import NODE_PLACEHOLDER, SOCKET_ENV
@@ -45,7 +47,13 @@ from greenckpt.jsonout import dumps
 from greenckpt.report.job_text import render_job_text
 from greenckpt.runtime.job import JobCollector
 from greenckpt.runtime.job_report import JobReport, load_job_report
-from greenckpt.runtime.launch import AgentHandle, AgentSpec, LocalLauncher
+from greenckpt.runtime.launch import AgentHandle, AgentSpec, Launcher, LocalLauncher
+from greenckpt.runtime.launch_slurm import (
+    SlurmJob,
+    SlurmLauncher,
+    cpu_freq_request,
+    slurm_socket,
+)
 
 HELLO_SECONDS = 60.0
 """How long the leader waits for every agent's hello before running the command anyway."""
@@ -64,6 +72,13 @@ def add_job_arguments(p: argparse.ArgumentParser) -> None:
         "report) per node, and write one job report (docs/user-guide.md, 'On a cluster')",
     )
     p.add_argument(
+        "--launcher",
+        choices=("slurm",),
+        default=None,
+        help="slurm: inside an sbatch/salloc allocation, one agent per node of the job "
+        "(srun --ntasks-per-node=1), the job id and node list from Slurm",
+    )
+    p.add_argument(
         "--node-root",
         default=None,
         metavar="PATH",
@@ -76,8 +91,7 @@ def _agent_args(ns: argparse.Namespace) -> list[str]:
     """The runtime flags of ``run``, as every agent gets them."""
     args = ["--policy", ns.policy, "--rate", repr(ns.rate), "--meters", ns.meters]
     optional = (
-        ("--profile", ns.profile, str),
-        ("--mtbf", ns.mtbf, lambda v: f"{v!r}s"),
+        ("--node-mtbf", ns.mtbf, lambda v: f"{v!r}s"),
         ("--job-mtbf", ns.job_mtbf, lambda v: f"{v!r}s"),
         ("--nodes", ns.nodes, str),
         ("--app-power", ns.app_power, lambda v: f"{v!r}W"),
@@ -87,6 +101,8 @@ def _agent_args(ns: argparse.Namespace) -> list[str]:
     for flag, value, text in optional:
         if value is not None:
             args += [flag, text(value)]
+    for path in ns.profile or ():  # one per storage target: every agent gets them all
+        args += ["--profile", path]
     if ns.no_control:
         args.append("--no-control")
     return args
@@ -113,10 +129,84 @@ def _node_args(ns: argparse.Namespace, notes: list[str]) -> tuple[str, ...] | No
     return None if template is None else (template,)
 
 
-def run_job(ns: argparse.Namespace, command: list[str]) -> int:
-    """Execute ``greenckpt run --nodes-emulated N -- COMMAND`` (checked before anything
-    starts, like ``run``)."""
+@dataclass
+class _Setup:
+    """Where a job's agents run: the launcher and what it needs, by launcher."""
+
+    nodes: int
+    job_id: str
+    launcher: Launcher
+    label: str
+    socket_template: str
+    bind_host: str
+    node_args: Callable[[int], Sequence[str]]
+    scheduler: dict[str, object] | None = None
+
+    def leader(self, collector: JobCollector) -> str:
+        """The address agents reach the leader at (a host name other nodes resolve)."""
+        port = collector.address.rpartition(":")[2]
+        return f"{self.bind_host}:{port}" if self.bind_host != "127.0.0.1" else collector.address
+
+
+def _local_setup(
+    ns: argparse.Namespace, sock_dir: str, agent_args: list[str], notes: list[str]
+) -> _Setup:
+    """``--nodes-emulated N``: N agents on this machine, sockets in a private directory."""
     n = int(ns.nodes_emulated)
+    roots = _node_args(ns, notes)
+    job_id = os.environ.get("SLURM_JOB_ID") or f"local-{os.getpid()}-{int(time.time())}"
+
+    def node_args(k: int) -> list[str]:
+        own = ["--root", roots[0].replace(NODE_PLACEHOLDER, str(k))] if roots else []
+        shared = roots is None and k > 0 and "--no-control" not in agent_args
+        return [*own, *(["--no-control"] if shared else [])]
+
+    template = os.path.join(sock_dir, f"node{NODE_PLACEHOLDER}.sock")
+    return _Setup(n, job_id, LocalLauncher(), f"local:{n}", template, "127.0.0.1", node_args)
+
+
+def _slurm_setup(ns: argparse.Namespace, command: list[str]) -> _Setup:
+    """``--launcher slurm``: the allocation's nodes, one agent each through srun."""
+    if ns.nodes_emulated is not None:
+        raise InvalidValueError(
+            "--launcher slurm and --nodes-emulated exclude each other: Slurm's nodes, or N "
+            "emulated nodes on this machine"
+        )
+    job = SlurmJob.from_environ(os.environ)
+    if shutil.which("srun") is None:
+        raise InvalidValueError("--launcher slurm needs srun on PATH (Slurm's client)")
+    root = ns.node_root
+    scheduler = job.to_dict(cpu_freq_request(os.environ, command))
+    return _Setup(
+        job.nodes,
+        job.job_id,
+        SlurmLauncher(),
+        "slurm",
+        slurm_socket(job.job_id),
+        socket.gethostname(),
+        lambda _k: [] if root is None else ["--root", root],
+        scheduler,
+    )
+
+
+def _cpu_freq(command: list[str], agent_args: list[str], notes: list[str]) -> None:
+    """Slurm was asked to set the CPU frequency: it wins; the agents leave it alone."""
+    asked = cpu_freq_request(os.environ, command)
+    if asked is None:
+        return
+    text = (
+        f"Slurm was asked to set the CPU frequency (--cpu-freq={asked}): Slurm's setting wins; "
+        "the agents leave the frequency alone and decide and account without frequency "
+        "control (C-states stay greenckpt's)"
+    )
+    agent_args.append("--no-frequency-control")
+    notes.append(text)
+    print(f"greenckpt run: {text}", file=sys.stderr, flush=True)
+
+
+def run_job(ns: argparse.Namespace, command: list[str]) -> int:
+    """Execute ``greenckpt run --nodes-emulated N|--launcher slurm -- COMMAND`` (checked
+    before anything starts, like ``run``)."""
     failure_rate(ns)
     load_policy_inputs(ns)
     baselines = [(str(path), load_job_report(path)) for path in ns.compare]
@@ -124,32 +214,35 @@ def run_job(ns: argparse.Namespace, command: list[str]) -> int:
     environ = _intercept(ns.intercept, command)
     meter_names(ns)
     notes: list[str] = []
-    roots = _node_args(ns, notes)
-    directory = Path(ns.report)
-    created = prepare_report_dir(directory)
-    job_id = os.environ.get("SLURM_JOB_ID") or f"local-{os.getpid()}-{int(time.time())}"
-    sock_dir = tempfile.mkdtemp(prefix="greenckpt-job-")
     agent_args = _agent_args(ns)
-
-    def node_args(k: int) -> list[str]:
-        own = ["--root", roots[0].replace(NODE_PLACEHOLDER, str(k))] if roots else []
-        shared = roots is None and k > 0 and "--no-control" not in agent_args
-        return [*own, *(["--no-control"] if shared else [])]
-
+    _cpu_freq(command, agent_args, notes)
+    sock_dir = tempfile.mkdtemp(prefix="greenckpt-job-")
     try:
-        with JobCollector(job_id, n, secrets.token_hex(16)) as collector:
+        if ns.launcher == "slurm":
+            setup = _slurm_setup(ns, command)
+        else:
+            setup = _local_setup(ns, sock_dir, agent_args, notes)
+        directory = Path(ns.report)
+        created = prepare_report_dir(directory)
+    except BaseException:
+        shutil.rmtree(sock_dir, ignore_errors=True)
+        raise
+    try:
+        with JobCollector(
+            setup.job_id, setup.nodes, secrets.token_hex(16), host=setup.bind_host
+        ) as collector:
             spec = AgentSpec(
-                job_id=job_id,
-                nodes=n,
-                leader=collector.address,
+                job_id=setup.job_id,
+                nodes=setup.nodes,
+                leader=setup.leader(collector),
                 token=collector.token,
-                socket_template=os.path.join(sock_dir, f"node{NODE_PLACEHOLDER}.sock"),
+                socket_template=setup.socket_template,
                 output=directory,
                 agent_args=tuple(agent_args),
-                node_args=node_args,
+                node_args=setup.node_args,
                 log_dir=Path(sock_dir),
             )
-            handles = LocalLauncher().start(spec)
+            handles = setup.launcher.start(spec)
             try:
                 _await_agents(collector, handles)
                 with greenckpt_on_path() as own:
@@ -158,8 +251,8 @@ def run_job(ns: argparse.Namespace, command: list[str]) -> int:
             finally:
                 _stop_agents(collector, handles)
             report = JobReport.build(
-                job_id=job_id,
-                launcher=f"local:{n}",
+                job_id=setup.job_id,
+                launcher=setup.label,
                 command=command,
                 nodes=collector.nodes(),
                 phases=collector.phases(),
@@ -169,6 +262,8 @@ def run_job(ns: argparse.Namespace, command: list[str]) -> int:
                 notes=[*notes, *collector.notes],
                 baselines=baselines,
             )
+            if setup.scheduler is not None:
+                report.doc["job"]["scheduler"] = setup.scheduler
     except Exception:
         _remove_created(created)
         raise

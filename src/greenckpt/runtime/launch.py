@@ -1,11 +1,11 @@
 """Starting one agent per node of a job: the launchers.
 
 Why an interface: where the agents run is the batch system's business — ``local:N`` starts N
-agents on this machine (emulated nodes: tests, the demo, a laptop), and next come ``slurm``
-(``srun --ntasks-per-node=1 ... greenckpt agent``, the node index from ``SLURM_NODEID``) and
-``mpiexec`` (one process per host). Each gets the same :class:`AgentSpec` and returns one
-:class:`AgentHandle` per node it started, which the leader polls for an agent that died before
-its ``hello``. Design: docs/design/cluster.md.
+agents on this machine (emulated nodes: tests, the demo, a laptop), ``slurm``
+(:mod:`greenckpt.runtime.launch_slurm`: ``srun --ntasks-per-node=1 ... greenckpt agent``, the
+node index from ``SLURM_NODEID``), and next ``mpiexec`` (one process per host). Each gets the
+same :class:`AgentSpec` and returns one :class:`AgentHandle` per node it started, which the
+leader polls for an agent that died before its ``hello``. Design: docs/design/cluster.md.
 """
 
 from __future__ import annotations
@@ -56,25 +56,28 @@ class AgentSpec:
     node_args: Callable[[int], Sequence[str]] = field(default=lambda _k: ())
     log_dir: Path | None = None
 
-    def argv(self, node: int) -> list[str]:
-        """``greenckpt agent`` for ``node``."""
+    def argv(self, node: int | None) -> list[str]:
+        """``greenckpt agent`` for ``node``; None: the same command line for every node, the
+        agent taking its index from ``$SLURM_NODEID`` and putting it for ``{node}`` in its
+        paths (``node_args`` then gets -1)."""
+        label = "{node}" if node is None else str(node)
         return [
             sys.executable,
             "-m",
             "greenckpt",
             "agent",
             "--node",
-            str(node),
+            "slurm" if node is None else label,
             "--job-id",
             self.job_id,
             "--socket",
-            agent_socket(self.socket_template, node),
+            self.socket_template if node is None else agent_socket(self.socket_template, node),
             "--leader",
             self.leader,
             "--output",
-            str(self.output / "nodes" / f"node{node}"),
+            str(self.output / "nodes" / f"node{label}"),
             *self.agent_args,
-            *self.node_args(node),
+            *self.node_args(-1 if node is None else node),
         ]
 
 
@@ -148,11 +151,12 @@ class LocalLauncher:
 
 
 def parse_launcher(text: str) -> tuple[Launcher, int]:
-    """``local:N`` -> the launcher and N; InvalidValueError (one line) otherwise."""
+    """``local:N`` -> the launcher and N; InvalidValueError (one line) otherwise (``slurm``
+    takes its nodes from the allocation: :mod:`greenckpt.runtime.launch_slurm`)."""
     name, _, count = text.partition(":")
     if name == "local" and count.isdigit() and int(count) >= 1:
         return LocalLauncher(), int(count)
     raise InvalidValueError(
         f"launcher {text!r} is not one this greenckpt knows: give local:N (N emulated nodes "
-        "on this machine, N >= 1); slurm and mpiexec launchers come next"
+        "on this machine, N >= 1), or slurm inside a Slurm allocation"
     )

@@ -1,0 +1,22 @@
+"""The ``slurm`` fixture: one real one-node Slurm per test session (tests/cluster/
+slurm_cluster.py), or a skip with the one-line reason it could not be installed or started."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.cluster.slurm_cluster import SlurmCluster, SlurmUnavailable, start_slurm
+
+
+@pytest.fixture(scope="session")
+def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    try:
+        cluster = start_slurm(tmp_path_factory.mktemp("slurm"))
+    except (SlurmUnavailable, OSError, IndexError) as exc:
+        pytest.skip(f"no Slurm: {exc}")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
