@@ -36,7 +36,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "examples" / "slurm" / "greenckpt-heat.sbatch"
 GOVERNOR = "sys/devices/system/cpu/cpufreq/policy0/scaling_governor"
 
-# Begins a checkpoint on its node, says "ready" in a file and waits (to be cancelled).
+# Begins a checkpoint on its node, says "ready" in a file and waits for a "go" file (or to be
+# cancelled), then ends the checkpoint.
 APP = textwrap.dedent(
     """
     import os, sys, time
@@ -45,7 +46,9 @@ APP = textwrap.dedent(
     hook = hook_from_env()
     hook.begin("checkpoint", level=1, path=out, size=1 << 20, node=0)
     open(os.path.join(out, "ready"), "w").close()
-    time.sleep(600)
+    while not os.path.exists(os.path.join(out, "go")):
+        time.sleep(0.1)
+    hook.end("checkpoint", node=0, ok=True, seconds=0.1)
     """
 )
 
@@ -121,19 +124,39 @@ def test_sbatch_of_the_documented_script_gives_a_job_report_with_slurm_id_and_no
     assert not Path(slurm_socket(job)).parent.exists()  # the job's socket directory is gone
 
 
-def _in_checkpoint(slurm: SlurmCluster, tmp_path: Path) -> tuple[str, str]:
-    """A job whose app is inside a checkpoint (settings applied): the governor found before
-    and the job id."""
-    tree = tmp_path / "tree"
-    found = _tree(tree)
-    env = _env(slurm, tree)
+def _start_checkpoint(slurm: SlurmCluster, tmp_path: Path, srun: str = "srun") -> tuple[str, str]:
+    """A job whose app is inside a checkpoint: the governor found before and the job id."""
+    found = _tree(tmp_path / "tree")
+    env = _env(slurm, tmp_path / "tree")
     (tmp_path / "app.py").write_text(APP)
     command = (f"greenckpt run --launcher slurm --policy performance -o {tmp_path}/rep -- "
-               f"srun {sys.executable} {tmp_path}/app.py {tmp_path}")  # fmt: skip
+               f"{srun} {sys.executable} {tmp_path}/app.py {tmp_path}")  # fmt: skip
     job = _sbatch(slurm, env, tmp_path, "-n1", f"--output={tmp_path}/job.out", "--wrap", command)
     _wait_file(tmp_path / "ready", slurm, job, tmp_path / "job.out")
-    assert (tree / GOVERNOR).read_text().strip() == "performance"  # applied for the checkpoint
     return found, job
+
+
+def _in_checkpoint(slurm: SlurmCluster, tmp_path: Path) -> tuple[str, str]:
+    """:func:`_start_checkpoint`, the checkpoint's setting applied."""
+    found, job = _start_checkpoint(slurm, tmp_path)
+    assert (tmp_path / "tree" / GOVERNOR).read_text().strip() == "performance"
+    return found, job
+
+
+def test_srun_cpu_freq_wins_and_greenckpt_says_so(slurm: SlurmCluster, tmp_path: Path) -> None:
+    found, job = _start_checkpoint(slurm, tmp_path, "srun --cpu-freq=Low")
+    assert (tmp_path / "tree" / GOVERNOR).read_text().strip() == found  # not performance
+    (tmp_path / "go").touch()
+    assert _wait_end(slurm, job) == "COMPLETED", (tmp_path / "job.out").read_text()
+    out = (tmp_path / "job.out").read_text()
+    line = "greenckpt run: Slurm was asked to set the CPU frequency (--cpu-freq=Low): Slurm's"
+    assert line in out
+    doc = json.loads((tmp_path / "rep" / "job-report.json").read_text())
+    assert doc["job"]["scheduler"]["frequency_by"] == "slurm"
+    assert doc["job"]["scheduler"]["cpu_freq_requested"] == "Low"
+    assert any("Slurm's setting wins" in n for n in doc["notes"])
+    node = json.loads((tmp_path / "rep" / "nodes" / "node0" / "report.json").read_text())
+    assert sum(r["kind"] == "checkpoint" for r in node["records"]) == 1
 
 
 def _agent_pid(job: str) -> int:
