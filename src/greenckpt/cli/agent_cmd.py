@@ -1,7 +1,7 @@
 """``greenckpt agent``: one node's agent of a job (started by ``greenckpt run``, not by hand).
 
-Why a command: the launcher (local processes today, ``srun`` or ``mpiexec`` next) starts the
-agent as a program on each node. It parses the node's flags, builds that node's runtime (the
+Why a command: the launcher (local processes, ``srun``; ``mpiexec`` next) starts the agent as
+a program on each node. It parses the node's flags, builds that node's runtime (the
 flags of ``run``; a sysfs root and state file of its own for an emulated node) and runs
 :class:`~greenckpt.runtime.agent.NodeAgent`. The job token comes from the environment
 (``GREENCKPT_JOB_TOKEN``), never from the command line, where every user could read it. An

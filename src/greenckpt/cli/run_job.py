@@ -1,14 +1,15 @@
-"""``greenckpt run --nodes-emulated N -- COMMAND``: the whole job, one agent per node.
+"""``greenckpt run --nodes-emulated N|--launcher slurm -- COMMAND``: the whole job, one agent
+per node.
 
 Why: a job's nodes are each set, metered and restored by their own agent
 (:mod:`greenckpt.runtime.agent`); this process is the job's leader. It starts the collector
 (:class:`~greenckpt.runtime.job.JobCollector`) and one agent per node through a launcher
-(``local``: N emulated nodes on this machine; Slurm next), waits (bounded) for their hello —
-an agent that cannot start is named in one line and its node runs unmanaged — runs the
-command with ``GREENCKPT_RUNTIME_SOCKET`` naming each node's socket through ``{node}``, then
-stops the agents, waits (bounded) for their final summaries and writes and prints ONE job
-report. Each node's own report is under ``OUTPUT/nodes/node<k>/``. Design:
-docs/design/cluster.md.
+(``local``: N emulated nodes on this machine; ``slurm``: the allocation's nodes), waits
+(bounded) for their hello — an agent that cannot start is named in one line and its node
+runs unmanaged — runs the command with ``GREENCKPT_RUNTIME_SOCKET`` naming each node's
+socket (``{node}``, or one node-local path per Slurm job), then stops the agents, waits
+(bounded) for their final summaries and writes and prints ONE job report. Each node's own
+report is under ``OUTPUT/nodes/node<k>/``. Design: docs/design/cluster.md.
 """
 
 from __future__ import annotations

@@ -116,7 +116,7 @@ class AgentHandle:
 
 
 class Launcher(Protocol):
-    """Starts one agent per node (local processes today; srun or mpiexec next)."""
+    """Starts one agent per node (local processes, one srun step; mpiexec next)."""
 
     name: str
 
