@@ -21,12 +21,18 @@ from typing import Any
 from greenckpt.cli.args import open_meters
 from greenckpt.cli.argtypes import non_negative_int
 from greenckpt.cli.commands import command_help
-from greenckpt.cli.run_cmd import add_runtime_arguments, failure_rate, load_profiles
+from greenckpt.cli.run_cmd import (
+    add_runtime_arguments,
+    failure_rate,
+    load_profiles,
+    modelled_for_run,
+)
 from greenckpt.errors import InvalidValueError
 from greenckpt.platform.root import SysRoot
 from greenckpt.report.run_files import write_report_safely
 from greenckpt.runtime.agent import AgentIdentity, NodeAgent, parse_address
 from greenckpt.runtime.job import TOKEN_ENV, JobError
+from greenckpt.runtime.modelled import ModelledEpe
 from greenckpt.runtime.policy import Node
 from greenckpt.runtime.profiles import make_storage_policy
 from greenckpt.runtime.report import RunReport
@@ -110,8 +116,17 @@ def run(ns: argparse.Namespace) -> int:
             print(f"greenckpt agent: node {ns.node}: {problem}", file=sys.stderr)
         return [str(p) for p in paths]
 
+    def modelled(report: RunReport) -> ModelledEpe:  # the job report sums the nodes'
+        return modelled_for_run(
+            report,
+            profile=ns.profile or None,
+            app_power=ns.app_power,
+            rate=failure_rate(ns),
+            policy=runtime.policy,
+        )
+
     try:
-        return NodeAgent(identity, runtime, write).run()
+        return NodeAgent(identity, runtime, write, modelled=modelled).run()
     except JobError as exc:
         print(f"greenckpt agent: error: {exc}", file=sys.stderr)
         return 1

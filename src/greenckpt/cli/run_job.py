@@ -45,6 +45,7 @@ from greenckpt.cli.run_cmd import (
 )
 from greenckpt.errors import InvalidValueError
 from greenckpt.jsonout import dumps
+from greenckpt.report.job_plot import plot_job
 from greenckpt.report.job_text import render_job_text
 from greenckpt.runtime.job import JobCollector
 from greenckpt.runtime.job_report import JobReport, load_job_report
@@ -325,6 +326,8 @@ def _show(ns: argparse.Namespace, report: JobReport, directory: Path, outcome: R
             report.write_json(directory / "job-report.json"),
             report.write_csv(directory / "job-phases.csv"),
         ]
+        if report.doc.get("series"):  # no node sent a series: nothing to draw
+            paths.append(plot_job(report, directory / "job-power.png"))
     except OSError as exc:
         paths, problem = [], f"the job report could not be written to {directory}: {exc}"
     if ns.json:

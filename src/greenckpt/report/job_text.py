@@ -43,10 +43,16 @@ def render_job_text(report: JobReport) -> str:
         f"({total['source'] or 'no node figure'}){complete}"
     )
     epe = doc["epe"]
-    lines.append(
+    line = (
         f"job EPE observed {_num(epe['observed_w'], 2)} W ({epe['observed_source'] or 'n/a'}) "
-        f"over {_num(doc['useful_compute_s'], 3)} s of useful compute; {epe['modelled_note']}"
+        f"over {_num(doc['useful_compute_s'], 3)} s of useful compute"
     )
+    if epe.get("modelled_w") is not None:
+        line += (
+            f"; modelled {_num(epe['modelled_w'], 2)} W ({epe['modelled_source']}): observed "
+            f"{_pct(epe.get('observed_vs_modelled_pct'))} vs modelled"
+        )
+    lines += [line, f"  {epe['modelled_note']}"]
     for c in doc.get("comparisons", []):
         lines.append(
             f"vs baseline job {c['baseline']} (wu2018 Eq. 2, {c['source'] or 'n/a'}): runtime "

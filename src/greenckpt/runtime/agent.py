@@ -34,6 +34,7 @@ from greenckpt.runtime.job import (
     decode_message,
     encode_message,
 )
+from greenckpt.runtime.modelled import ModelledEpe, with_modelled_epe
 from greenckpt.runtime.notify import NotifyServer
 from greenckpt.runtime.report import PhaseRecord, RunReport
 from greenckpt.runtime.session import Runtime
@@ -93,8 +94,10 @@ class NodeAgent:
         write_files: WriteFiles,
         *,
         progress_seconds: float = PROGRESS_SECONDS,
+        modelled: Callable[[RunReport], ModelledEpe] | None = None,
     ) -> None:
         self.identity = identity
+        self.modelled = modelled
         self.runtime = runtime
         self.write_files = write_files
         self.progress_seconds = progress_seconds
@@ -223,9 +226,14 @@ class NodeAgent:
 
     def _final(self, t0_unix: float) -> None:
         report = self.runtime.report(synthetic=not self.runtime.root.is_real)
+        modelled = self._modelled(report)
+        if modelled is not None:
+            report = with_modelled_epe(report, modelled)
         self.report = report
         files = [str(p) for p in self.write_files(report)]
         summary = report.to_dict(include_trace=False)
+        if modelled is not None:
+            summary["modelled_epe"] = modelled.to_dict()
         summary["t0_unix"] = t0_unix
         summary["files"] = files
         if report.trace is not None:
@@ -245,6 +253,15 @@ class NodeAgent:
                 return
             except JobError:
                 continue
+
+    def _modelled(self, report: RunReport) -> ModelledEpe | None:
+        """This node's modelled EPE at its own interval (``modelled``), or why there is none."""
+        if self.modelled is None:
+            return None
+        try:
+            return self.modelled(report)
+        except (GreenckptError, OSError, ValueError) as exc:
+            return ModelledEpe(None, f"no modelled EPE: {one_line(exc)}")
 
     def _send(self, message: dict[str, Any]) -> None:
         if self._leader is None:

@@ -533,6 +533,13 @@ def _node_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
         else []
     )
     kept["records"] = len(summary.get("records") or [])
+    modelled = summary.get("modelled_epe")
+    if isinstance(modelled, Mapping):  # the figure, its source and how it was derived
+        kept["modelled_epe"] = {
+            "epe_w": modelled.get("epe_w"),
+            "source": modelled.get("source"),
+            "derivation": str(modelled.get("derivation", ""))[:1000],
+        }
     return kept
 
 

@@ -114,14 +114,7 @@ class JobReport:
                 "source": source,
             },
             "useful_compute_s": useful_s,
-            "epe": {
-                "observed_w": epe,
-                "observed_source": source,
-                "modelled_w": None,
-                "modelled_note": "no modelled EPE for a job yet: each node's report has its own "
-                "when the run has the model's inputs",
-                "definition": EPE_DEFINITION,
-            },
+            "epe": _epe(epe, source, rows),
             "nodes": rows,
             "by_kind": _by_kind(nodes),
             "by_level": _by_level(nodes),
@@ -185,10 +178,84 @@ def _node_row(v: NodeView) -> dict[str, Any]:
         "meters": list((s.get("power") or {}).get("meters", [])),
         "meter_problems": [n for n in notes if "meter" in n and _bad(n)],
         "useful_compute_s": s.get("useful_compute_s"),
+        "modelled_epe_w": (s.get("modelled_epe") or {}).get("epe_w") if not died else None,
+        "modelled_source": (s.get("modelled_epe") or {}).get("source") if not died else None,
+        "modelled_derivation": (s.get("modelled_epe") or {}).get("derivation"),
         "records": s.get("records") if not died else p.get("records"),
         "files": list(s.get("files", [])),
         "notes": notes,
     }
+
+
+MODELLED_DEFINITION = (
+    "the sum over the finished nodes of each node's modelled EPE: the model (saito2013 "
+    "section 6) at that node's own observed interval, with the checkpoint and restart "
+    "figures its profile predicts for the settings applied on it (docs/formats.md)"
+)
+
+
+def _epe(
+    observed: float | None, source: str | None, rows: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The observed job EPE beside the modelled one (or the note saying why there is none)."""
+    modelled, modelled_source, note = _modelled(rows)
+    pct = None
+    if observed is not None and modelled:
+        value = percent_difference(observed, modelled)
+        pct = None if math.isnan(value) else value
+    return {
+        "observed_w": observed,
+        "observed_source": source,
+        "modelled_w": modelled,
+        "modelled_source": modelled_source,
+        "observed_vs_modelled_pct": pct,
+        "modelled_note": note,
+        "definition": EPE_DEFINITION,
+        "modelled_definition": MODELLED_DEFINITION,
+    }
+
+
+def _modelled(rows: Sequence[Mapping[str, Any]]) -> tuple[float | None, str | None, str]:
+    """The modelled job EPE, its source and a note: the sum of the finished nodes' figures,
+    or None with the reasons (grouped, nodes named compactly) when any of them has none."""
+    finished = [r for r in rows if r["state"] == "finished"]
+    if not finished:
+        return None, None, "no modelled job EPE: no node finished"
+    reasons: dict[str, list[int]] = {}
+    for r in finished:
+        if r["modelled_epe_w"] is None:
+            why = r["modelled_derivation"] or "its final summary carries no modelled EPE"
+            why = why.removeprefix("no modelled EPE: ")
+            reasons.setdefault(why, []).append(r["node"])
+    if reasons:
+        parts = [f"node(s) {node_list(nodes)}: {why}" for why, nodes in reasons.items()]
+        return None, None, "no modelled job EPE: " + "; ".join(parts[:5])
+    value = sum(float(r["modelled_epe_w"]) for r in finished)
+    sources = {str(r["modelled_source"]) for r in finished}
+    label = next((s for s in ("synthetic", "estimated") if s in sources), "measured")
+    note = (
+        f"modelled job EPE {value:.2f} W ({label}): the sum of {len(finished)} finished "
+        "node(s)' modelled EPEs, each at its node's own interval (derivations per node)"
+    )
+    others = [r["node"] for r in rows if r["state"] != "finished"]
+    if others:
+        note += (
+            f"; it covers the finished nodes only, not node(s) {node_list(others)} (died or "
+            "unmanaged), which the observed figure may include"
+        )
+    return value, label, note
+
+
+def node_list(nodes: Sequence[int], groups: int = 10) -> str:
+    """Node indices as ranges (``0-3, 7``), at most ``groups`` of them, then how many more."""
+    ranges: list[list[int]] = []
+    for k in sorted(nodes):
+        if ranges and k == ranges[-1][1] + 1:
+            ranges[-1][1] = k
+        else:
+            ranges.append([k, k])
+    text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges[:groups])
+    return text + (f", ... ({len(nodes)} in all)" if len(ranges) > groups else "")
 
 
 def _bad(note: str) -> bool:
