@@ -1,5 +1,6 @@
 """The ``slurm`` fixture: one real one-node Slurm per test session (tests/cluster/
-slurm_cluster.py), or a skip with the one-line reason it could not be installed or started."""
+slurm_cluster.py), or a skip with the one-line reason it could not be installed or started;
+after each test, the jobs it left running are killed."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from tests.cluster.slurm_cluster import SlurmCluster, SlurmUnavailable, start_sl
 
 
 @pytest.fixture(scope="session")
-def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+def slurm_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
     try:
         cluster = start_slurm(tmp_path_factory.mktemp("slurm"))
     except (SlurmUnavailable, OSError, IndexError) as exc:
@@ -20,3 +21,10 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture
+def slurm(slurm_session: SlurmCluster) -> Iterator[SlurmCluster]:
+    """The session's Slurm, with every job a test left running killed after it."""
+    yield slurm_session
+    slurm_session.cancel_all()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -48,8 +49,20 @@ class SlurmCluster:
         out = self.run("sinfo", "-h", "-N", "-o", "%t", timeout=20.0)
         return out.stdout.strip()
 
+    def cancel_all(self, wait_s: float = 30.0) -> None:
+        """Kill every job of this cluster (a failed test leaves none running)."""
+        if not self.run("squeue", "-h", "-o", "%i", timeout=20.0).stdout.strip():
+            return
+        self.run("scancel", "--full", "--signal=KILL", "--user=root", timeout=20.0)
+        self.run("scancel", "--user=root", timeout=20.0)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and self.run("squeue", "-h").stdout.strip():
+            time.sleep(0.5)
+
     def stop(self) -> None:
-        """Stop what this session started (by pid), slurmd first."""
+        """Stop what this session started (by pid), its jobs first, then slurmd."""
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            self.cancel_all()
         for proc in reversed(self.procs):
             if proc.poll() is None:
                 proc.terminate()
@@ -118,6 +131,7 @@ def _free_ports(n: int) -> list[int]:
 def _config(directory: Path, host: str) -> Path:
     node = _sh(["slurmd", "-C"], 20).stdout.splitlines()[0].strip()
     ctld, slurmd = _free_ports(2)
+    first_job = random.randrange(1000, 60_000_000)  # not job 1 again: ids name node paths
     for sub in ("state", "spool"):
         (directory / sub).mkdir(exist_ok=True)
     conf = directory / "slurm.conf"
@@ -148,6 +162,7 @@ def _config(directory: Path, host: str) -> Path:
                 "KillWait=5",
                 "InactiveLimit=0",
                 "MinJobAge=300",
+                f"FirstJobId={first_job}",
                 f"{node} State=UNKNOWN",
                 f"PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP",
                 "",

@@ -110,6 +110,7 @@ def test_sbatch_of_the_documented_script_gives_a_job_report_with_slurm_id_and_no
     assert _wait_end(slurm, job) == "COMPLETED", (tmp_path / "job.out").read_text()
     out = (tmp_path / "job.out").read_text()
     doc = json.loads((tmp_path / "rep" / "job-report.json").read_text())
+    assert doc["states"]["finished"] == [0], out
     assert doc["job"]["id"] == job and doc["job"]["launcher"] == "slurm"
     assert doc["job"]["scheduler"]["node_list"] == [slurm.host]
     assert doc["job"]["scheduler"]["job_id"] == job
@@ -263,3 +264,24 @@ def test_launcher_slurm_outside_an_allocation_is_one_line_exit_2(tmp_path: Path)
                           timeout=60, check=False)  # fmt: skip
     assert done.returncode == 2 and "Slurm job id '12x' does not parse" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_bad_slurm_input_is_one_line_exit_2(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env |= {"PYTHONPATH": str(ROOT / "src"), "SLURM_JOB_ID": "12", "SLURM_JOB_NODELIST": "vm"}
+    cases = [
+        ({}, ["run", "--launcher", "slurm", "--nodes-emulated", "2", "--", "true"],
+         "--launcher slurm and --nodes-emulated exclude each other"),
+        ({"SLURM_JOB_NODELIST": "n[1-"}, ["run", "--launcher", "slurm", "--", "true"],
+         "Slurm node list 'n[1-' does not parse"),
+        ({}, ["agent", "--node", "slurm", "--job-id", "12", "--socket", "s", "--leader",
+              "127.0.0.1:1", "--output", "o"], "--node slurm needs $SLURM_NODEID"),
+    ]  # fmt: skip
+    for extra, argv, message in cases:
+        run_env = {**env, "GREENCKPT_JOB_TOKEN": "t", **extra}
+        done = subprocess.run([sys.executable, "-m", "greenckpt", *argv], env=run_env,
+                              cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                              check=False)  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "greenckpt-report").exists()

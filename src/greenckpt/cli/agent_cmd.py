@@ -76,7 +76,7 @@ def _node_index(text: str) -> int:
         return non_negative_int(text)
     value = os.environ.get("SLURM_NODEID", "")
     if not value.isdigit():
-        raise InvalidValueError(
+        raise argparse.ArgumentTypeError(
             f"--node slurm needs $SLURM_NODEID to be a node index, got {value!r}: the agent "
             "is started by srun inside the job"
         )

@@ -176,6 +176,21 @@ class SlurmJob:
         }
 
 
+class SlurmHandle(AgentHandle):
+    """A node's share of the agents' step: its failure is the last line an agent printed
+    (srun's own ``srun: error: ... exited`` lines only say that one did)."""
+
+    def failure(self) -> str | None:
+        if self.process.poll() is None:
+            return None
+        lines: list[str] = []
+        if self.log is not None:
+            with contextlib.suppress(OSError):
+                lines = self.log.read_text(errors="replace").strip().splitlines()
+        own = [x.strip() for x in lines if x.strip() and not x.startswith(("srun:", "slurmstepd"))]
+        return own[-1] if own else super().failure()
+
+
 class SlurmLauncher:
     """``slurm``: one ``srun`` step in the background with one agent task per node (it
     overlaps the application's steps). Every node's handle is that one step: when it ends
@@ -213,4 +228,4 @@ class SlurmLauncher:
                 stderr=err if err is not None else subprocess.DEVNULL,
                 start_new_session=True,
             )
-        return [AgentHandle(node, proc, log) for node in range(spec.nodes)]
+        return [SlurmHandle(node, proc, log) for node in range(spec.nodes)]
