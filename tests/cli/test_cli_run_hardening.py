@@ -94,8 +94,9 @@ def test_run_job_mtbf_with_nodes_is_refused_not_dropped(tmp_path: Path) -> None:
     assert not (tmp_path / "greenckpt-report").exists()
     alone = greenckpt("run", "--nodes", "4", "--", "true", cwd=tmp_path)
     assert alone.returncode == 2 and "--nodes 4 needs --mtbf" in alone.stderr
-    both = greenckpt("run", "--mtbf", "1h", "--job-mtbf", "1h", "--", "true", cwd=tmp_path)
-    assert both.returncode == 2 and "not allowed with argument" in both.stderr
+    # Both given: they must agree (issue 15 item 5); 1 node at 1 h is not a 2 h job.
+    both = greenckpt("run", "--mtbf", "1h", "--job-mtbf", "2h", "--", "true", cwd=tmp_path)
+    assert both.returncode == 2 and "disagree" in both.stderr
 
 
 def test_run_mtbf_is_one_nodes_and_the_job_rate_counts_the_nodes(tmp_path: Path) -> None:

@@ -172,6 +172,58 @@ def open_meters(ns: argparse.Namespace) -> Selection:
     return select_meters(meter_names(ns), options=meter_options(ns))
 
 
+MTBF_TOLERANCE = 0.01
+"""How far (relative) a stated job MTBF may be from node MTBF / nodes and still agree: the
+two are usually rounded when written (``14h`` over 3 nodes is ``4h40min``)."""
+
+
+def add_failure_arguments(p: argparse.ArgumentParser, *, nodes_help: str) -> None:
+    """``--node-mtbf`` (alias ``--mtbf``), ``--job-mtbf`` and ``--nodes``: the failure rate of
+    every command that takes one, with one meaning everywhere (:func:`stated_failure_rate`).
+
+    Why one place: ``--mtbf`` once meant one node's MTBF in ``plan`` and the job's in ``run``.
+    Both flags may be given; they must then agree (:func:`check_mtbf_agreement`), never one
+    silently dropped.
+    """
+    p.add_argument(
+        "--node-mtbf",
+        "--mtbf",
+        dest="mtbf",
+        type=unit_type(units.parse_duration),
+        default=None,
+        metavar="DURATION",
+        help="mean time between failures of ONE node, e.g. 14h: the job fails at "
+        "nodes/MTBF (--mtbf is an alias of --node-mtbf)",
+    )
+    p.add_argument(
+        "--job-mtbf",
+        type=unit_type(units.parse_duration),
+        default=None,
+        metavar="DURATION",
+        help="mean time between failures of the whole job, e.g. 30min (its nodes included); "
+        "given with --node-mtbf it must equal node MTBF / nodes (within 1%%)",
+    )
+    p.add_argument("--nodes", type=positive_int, default=None, help=nodes_help)
+
+
+def check_mtbf_agreement(ns: argparse.Namespace) -> None:
+    """Both ``--node-mtbf`` and ``--job-mtbf`` given: they must agree (job = node / nodes,
+    within :data:`MTBF_TOLERANCE`), or one line names both values and what they imply."""
+    if ns.mtbf is None or ns.job_mtbf is None:
+        return
+    nodes = 1 if ns.nodes is None else ns.nodes
+    implied = ns.mtbf / nodes
+    if abs(implied - ns.job_mtbf) <= MTBF_TOLERANCE * ns.job_mtbf:
+        return
+    node, job = units.format_duration(ns.mtbf), units.format_duration(ns.job_mtbf)
+    raise InvalidValueError(
+        f"--node-mtbf {node} and --job-mtbf {job} disagree: {nodes} node(s) failing every "
+        f"{node} make a job MTBF of {units.format_duration(implied)}, and a job MTBF of {job} "
+        f"means {ns.mtbf / ns.job_mtbf:.3g} node(s) of that MTBF; give one of the two, or "
+        "values that agree (job = node / nodes, within 1%) with --nodes"
+    )
+
+
 def add_scenario_arguments(p: argparse.ArgumentParser) -> None:
     """Flags that describe the job: profile, checkpoint size, failures, application power."""
     p.add_argument("--profile", required=True, help="profile JSON file (see docs/formats.md)")
@@ -181,23 +233,10 @@ def add_scenario_arguments(p: argparse.ArgumentParser) -> None:
         action=_SizeWithEcho,
         help="checkpoint size per node, e.g. 64GiB or 64GB",
     )
-    fail = p.add_mutually_exclusive_group(required=True)
-    fail.add_argument(
-        "--mtbf",
-        type=unit_type(units.parse_duration),
-        help="mean time between failures of ONE node, e.g. 14h (the job's rate is nodes/MTBF)",
-    )
-    fail.add_argument(
-        "--job-mtbf",
-        type=unit_type(units.parse_duration),
-        help="mean time between failures of the whole job, e.g. 30min (its nodes included; "
-        "--nodes then only scales the job's energy with --work)",
-    )
-    p.add_argument(
-        "--nodes",
-        type=positive_int,
-        help="nodes in the job (default 1): with --mtbf the job fails at nodes/MTBF; with "
-        "--job-mtbf it scales the job's total energy (needs --work)",
+    add_failure_arguments(
+        p,
+        nodes_help="nodes in the job (default 1): with --node-mtbf the job fails at "
+        "nodes/MTBF; with --job-mtbf alone it scales the job's total energy (needs --work)",
     )
     p.add_argument(
         "--app-power",
@@ -255,15 +294,22 @@ class Inputs:
 
 
 def stated_failure_rate(ns: argparse.Namespace) -> tuple[float, int]:
-    """The job's failure rate (1/s) and its nodes from ``--mtbf`` × ``--nodes`` (one node's
-    MTBF: the job fails ``nodes`` times as often) or ``--job-mtbf`` (the whole job's); one of
-    the two is given. The one computation of ``greenckpt plan``/``simulate`` and ``run``; what
-    ``--nodes`` may mean beside ``--job-mtbf`` is each command's to check."""
+    """The job's failure rate (1/s) and its nodes from ``--node-mtbf`` × ``--nodes`` (one
+    node's MTBF: the job fails ``nodes`` times as often) or ``--job-mtbf`` (the whole job's);
+    both given, they must agree and the job's is used. One of them is given. The one
+    computation of ``greenckpt plan``/``simulate`` and ``run``; what ``--nodes`` may mean
+    beside ``--job-mtbf`` alone is each command's to check."""
+    check_mtbf_agreement(ns)
     nodes = 1 if ns.nodes is None else ns.nodes
-    if ns.mtbf is not None:
-        rate, flag = nodes / ns.mtbf, f"--mtbf {ns.mtbf:g} s"
-    else:
+    if ns.job_mtbf is not None:
         rate, flag = 1.0 / ns.job_mtbf, f"--job-mtbf {ns.job_mtbf:g} s"
+    elif ns.mtbf is not None:
+        rate, flag = nodes / ns.mtbf, f"--node-mtbf {ns.mtbf:g} s"
+    else:
+        raise InvalidValueError(
+            "give the failure rate: --node-mtbf DURATION (one node's MTBF, e.g. 14h, with "
+            "--nodes N) or --job-mtbf DURATION (the whole job's, e.g. 30min)"
+        )
     if not math.isfinite(rate):
         raise InvalidValueError(f"{flag} is too short to be a failure rate")
     return rate, nodes
@@ -272,17 +318,19 @@ def stated_failure_rate(ns: argparse.Namespace) -> tuple[float, int]:
 def scenario_from_args(ns: argparse.Namespace) -> Inputs:
     """Load the profile and build the :class:`Scenario` from parsed flags.
 
-    ``--mtbf`` is the MTBF of one node and the job fails at ``nodes/MTBF``; ``--job-mtbf`` is
-    the whole job's. With ``--job-mtbf``, ``--nodes`` cannot change the failure rate, so it is
-    honoured only where it means something — the job's total energy, which needs ``--work``
-    — and said so in the echo; without ``--work`` it would be dropped silently, so it is
-    refused.
+    ``--node-mtbf`` is the MTBF of one node and the job fails at ``nodes/MTBF``; ``--job-mtbf``
+    is the whole job's (both: they must agree). With ``--job-mtbf`` alone, ``--nodes`` cannot
+    change the failure rate, so it is honoured only where it means something — the job's total
+    energy, which needs ``--work`` — and said so in the echo; without ``--work`` it would be
+    dropped silently, so it is refused.
     """
     rate, nodes = stated_failure_rate(ns)
-    if ns.mtbf is not None:
+    per_node = f"{nodes} node(s) × {units.format_duration(ns.mtbf or 0.0)} per node"
+    if ns.job_mtbf is None:
+        mtbf_text = f"{units.format_duration(1 / rate)} (job: {per_node})"
+    elif ns.mtbf is not None:
         mtbf_text = (
-            f"{units.format_duration(1 / rate)} (job: {nodes} node(s) × "
-            f"{units.format_duration(ns.mtbf)} per node)"
+            f"{units.format_duration(ns.job_mtbf)} (whole job, --job-mtbf; agrees with {per_node})"
         )
     else:
         mtbf_text = f"{units.format_duration(ns.job_mtbf)} (whole job, --job-mtbf)"
@@ -291,7 +339,8 @@ def scenario_from_args(ns: argparse.Namespace) -> Inputs:
                 raise InvalidValueError(
                     f"--nodes {ns.nodes} with --job-mtbf: the job's MTBF already counts its "
                     "nodes, so --nodes would only scale the job's total energy, which needs "
-                    "--work; give --work, or give the MTBF of one node with --mtbf and --nodes"
+                    "--work; give --work, or give the MTBF of one node with --node-mtbf and "
+                    "--nodes"
                 )
             mtbf_text = (
                 f"{units.format_duration(ns.job_mtbf)} (whole job of {nodes} node(s), "

@@ -43,21 +43,28 @@ from types import FrameType
 from typing import Any
 
 from greenckpt.cli.app_env import greenckpt_on_path
-from greenckpt.cli.args import add_meter_arguments, meter_names, open_meters, stated_failure_rate
-from greenckpt.cli.argtypes import add_hidden_alias, positive_int, unit_type
+from greenckpt.cli.args import (
+    add_failure_arguments,
+    add_meter_arguments,
+    meter_names,
+    open_meters,
+    stated_failure_rate,
+)
+from greenckpt.cli.argtypes import add_hidden_alias, unit_type
 from greenckpt.cli.commands import command_help
 from greenckpt.errors import InvalidValueError
 from greenckpt.jsonout import dumps
-from greenckpt.optimize.profile import Profile, load_profile
+from greenckpt.optimize.profile import load_profile
 from greenckpt.report.run_files import write_report_safely
 from greenckpt.report.run_text import render_run_text
 from greenckpt.runtime.intercept import FAMILIES, intercept_environ, missing_library_note
 from greenckpt.runtime.modelled import ModelledEpe, modelled_epe, with_modelled_epe
 from greenckpt.runtime.notify import NotifyServer
-from greenckpt.runtime.policy import POLICY_NAMES, Node, Policy, make_policy
+from greenckpt.runtime.policy import POLICY_NAMES, Node, Policy
+from greenckpt.runtime.profiles import NamedProfile, check_storage_profiles, make_storage_policy
 from greenckpt.runtime.report import BaselineRun, RunReport, load_report
 from greenckpt.runtime.session import Runtime
-from greenckpt.units import format_duration, parse_duration, parse_power
+from greenckpt.units import format_duration, parse_power
 
 FORWARDED_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 """Signals passed on to the command (see the module docstring)."""
@@ -118,32 +125,25 @@ def register(sub: Any) -> None:
 
 def add_runtime_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``run``: profile, policy and the scenario the profile policy needs."""
-    p.add_argument("--profile", help="I/O profile of this node (greenckpt profile run)")
+    p.add_argument(
+        "--profile",
+        action="append",
+        default=None,
+        metavar="FILE",
+        help="I/O profile (greenckpt profile run); repeatable, one per storage target (e.g. "
+        "node-local and global): each phase is decided from the profile of the storage its "
+        "path is on",
+    )
     p.add_argument(
         "--policy",
         default="profile",
         choices=POLICY_NAMES,
         help="decision policy: the profile lookup (default) or a governor baseline",
     )
-    fail = p.add_mutually_exclusive_group()
-    fail.add_argument(
-        "--mtbf",
-        type=unit_type(parse_duration),
-        default=None,
-        help="mean time between failures of ONE node, e.g. 14h (the job's rate is "
-        "nodes/MTBF; needed by the profile policy)",
-    )
-    fail.add_argument(
-        "--job-mtbf",
-        type=unit_type(parse_duration),
-        default=None,
-        help="mean time between failures of the whole job, e.g. 30min (instead of --mtbf)",
-    )
-    p.add_argument(
-        "--nodes",
-        type=positive_int,
-        default=None,
-        help="nodes in the job, with --mtbf (default 1)",
+    add_failure_arguments(
+        p,
+        nodes_help="nodes in the job, with --node-mtbf (default 1); with both --node-mtbf and "
+        "--job-mtbf, the nodes they must agree for",
     )
     p.add_argument(
         "--app-power",
@@ -161,8 +161,8 @@ def add_runtime_arguments(p: argparse.ArgumentParser) -> None:
 
 @dataclass(frozen=True)
 class FailureRate:
-    """The job's failure rate and how it was stated (``--mtbf`` × ``--nodes`` or
-    ``--job-mtbf``)."""
+    """The job's failure rate and how it was stated (``--node-mtbf`` × ``--nodes`` or
+    ``--job-mtbf``, or both, agreeing)."""
 
     rate: float
     nodes: int | None
@@ -185,22 +185,25 @@ class FailureRate:
 
 
 def failure_rate(ns: argparse.Namespace) -> FailureRate | None:
-    """The job's failure rate from ``--mtbf``/``--nodes`` or ``--job-mtbf`` (None: not given).
+    """The job's failure rate from ``--node-mtbf``/``--nodes`` or ``--job-mtbf`` (None: not
+    given).
 
-    ``--mtbf`` is one node's MTBF and the job fails ``nodes`` times as often; ``--job-mtbf`` is
-    already the whole job's, so ``--nodes`` with it is refused rather than silently ignored.
+    ``--node-mtbf`` (alias ``--mtbf``) is one node's MTBF and the job fails ``nodes`` times as
+    often; ``--job-mtbf`` is already the whole job's, so ``--nodes`` with it alone is refused
+    rather than silently ignored. Both given: they must agree (node MTBF / nodes = job MTBF).
     """
     nodes: int | None = ns.nodes
-    if ns.job_mtbf is not None and nodes is not None:
+    if ns.job_mtbf is not None and ns.mtbf is None and nodes is not None:
         raise InvalidValueError(
             f"--nodes {nodes} has no effect with --job-mtbf, which is already the whole "
-            "job's MTBF: give --mtbf (the MTBF of one node) with --nodes, or --job-mtbf alone"
+            "job's MTBF: give --node-mtbf (the MTBF of one node) with --nodes, or --job-mtbf "
+            "alone"
         )
     if ns.job_mtbf is None and ns.mtbf is None:
         if nodes is not None:
             raise InvalidValueError(
-                f"--nodes {nodes} needs --mtbf (the MTBF of one node): the job's failure rate "
-                "is nodes/MTBF"
+                f"--nodes {nodes} needs --mtbf/--node-mtbf (the MTBF of one node): the job's "
+                "failure rate is nodes/MTBF"
             )
         return None
     rate, n = stated_failure_rate(ns)
@@ -208,26 +211,34 @@ def failure_rate(ns: argparse.Namespace) -> FailureRate | None:
         raise InvalidValueError(
             "the MTBF is too short or too long to be a failure rate: give e.g. 14h"
         )
-    if ns.job_mtbf is not None:
+    if ns.job_mtbf is not None and ns.mtbf is None:
         return FailureRate(rate, None, None, f"job MTBF {format_duration(ns.job_mtbf)} (stated)")
-    text = (
-        f"job MTBF {format_duration(1.0 / rate)} ({n} node(s) × MTBF "
-        f"{format_duration(ns.mtbf)} per node, stated)"
-    )
+    per_node = f"{n} node(s) × MTBF {format_duration(ns.mtbf)} per node"
+    if ns.job_mtbf is not None:
+        text = f"job MTBF {format_duration(ns.job_mtbf)} (stated; agrees with {per_node})"
+    else:
+        text = f"job MTBF {format_duration(1.0 / rate)} ({per_node}, stated)"
     return FailureRate(rate, n, ns.mtbf, text)
 
 
-def load_policy_inputs(ns: argparse.Namespace) -> tuple[Profile | None, Node]:
-    """The profile (if given) and this node, checked before anything starts."""
-    profile = load_profile(ns.profile) if ns.profile else None
+def load_profiles(ns: argparse.Namespace) -> tuple[NamedProfile, ...]:
+    """The ``--profile`` files, each named by its path as given."""
+    return tuple(NamedProfile(path, load_profile(path)) for path in ns.profile or ())
+
+
+def load_policy_inputs(ns: argparse.Namespace) -> tuple[tuple[NamedProfile, ...], Node]:
+    """The profiles (none, one, or one per storage target) and this node, checked before
+    anything starts."""
+    profiles = load_profiles(ns)
     missing_rate = ns.mtbf is None and ns.job_mtbf is None
-    if profile is not None and ns.policy == "profile" and (missing_rate or ns.app_power is None):
+    if profiles and ns.policy == "profile" and (missing_rate or ns.app_power is None):
         raise InvalidValueError(
             "the profile policy needs --mtbf and --app-power (the optimizer weighs checkpoint "
-            "cost against rework; --job-mtbf may replace --mtbf); give both, or use --policy "
-            "defaults / a governor"
+            "cost against rework; --mtbf is --node-mtbf, and --job-mtbf may replace it); give "
+            "both, or use --policy defaults / a governor"
         )
-    return profile, Node.detect()
+    check_storage_profiles(profiles)
+    return profiles, Node.detect()
 
 
 def exit_status(returncode: int) -> int:
@@ -399,7 +410,7 @@ def _program(command: Sequence[str]) -> None:
 def modelled_for_run(
     report: RunReport,
     *,
-    profile: Profile | None,
+    profile: object | None,
     app_power: float | None,
     rate: FailureRate | None,
     policy: Policy,
@@ -439,13 +450,13 @@ def run(ns: argparse.Namespace) -> int:
 
         return run_job(ns, command)
     rate = failure_rate(ns)
-    profile, node = load_policy_inputs(ns)
+    profiles, node = load_policy_inputs(ns)
     baselines = [BaselineRun.from_report(load_report(path), label=f"{path}") for path in ns.compare]
     _program(command)
     environ = _intercept(ns.intercept, command)
-    policy = make_policy(
+    policy = make_storage_policy(
         ns.policy,
-        profile,
+        profiles,
         node=node,
         app_power=ns.app_power,
         rate=None if rate is None else rate.rate,
@@ -465,7 +476,7 @@ def run(ns: argparse.Namespace) -> int:
         _remove_created(created)
         raise
     modelled = modelled_for_run(
-        report, profile=profile, app_power=ns.app_power, rate=rate, policy=policy
+        report, profile=profiles or None, app_power=ns.app_power, rate=rate, policy=policy
     )
     report = with_modelled_epe(report, modelled)
     if outcome.signal_name is not None:
