@@ -145,9 +145,10 @@ class _Setup:
     scheduler: dict[str, object] | None = None
 
     def leader(self, collector: JobCollector) -> str:
-        """The address agents reach the leader at (a host name other nodes resolve)."""
+        """The address agents reach the leader at: this host's name on a cluster (it listens
+        on every interface: a name that resolves to 127.0.1.1 here must not confine it)."""
         port = collector.address.rpartition(":")[2]
-        return f"{self.bind_host}:{port}" if self.bind_host != "127.0.0.1" else collector.address
+        return f"{socket.gethostname()}:{port}" if not self.bind_host else collector.address
 
 
 def _local_setup(
@@ -185,7 +186,7 @@ def _slurm_setup(ns: argparse.Namespace, command: list[str]) -> _Setup:
         SlurmLauncher(),
         "slurm",
         slurm_socket(job.job_id),
-        socket.gethostname(),
+        "",  # every interface; agents prove themselves with the job's token
         lambda _k: [] if root is None else ["--root", root],
         scheduler,
     )
