@@ -150,3 +150,17 @@ def test_the_job_leader_passes_its_agents_the_node_mtbf_and_every_profile() -> N
     assert args[args.index("--node-mtbf") + 1] == "28800.0s"
     assert args[args.index("--job-mtbf") + 1] == "7200.0s"
     assert [args[i + 1] for i, a in enumerate(args) if a == "--profile"] == ["a.json", "b.json"]
+
+
+def test_profile_run_adaptive_takes_node_mtbf_as_its_mtbf(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parser = build_parser()
+    argv = ["profile", "run", "d", "-o", "p.json", "--adaptive"]
+    new = parser.parse_args([*argv, "--node-mtbf", "14h,1d"])
+    old = parser.parse_args([*argv, "--mtbf", "14h", "--mtbf", "1d"])
+    assert [m for g in new.mtbf for m in g] == [m for g in old.mtbf for m in g] == [50400, 86400]
+    monkeypatch.setenv("COLUMNS", "400")
+    with pytest.raises(SystemExit):
+        main(["profile", "run", "--help"])
+    assert "--mtbf is an alias of --node-mtbf" in " ".join(capsys.readouterr().out.split())

@@ -201,12 +201,14 @@ def register_run(actions: Any) -> None:
         help="checkpoint sizes to decide for (default: the largest --size)",
     )
     adapt.add_argument(
+        "--node-mtbf",
         "--mtbf",
+        dest="mtbf",
         type=durations_arg,
         metavar="DURATION,...",
         action="append",
         help="MTBFs of ONE node to decide for, repeatable or a comma list (default "
-        f"{DEFAULT_MTBF}); the job fails at nodes/MTBF",
+        f"{DEFAULT_MTBF}); the job fails at nodes/MTBF (--mtbf is an alias of --node-mtbf)",
     )
     adapt.add_argument(
         "--nodes",
