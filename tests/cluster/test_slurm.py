@@ -2,9 +2,11 @@
 
 The documented sbatch script runs the heat example with checkpoints and one job report that
 carries the Slurm job id and node list; ``scancel`` during a checkpoint leaves the node as found
-(the agents restore it on SIGTERM), and after a hard kill of every step ``srun greenckpt restore``
-puts it back. The node is a fake cpufreq tree ($GREENCKPT_SYSROOT) with control on, so what was
-set and restored is visible; the job id, node list and --cpu-freq parsing are tested alone too.
+(the agents restore it on SIGTERM), and after a node-level SIGKILL of the agent ``srun greenckpt
+restore`` puts it back; ``srun --cpu-freq`` leaves the frequency to Slurm, said in one line and
+in the report. The node is a fake cpufreq tree ($GREENCKPT_SYSROOT) with control on, so what was
+set and restored is visible. The job id, node list and --cpu-freq parsing, and bad Slurm input
+(one line, exit 2, nothing written), are tested without Slurm.
 """
 
 from __future__ import annotations
