@@ -4,6 +4,7 @@ after each test, the jobs it left running are killed."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -15,7 +16,7 @@ from tests.cluster.slurm_cluster import SlurmCluster, SlurmUnavailable, start_sl
 def slurm_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
     try:
         cluster = start_slurm(tmp_path_factory.mktemp("slurm"))
-    except (SlurmUnavailable, OSError, IndexError) as exc:
+    except (SlurmUnavailable, OSError, subprocess.SubprocessError) as exc:
         pytest.skip(f"no Slurm: {exc}")
     try:
         yield cluster

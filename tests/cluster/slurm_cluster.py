@@ -129,7 +129,10 @@ def _free_ports(n: int) -> list[int]:
 
 
 def _config(directory: Path, host: str) -> Path:
-    node = _sh(["slurmd", "-C"], 20).stdout.splitlines()[0].strip()
+    lines = _sh(["slurmd", "-C"], 20).stdout.splitlines()
+    if not lines or not lines[0].startswith("NodeName="):
+        raise SlurmUnavailable("slurmd -C does not describe this node")
+    node = lines[0].strip()
     ctld, slurmd = _free_ports(2)
     first_job = random.randrange(1000, 60_000_000)  # not job 1 again: ids name node paths
     for sub in ("state", "spool"):
