@@ -363,8 +363,8 @@ class SocketHook:
     does not leave it open.
 
     Emulated nodes on one host each have their own agent: every ``{node}`` in ``path`` is
-    replaced by the node index of the call (``ping``: ``$GREENCKPT_NODE``, else 0), and a call
-    for another node than the connected one reconnects to that node's socket.
+    replaced by the node index of the call (``ping``: ``$GREENCKPT_NODE``, else 0); each
+    node's connection is kept open while calls go to another node's.
     """
 
     def __init__(self, path: str, timeout: float = 5.0, *, scope: Scope = "job") -> None:
@@ -383,6 +383,7 @@ class SocketHook:
         self._sock: socket.socket | None = None
         self._buffer = b""
         self._linked = path  # the resolved path of the connection (or of the next one)
+        self._parked: dict[str, tuple[socket.socket, bytes]] = {}  # other nodes' connections
 
     def __repr__(self) -> str:
         return f"SocketHook({self.socket_path!r}, timeout={self.timeout!r})"
@@ -428,9 +429,8 @@ class SocketHook:
         data = encode(request.to_wire())
         target = self.resolved_path(getattr(request, "node", None))
         with self._lock:
-            if target != self._linked:  # another node's agent: connect to that one
-                self._drop()
-                self._linked = target
+            if target != self._linked:  # another node's agent: switch to its connection
+                self._switch(target)
             try:
                 line = self._exchange(data)
             except _RetryError:
@@ -455,6 +455,9 @@ class SocketHook:
         """Close the connection (the next request opens a new one)."""
         with self._lock:
             self._drop()
+            for sock, _ in self._parked.values():
+                sock.close()
+            self._parked.clear()
 
     def __enter__(self) -> SocketHook:
         return self
@@ -477,6 +480,14 @@ class SocketHook:
             self._sock.close()
         self._sock = None
         self._buffer = b""
+
+    def _switch(self, target: str) -> None:
+        """Make ``target``'s connection the current one, keeping the other open: closing it
+        would end that node's phases of scope ``connection`` as failed."""
+        if self._sock is not None:
+            self._parked[self._linked] = (self._sock, self._buffer)
+        self._sock, self._buffer = self._parked.pop(target, (None, b""))
+        self._linked = target
 
     def _connect(self) -> socket.socket:
         """A connection to the runtime, waiting up to ``timeout`` for room in its backlog.
