@@ -16,15 +16,8 @@ from greenckpt.model import (
     nested_schedule,
     optimize_multilevel,
 )
+from tests.model.test_multilevel import LEVELS, MIN
 
-MIN = 60.0
-# Illustrative FTI-like levels (costs grow with resilience; failure rates fall with severity).
-LEVELS = [
-    Level("L1 local", 5.0, 5.0, 1 / (6 * 3600), 300.0, 290.0),
-    Level("L2 partner", 20.0, 20.0, 1 / (24 * 3600), 320.0, 300.0),
-    Level("L3 Reed-Solomon", 60.0, 60.0, 1 / (72 * 3600), 330.0, 310.0),
-    Level("L4 PFS", 300.0, 300.0, 1 / (7 * 86400), 260.0, 260.0),
-]
 # Two levels whose continuous optimum is a few minutes, so that the grid matters.
 TWO = [
     Level("L1 local", 4.0, 4.0, 1 / (1.5 * 3600), 300.0, 290.0),

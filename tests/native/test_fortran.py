@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from greenckpt.runtime.notify import NotifyServer
-from tests.native.test_phase_api import bare_env, config, server, target  # noqa: F401 - fixtures
+from tests.native.test_phase_api import bare_env, config
 from tests.runtime.test_notify import FakeTarget
 
 PROGRAM = """\
@@ -56,8 +56,8 @@ def gfortran() -> str:
 
 def test_a_fortran_program_announces_through_the_module(
     tmp_path: Path,
-    server: NotifyServer,  # noqa: F811 - the fixture
-    target: FakeTarget,  # noqa: F811 - the fixture
+    server: NotifyServer,
+    target: FakeTarget,
 ) -> None:
     compiler = gfortran()
     source = tmp_path / "app.f90"

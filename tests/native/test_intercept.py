@@ -18,8 +18,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -65,21 +63,6 @@ def progs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def preload() -> str:
     return str(intercept_library())
-
-
-@pytest.fixture
-def target() -> FakeTarget:
-    return FakeTarget()
-
-
-@pytest.fixture
-def server(target: FakeTarget) -> Iterator[NotifyServer]:
-    sock_dir = Path(tempfile.mkdtemp(prefix="gci-", dir="/tmp"))  # short: socket paths
-    try:
-        with NotifyServer(target, sock_dir / "rt.sock") as srv:
-            yield srv
-    finally:
-        shutil.rmtree(sock_dir, ignore_errors=True)
 
 
 def bare_env(tmp: Path) -> dict[str, str]:

@@ -14,7 +14,7 @@ import pytest
 
 from greenckpt.ckpt.comm import find_mpiexec
 from greenckpt.runtime.notify import NotifyServer
-from tests.native.test_phase_api import bare_env, config, server, target  # noqa: F401 - fixtures
+from tests.native.test_phase_api import bare_env, config
 from tests.runtime.test_notify import FakeTarget
 
 DRIVER = Path(__file__).resolve().parent / "drivers" / "mpi_driver.c"
@@ -50,8 +50,8 @@ def run(driver: Path, env: dict[str, str], *args: str, err: list[str] | None = N
 
 def test_node_leaders_announce_once_with_their_nodes_bytes(
     mpi_driver: Path,
-    server: NotifyServer,  # noqa: F811 - the fixture
-    target: FakeTarget,  # noqa: F811 - the fixture
+    server: NotifyServer,
+    target: FakeTarget,
 ) -> None:
     lines = run(mpi_driver, {**bare_env(), **server.environ()}, "2", "3")
     assert lines == [
@@ -83,8 +83,8 @@ def test_without_a_runtime_every_rank_goes_on(mpi_driver: Path) -> None:
 
 def test_a_negative_size_on_one_rank_refuses_its_nodes_phase_in_one_line(
     mpi_driver: Path,
-    server: NotifyServer,  # noqa: F811 - the fixture
-    target: FakeTarget,  # noqa: F811 - the fixture
+    server: NotifyServer,
+    target: FakeTarget,
 ) -> None:
     err: list[str] = []
     lines = run(mpi_driver, {**bare_env(), **server.environ()}, "2", "-1", "1", err=err)

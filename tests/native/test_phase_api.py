@@ -16,7 +16,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -70,21 +69,6 @@ def run(driver: Path, *script: object, env: dict[str, str] | None = None) -> tup
         check=True,
     )
     return done.stdout.splitlines(), done.stderr
-
-
-@pytest.fixture
-def target() -> FakeTarget:
-    return FakeTarget()
-
-
-@pytest.fixture
-def server(target: FakeTarget) -> Iterator[NotifyServer]:
-    sock_dir = Path(tempfile.mkdtemp(prefix="gcc-", dir="/tmp"))  # short: socket paths
-    try:
-        with NotifyServer(target, sock_dir / "rt.sock") as srv:
-            yield srv
-    finally:
-        shutil.rmtree(sock_dir, ignore_errors=True)
 
 
 def server_env(server: NotifyServer) -> dict[str, str]:
