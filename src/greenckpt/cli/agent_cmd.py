@@ -52,7 +52,8 @@ def register(sub: Any) -> None:
         "--node",
         type=_node_index,
         required=True,
-        help="this node's index, or slurm: $SLURM_NODEID (then {node} in the paths is it)",
+        help="this node's index; slurm: $SLURM_NODEID; mpi: the MPI launcher's rank "
+        "($PMI_RANK, $OMPI_COMM_WORLD_RANK or $PMIX_RANK) — then {node} in the paths is it",
     )
     p.add_argument("--job-id", required=True, help="the job's id")
     p.add_argument("--socket", required=True, help="this node's runtime socket path")
@@ -70,8 +71,22 @@ def register(sub: Any) -> None:
     p.set_defaults(run=run)
 
 
+MPI_RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
+"""Where an MPI launcher puts a process's rank (MPICH's Hydra, Open MPI, PMIx)."""
+
+
 def _node_index(text: str) -> int:
-    """``--node``: a non-negative index, or ``slurm`` for ``$SLURM_NODEID``."""
+    """``--node``: a non-negative index, ``slurm`` for ``$SLURM_NODEID``, or ``mpi`` for the
+    rank an MPI launcher gave (one agent per host: the rank is the node)."""
+    if text == "mpi":
+        for name in MPI_RANK_VARIABLES:
+            value = os.environ.get(name, "")
+            if value.isdigit():
+                return int(value)
+        raise argparse.ArgumentTypeError(
+            f"--node mpi needs the rank of an MPI launcher (${', $'.join(MPI_RANK_VARIABLES)}): "
+            "the agent is started by mpiexec, one per host"
+        )
     if text != "slurm":
         return non_negative_int(text)
     value = os.environ.get("SLURM_NODEID", "")

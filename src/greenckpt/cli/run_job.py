@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from greenckpt.ckpt.comm import find_mpiexec
 from greenckpt.ckpt.notify_client import NODE_PLACEHOLDER, SOCKET_ENV
 from greenckpt.cli.app_env import greenckpt_on_path
 from greenckpt.cli.args import meter_names
@@ -50,6 +51,7 @@ from greenckpt.report.job_text import render_job_text
 from greenckpt.runtime.job import JobCollector
 from greenckpt.runtime.job_report import JobReport, load_job_report
 from greenckpt.runtime.launch import AgentHandle, AgentSpec, Launcher, LocalLauncher
+from greenckpt.runtime.launch_mpiexec import MpiexecLauncher, job_socket, parse_hosts
 from greenckpt.runtime.launch_slurm import (
     SlurmJob,
     SlurmLauncher,
@@ -75,10 +77,17 @@ def add_job_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--launcher",
-        choices=("slurm",),
+        choices=("slurm", "mpiexec"),
         default=None,
         help="slurm: inside an sbatch/salloc allocation, one agent per node of the job "
-        "(srun --ntasks-per-node=1), the job id and node list from Slurm",
+        "(srun --ntasks-per-node=1), the job id and node list from Slurm; mpiexec: one agent "
+        "per host of --agent-hosts (mpiexec -ppn 1 -hosts ..., MPICH's Hydra)",
+    )
+    p.add_argument(
+        "--agent-hosts",
+        default=None,
+        metavar="H1,H2,...",
+        help="with --launcher mpiexec: the job's hosts, one agent each, in node order",
     )
     p.add_argument(
         "--node-root",
@@ -143,6 +152,7 @@ class _Setup:
     bind_host: str
     node_args: Callable[[int], Sequence[str]]
     scheduler: dict[str, object] | None = None
+    node_source: str = "slurm"
 
     def leader(self, collector: JobCollector) -> str:
         """The address agents reach the leader at: this host's name on a cluster (it listens
@@ -192,6 +202,39 @@ def _slurm_setup(ns: argparse.Namespace, command: list[str]) -> _Setup:
     )
 
 
+def _mpiexec_setup(ns: argparse.Namespace) -> _Setup:
+    """``--launcher mpiexec``: one agent per host of ``--agent-hosts`` through mpiexec."""
+    if ns.nodes_emulated is not None:
+        raise InvalidValueError(
+            "--launcher mpiexec and --nodes-emulated exclude each other: the hosts, or N "
+            "emulated nodes on this machine"
+        )
+    if ns.agent_hosts is None:
+        raise InvalidValueError(
+            "--launcher mpiexec needs --agent-hosts H1,H2,...: the hosts to start an agent on"
+        )
+    hosts = parse_hosts(ns.agent_hosts)
+    mpiexec = find_mpiexec()
+    if mpiexec is None:
+        raise InvalidValueError(
+            "--launcher mpiexec needs mpiexec (pip install 'greenckpt[mpi]' puts MPICH's "
+            "beside python)"
+        )
+    job_id = f"mpiexec-{os.getpid()}-{int(time.time())}"
+    root = ns.node_root
+    return _Setup(
+        len(hosts),
+        job_id,
+        MpiexecLauncher(hosts, mpiexec),
+        "mpiexec",
+        job_socket(job_id),
+        "",  # every interface; agents prove themselves with the job's token
+        lambda _k: [] if root is None else ["--root", root],
+        {"launcher": "mpiexec", "hosts": list(hosts)},
+        node_source="mpi",
+    )
+
+
 def _cpu_freq(command: list[str], agent_args: list[str], notes: list[str]) -> None:
     """Slurm was asked to set the CPU frequency: it wins; the agents leave it alone."""
     asked = cpu_freq_request(os.environ, command)
@@ -223,6 +266,8 @@ def run_job(ns: argparse.Namespace, command: list[str]) -> int:
     try:
         if ns.launcher == "slurm":
             setup = _slurm_setup(ns, command)
+        elif ns.launcher == "mpiexec":
+            setup = _mpiexec_setup(ns)
         else:
             setup = _local_setup(ns, sock_dir, agent_args, notes)
         directory = Path(ns.report)
@@ -244,6 +289,7 @@ def run_job(ns: argparse.Namespace, command: list[str]) -> int:
                 agent_args=tuple(agent_args),
                 node_args=setup.node_args,
                 log_dir=Path(sock_dir),
+                node_source=setup.node_source,
             )
             handles = setup.launcher.start(spec)
             try:

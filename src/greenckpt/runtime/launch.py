@@ -3,7 +3,8 @@
 Why an interface: where the agents run is the batch system's business — ``local:N`` starts N
 agents on this machine (emulated nodes: tests, the demo, a laptop), ``slurm``
 (:mod:`greenckpt.runtime.launch_slurm`: ``srun --ntasks-per-node=1 ... greenckpt agent``, the
-node index from ``SLURM_NODEID``), and next ``mpiexec`` (one process per host). Each gets the
+node index from ``SLURM_NODEID``) and ``mpiexec`` (:mod:`greenckpt.runtime.launch_mpiexec`: one
+agent per host, the node index its rank). Each gets the
 same :class:`AgentSpec` and returns one :class:`AgentHandle` per node it started, which the
 leader polls for an agent that died before its ``hello``. Design: docs/design/cluster.md.
 """
@@ -55,11 +56,13 @@ class AgentSpec:
     agent_args: tuple[str, ...] = ()
     node_args: Callable[[int], Sequence[str]] = field(default=lambda _k: ())
     log_dir: Path | None = None
+    node_source: str = "slurm"
 
     def argv(self, node: int | None) -> list[str]:
         """``greenckpt agent`` for ``node``; None: the same command line for every node, the
-        agent taking its index from ``$SLURM_NODEID`` and putting it for ``{node}`` in its
-        paths (``node_args`` then gets -1)."""
+        agent taking its index from the launcher (``node_source``: ``slurm`` for
+        ``$SLURM_NODEID``, ``mpi`` for the MPI launcher's rank) and putting it for ``{node}``
+        in its paths (``node_args`` then gets -1)."""
         label = "{node}" if node is None else str(node)
         return [
             sys.executable,
@@ -67,7 +70,7 @@ class AgentSpec:
             "greenckpt",
             "agent",
             "--node",
-            "slurm" if node is None else label,
+            self.node_source if node is None else label,
             "--job-id",
             self.job_id,
             "--socket",
@@ -116,7 +119,7 @@ class AgentHandle:
 
 
 class Launcher(Protocol):
-    """Starts one agent per node (local processes, one srun step; mpiexec next)."""
+    """Starts one agent per node (local processes, one srun step, one mpiexec step)."""
 
     name: str
 
