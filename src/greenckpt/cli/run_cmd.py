@@ -58,6 +58,7 @@ from greenckpt.optimize.profile import load_profile
 from greenckpt.report.run_files import write_report_safely
 from greenckpt.report.run_text import render_run_text
 from greenckpt.runtime.intercept import FAMILIES, intercept_environ, missing_library_note
+from greenckpt.runtime.launch_slurm import cpu_freq_request
 from greenckpt.runtime.modelled import ModelledEpe, modelled_epe, with_modelled_epe
 from greenckpt.runtime.notify import NotifyServer
 from greenckpt.runtime.policy import POLICY_NAMES, Node, Policy
@@ -454,6 +455,7 @@ def run(ns: argparse.Namespace) -> int:
     baselines = [BaselineRun.from_report(load_report(path), label=f"{path}") for path in ns.compare]
     _program(command)
     environ = _intercept(ns.intercept, command)
+    node, slurm_note = _slurm_frequency(node, command)
     policy = make_storage_policy(
         ns.policy,
         profiles,
@@ -481,6 +483,8 @@ def run(ns: argparse.Namespace) -> int:
     report = with_modelled_epe(report, modelled)
     if outcome.signal_name is not None:
         report = _with_note(report, _signal_note(outcome))
+    if slurm_note is not None:
+        report = _with_note(report, slurm_note)
     if ns.json:
         paths, problem = write_report_safely(report, directory)
         doc = {
@@ -510,6 +514,22 @@ def run(ns: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return outcome.status
+
+
+def _slurm_frequency(node: Node, command: Sequence[str]) -> tuple[Node, str | None]:
+    """Slurm was asked to set the CPU frequency (``srun --cpu-freq``, ``$SLURM_CPU_FREQ_REQ``):
+    Slurm's setting wins, as with ``--launcher slurm``; the runtime leaves the frequency alone
+    (one line now, a note in the report)."""
+    asked = cpu_freq_request(os.environ, command)
+    if asked is None:
+        return node, None
+    text = (
+        f"Slurm was asked to set the CPU frequency (--cpu-freq={asked}): Slurm's setting wins; "
+        "the runtime leaves the frequency alone and decides and accounts without frequency "
+        "control (C-states stay greenckpt's)"
+    )
+    print(f"greenckpt run: {text}", file=sys.stderr, flush=True)
+    return replace(node, frequency_control=False), text
 
 
 def _intercept(family: str | None, command: Sequence[str]) -> dict[str, str]:
