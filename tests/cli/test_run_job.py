@@ -185,3 +185,42 @@ def test_an_agent_is_not_started_by_hand(tmp_path: Path) -> None:
                      "127.0.0.1:1", "--output", "o", cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 2
     assert "no job token" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+MIXED_APP = textwrap.dedent(
+    """
+    import os, sys
+    from greenckpt.ckpt.notify_client import hook_from_env
+    out, governor = sys.argv[1], sys.argv[2]
+    hook = hook_from_env()
+    for node in (0, 1):
+        hook.begin("checkpoint", level=1, path=out, size=1 << 20, node=node)
+    print("during", open(governor).read().strip())
+    for node in (0, 1):
+        hook.end("checkpoint", node=node, ok=True, seconds=0.01)
+    """
+)
+
+
+def test_a_node_without_cpufreq_next_to_one_with_it(tmp_path: Path) -> None:
+    """Issue 15 item 4: nodes of one job differ; each agent decides for its own node."""
+    trees = tmp_path / "trees"
+    fake_power.intel_tree(build_tree(load_spec("intel-acpi-cpufreq"), trees / "node0"))
+    fake_power.intel_tree(build_tree(load_spec("vm-no-cpufreq"), trees / "node1"))  # meters
+    found = (trees / "node0" / GOVERNOR).read_text().strip()
+    done = subprocess.run(
+        [sys.executable, "-m", "greenckpt", "run", "--nodes-emulated", "2", "--policy",
+         "performance", "--node-root", str(trees / "node{node}"), "-o", "rep", "--",
+         sys.executable, "-c", MIXED_APP, str(tmp_path), str(trees / "node0" / GOVERNOR)],
+        cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "during performance" in done.stdout  # node 0 has cpufreq: applied there
+    assert (trees / "node0" / GOVERNOR).read_text().strip() == found  # and restored
+    doc = json.loads((tmp_path / "rep" / "job-report.json").read_text())
+    assert doc["states"]["finished"] == [0, 1]
+    node1 = json.loads((tmp_path / "rep" / "nodes" / "node1" / "report.json").read_text())
+    assert any("no frequency control on this node" in n for n in node1["notes"])
+    node0 = json.loads((tmp_path / "rep" / "nodes" / "node0" / "report.json").read_text())
+    assert not any("no frequency control on this node" in n for n in node0["notes"])
