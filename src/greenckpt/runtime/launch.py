@@ -29,8 +29,10 @@ __all__ = [
     "AgentSpec",
     "Launcher",
     "LocalLauncher",
+    "StepHandle",
     "agent_socket",
     "parse_launcher",
+    "start_step",
 ]
 
 
@@ -116,6 +118,46 @@ class AgentHandle:
             with contextlib.suppress(OSError):
                 self.process.kill()
             self.process.wait()
+
+
+class StepHandle(AgentHandle):
+    """A node's share of one launcher step that starts every node's agent (``srun``,
+    ``mpiexec``): its failure is the last line an agent printed, not the launcher's own lines
+    (``srun: error: ... exited`` only says that one did). Subclasses say which lines are the
+    launcher's (:meth:`own_line`)."""
+
+    def own_line(self, line: str) -> bool:
+        """Whether ``line`` (stripped, not empty) of the step's log is an agent's."""
+        return True
+
+    def failure(self) -> str | None:
+        if self.process.poll() is None:
+            return None
+        lines: list[str] = []
+        if self.log is not None:
+            with contextlib.suppress(OSError):
+                lines = self.log.read_text(errors="replace").strip().splitlines()
+        own = [x.strip() for x in lines if x.strip() and self.own_line(x.strip())]
+        return own[-1] if own else super().failure()
+
+
+def start_step(argv: Sequence[str], spec: AgentSpec, handle: type[StepHandle]) -> list[AgentHandle]:
+    """Start the one launcher step ``argv`` that runs every node's agent (in its own session,
+    the job token in its environment, its output in ``<log_dir>/agents.log``); one handle
+    per node, all on that step."""
+    env = {**os.environ, TOKEN_ENV: spec.token}
+    log = None if spec.log_dir is None else Path(spec.log_dir) / "agents.log"
+    with contextlib.ExitStack() as stack:
+        err = stack.enter_context(open(log, "wb")) if log is not None else None
+        proc = subprocess.Popen(
+            list(argv),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err if err is not None else subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    return [handle(node, proc, log) for node in range(spec.nodes)]
 
 
 class Launcher(Protocol):

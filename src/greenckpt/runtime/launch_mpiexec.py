@@ -11,16 +11,12 @@ every host (:func:`job_socket`).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import subprocess
 from collections.abc import Sequence
-from pathlib import Path
 
 from greenckpt.errors import InvalidValueError
-from greenckpt.runtime.job import TOKEN_ENV
-from greenckpt.runtime.launch import AgentHandle, AgentSpec
+from greenckpt.runtime.launch import AgentHandle, AgentSpec, StepHandle, start_step
 
 __all__ = ["MpiexecHandle", "MpiexecLauncher", "job_socket", "parse_hosts"]
 
@@ -57,19 +53,12 @@ def job_socket(job_id: str, uid: int | None = None) -> str:
     return f"/tmp/greenckpt-{user}/job-{job_id}/agent.sock"
 
 
-class MpiexecHandle(AgentHandle):
-    """A node's share of the agents' mpiexec step: its failure is the last line an agent
-    printed (Hydra's own lines only say that a process ended)."""
+class MpiexecHandle(StepHandle):
+    """A node's share of the agents' mpiexec step (Hydra's own lines only say that a process
+    ended; an agent's start with ``greenckpt agent``)."""
 
-    def failure(self) -> str | None:
-        if self.process.poll() is None:
-            return None
-        lines: list[str] = []
-        if self.log is not None:
-            with contextlib.suppress(OSError):
-                lines = self.log.read_text(errors="replace").strip().splitlines()
-        own = [x.strip() for x in lines if x.strip().startswith("greenckpt agent")]
-        return own[-1] if own else super().failure()
+    def own_line(self, line: str) -> bool:
+        return line.startswith("greenckpt agent")
 
 
 class MpiexecLauncher:
@@ -94,16 +83,4 @@ class MpiexecLauncher:
         ]
 
     def start(self, spec: AgentSpec) -> list[AgentHandle]:
-        env = {**os.environ, TOKEN_ENV: spec.token}
-        log = None if spec.log_dir is None else Path(spec.log_dir) / "agents.log"
-        with contextlib.ExitStack() as stack:
-            err = stack.enter_context(open(log, "wb")) if log is not None else None
-            proc = subprocess.Popen(
-                self.argv(spec),
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=err if err is not None else subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        return [MpiexecHandle(node, proc, log) for node in range(spec.nodes)]
+        return start_step(self.argv(spec), spec, MpiexecHandle)

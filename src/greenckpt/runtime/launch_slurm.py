@@ -14,17 +14,13 @@ agents leave frequency to Slurm. Design: docs/design/cluster.md.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from greenckpt.errors import InvalidValueError
-from greenckpt.runtime.job import TOKEN_ENV
-from greenckpt.runtime.launch import AgentHandle, AgentSpec
+from greenckpt.runtime.launch import AgentHandle, AgentSpec, StepHandle, start_step
 
 __all__ = [
     "SlurmJob",
@@ -176,19 +172,12 @@ class SlurmJob:
         }
 
 
-class SlurmHandle(AgentHandle):
-    """A node's share of the agents' step: its failure is the last line an agent printed
-    (srun's own ``srun: error: ... exited`` lines only say that one did)."""
+class SlurmHandle(StepHandle):
+    """A node's share of the agents' srun step (srun's and slurmstepd's lines are not an
+    agent's)."""
 
-    def failure(self) -> str | None:
-        if self.process.poll() is None:
-            return None
-        lines: list[str] = []
-        if self.log is not None:
-            with contextlib.suppress(OSError):
-                lines = self.log.read_text(errors="replace").strip().splitlines()
-        own = [x.strip() for x in lines if x.strip() and not x.startswith(("srun:", "slurmstepd"))]
-        return own[-1] if own else super().failure()
+    def own_line(self, line: str) -> bool:
+        return not line.startswith(("srun:", "slurmstepd"))
 
 
 class SlurmLauncher:
@@ -216,16 +205,4 @@ class SlurmLauncher:
         ]
 
     def start(self, spec: AgentSpec) -> list[AgentHandle]:
-        env = {**os.environ, TOKEN_ENV: spec.token}
-        log = None if spec.log_dir is None else Path(spec.log_dir) / "agents.log"
-        with contextlib.ExitStack() as stack:
-            err = stack.enter_context(open(log, "wb")) if log is not None else None
-            proc = subprocess.Popen(
-                self.argv(spec),
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=err if err is not None else subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        return [SlurmHandle(node, proc, log) for node in range(spec.nodes)]
+        return start_step(self.argv(spec), spec, SlurmHandle)
