@@ -12,7 +12,15 @@ interleaved round by round (medians of the rounds):
   answering fixed settings in this process): the cost of the socket and the server's
   parsing, without the runtime's work;
 * the real runtime (``greenckpt run --no-control``): each begin and end also reads every
-  meter, decides and accounts, as in a real job.
+  meter, decides and accounts, as in a real job; its socket served by the native front
+  (libgreenckpt_front answers repeated begins, joining begins and ends at once and the runtime
+  accounts them just after, in order);
+* the same with the socket served by Python threads (``GREENCKPT_NOTIFY_FRONT=python``: every
+  call waits for the runtime's work, as before the native front).
+
+The loop calls begin/end back to back, far faster than any application checkpoints, so the
+runtime falls behind in its accounting (the report says by how much); the per-call cost an
+application sees is the same whether or not it leaves time between calls.
 
 Per call = wall time of the loop / (2 × pairs); CPU is the calling program's own (the
 server's or runtime's CPU is not in it). The targets are checked and the verdict printed.
@@ -41,6 +49,7 @@ class StandIn:
     """A target that answers at once: fixed settings, nothing measured or applied."""
 
     SETTINGS = Settings(io_processes=2, source="stand-in (benchmark)")
+    decisions_repeat = True  # as the runtime's own policies: repeated begins answered at once
 
     def begin(self, kind: str, **_: object) -> Settings | None:
         return self.SETTINGS
@@ -82,24 +91,28 @@ def setups(exe: Path, tmp: Path, quiet: int, live: int) -> dict[str, Callable[[]
         return direct(env, quiet)
 
     def stand_in() -> str:
-        with NotifyServer(StandIn(), tmp / "s.sock") as server:  # type: ignore[arg-type]
+        with NotifyServer(StandIn(), tmp / "s.sock", front="native") as server:  # type: ignore[arg-type]
             return direct({**bare_env(), **server.environ()}, live)
 
-    def runtime() -> str:
-        cmd = [*GREENCKPT, "run", "--no-control", "-o", str(tmp / "report"), "--"]
-        return subprocess.run(
-            [*cmd, str(exe), str(live), str(tmp)],
-            capture_output=True,
-            text=True,
-            env=bare_env(),
-            check=True,
-        ).stdout
+    def runtime(front: str) -> Callable[[], str]:
+        def run() -> str:
+            cmd = [*GREENCKPT, "run", "--no-control", "-o", str(tmp / "report"), "--"]
+            return subprocess.run(
+                [*cmd, str(exe), str(live), str(tmp)],
+                capture_output=True,
+                text=True,
+                env={**bare_env(), "GREENCKPT_NOTIFY_FRONT": front},
+                check=True,
+            ).stdout
+
+        return run
 
     return {
         "no runtime": lambda: direct(bare_env(), quiet),
         "stale socket": stale,
         "server, stand-in target": stand_in,
-        "greenckpt run (real runtime)": runtime,
+        "greenckpt run (real runtime)": runtime("native"),
+        "greenckpt run, Python front": runtime("python"),
     }
 
 

@@ -58,6 +58,8 @@ class DefaultPolicy:
     """
 
     name: str = "defaults"
+    deterministic: bool = True
+    """The same request gets the same settings (the runtime's native front may repeat them)."""
 
     def __init__(self, *, node: Node | None = None, reason: str = "no profile: defaults") -> None:
         self.node = node if node is not None else Node.detect()
@@ -94,6 +96,8 @@ class GovernorPolicy:
     """
 
     name: str
+    deterministic: bool = True
+    """The same request gets the same settings (the runtime's native front may repeat them)."""
 
     def __init__(
         self,

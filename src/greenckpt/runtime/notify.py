@@ -8,25 +8,26 @@ this server, with :class:`greenckpt.ckpt.notify_client.SocketHook` from Python o
 ``greenckpt notify`` from a job script. The wire format is defined (and documented) once, in
 :mod:`greenckpt.ckpt.notify_client`; this module only serves it: a private Unix socket, one
 thread per connection, every call into the runtime under one lock, and nothing lost
-silently. How it works in detail: docs/design/runtime.md ("The notification socket").
+silently. Where libgreenckpt_front can be loaded the socket is served by it instead
+(:mod:`greenckpt.runtime.front`: repeated phases answered in microseconds, every line still
+accounted here, in order). Details: docs/design/runtime.md ("The notification socket").
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
 import os
 import selectors
 import shutil
 import socket
-import stat
 import tempfile
 import threading
+import time
 import warnings
 from collections.abc import Iterator
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from greenckpt import __version__
 from greenckpt.ckpt.notify_client import (
@@ -46,15 +47,24 @@ from greenckpt.ckpt.notify_client import (
     one_line,
     parse_request,
 )
-from greenckpt.errors import InvalidValueError, UsageError
+from greenckpt.errors import GreenckptError, InvalidValueError, UsageError
+from greenckpt.phases import WIRE_KINDS
 from greenckpt.platform.root import PlatformError
+from greenckpt.runtime import front as native
+from greenckpt.runtime.notify_socket import bind_socket, unlink_own
 from greenckpt.runtime.settings import Settings
 
-__all__ = ["SOCKET_NAME", "NotifyServer", "NotifyTarget", "settings_to_wire"]
+__all__ = ["FRONT_ENV", "SOCKET_NAME", "FrontChoice", "NotifyServer", "NotifyTarget",
+           "settings_to_wire"]  # fmt: skip
+
+FrontChoice = Literal["auto", "native", "python"]
+FRONT_ENV = "GREENCKPT_NOTIFY_FRONT"
+"""Overrides an ``auto`` front choice: ``python`` serves the socket from Python threads only
+(a troubleshooting switch), ``native`` requires libgreenckpt_front."""
+_LATE_NOTE_S = 0.05  # accounted this much after arrival: said in the report
 
 SOCKET_NAME = "runtime.sock"
 """File name of the socket in the temporary directory made when no path is given."""
-_LIVE_PROBE_SECONDS = 1.0
 _CONNECTIONS_PER_CPU = 8
 
 
@@ -66,6 +76,7 @@ def _default_backlog() -> int:
 
 
 _JOIN_SECONDS = 5.0
+_POLL_MS = 200
 
 
 class NotifyTarget(Protocol):
@@ -75,6 +86,9 @@ class NotifyTarget(Protocol):
     for ``compute``) and may raise to refuse the phase (a ``ValueError`` for a bad request);
     ``end`` closes the phase and raises (a ``ValueError``) when none of that kind is open; its
     return value is not used. Overlapping phases of one kind are the target's to count.
+    A target whose ``decisions_repeat`` attribute is true promises that the same begin
+    request, with no phase of its kind open, gets the same settings again: the native front
+    then answers repeated begins at once (and the server still checks every answer).
     """
 
     def begin(
@@ -96,6 +110,17 @@ class NotifyTarget(Protocol):
         """The ``kind`` phase is over on ``node``; ``ok`` False when it failed; ``seconds``
         the notifier's own timing (None: not given)."""
         ...
+
+
+_TOO_LONG = f"request longer than {MAX_LINE_BYTES} bytes: closing the connection"
+
+
+def _encode_reply(reply: dict[str, Any]) -> bytes:
+    """``reply`` as a line; one that cannot be encoded (too long) becomes an error reply."""
+    try:
+        return encode(reply)
+    except ProtocolError as exc:
+        return encode(error_reply(exc))
 
 
 def settings_to_wire(settings: Settings) -> dict[str, Any]:
@@ -128,7 +153,10 @@ class NotifyServer:
         socket_path: str | os.PathLike[str] | None = None,
         *,
         backlog: int | None = None,
+        front: FrontChoice = "auto",
     ) -> None:
+        if front not in ("auto", "native", "python"):
+            raise InvalidValueError(f"front must be auto, native or python, got {front!r}")
         if backlog is not None and (isinstance(backlog, bool) or backlog < 1):
             raise InvalidValueError(
                 f"backlog must be a positive number of connections, got {backlog!r}"
@@ -149,6 +177,13 @@ class NotifyServer:
         self._acceptor: threading.Thread | None = None
         self._closing = threading.Event()
         self._closed = False
+        self._front_choice: FrontChoice = front
+        self._front: native.NativeFront | None = None
+        self._front_reason = ""
+        self._drainer: threading.Thread | None = None
+        self._late_s = 0.0  # the longest an event waited to be accounted (native front)
+        self._processed = 0  # events of the native front accounted
+        self._drained = threading.Condition()
 
     # ------------------------------------------------------------------ public
 
@@ -189,12 +224,50 @@ class NotifyServer:
         except BaseException:
             self._remove_tempdir()
             raise
+        try:
+            self._front = self._start_front()
+        except BaseException:
+            self._listener.close()
+            self._unlink_own_socket()
+            self._remove_tempdir()
+            raise
+        if self._front is not None:
+            self._drainer = threading.Thread(
+                target=self._drain_loop, name="greenckpt-notify-front", daemon=True
+            )
+            self._drainer.start()
+            return self
         self._wake_r, self._wake_w = socket.socketpair()
         self._acceptor = threading.Thread(
             target=self._accept_loop, name="greenckpt-notify-accept", daemon=True
         )
         self._acceptor.start()
         return self
+
+    @property
+    def front(self) -> str:
+        """Who serves the socket: ``native`` (libgreenckpt_front) or ``python``, with the
+        reason when the native front was wanted and could not start."""
+        if self._front is not None:
+            return "native"
+        return f"python ({self._front_reason})" if self._front_reason else "python"
+
+    def front_counts(self) -> tuple[int, int]:
+        """Requests the native front answered at once, and requests that waited for the
+        runtime (0, 0 when Python serves the socket)."""
+        if self._front is None:
+            return (0, 0)
+        answered, waited, _ = self._front.counts()
+        return answered, waited
+
+    def settle(self, timeout: float = _JOIN_SECONDS) -> bool:
+        """Wait until every line received so far has been accounted (the native front
+        answers repeated phases before the runtime accounts them); False on timeout."""
+        if self._front is None:
+            return True
+        queued = self._front.counts()[2]
+        with self._drained:
+            return self._drained.wait_for(lambda: self._processed >= queued, timeout)
 
     def close(self) -> None:
         """Stop serving, end phases left open (``ok=False``) and remove the socket file.
@@ -204,6 +277,13 @@ class NotifyServer:
             return
         self._closed = True
         self._closing.set()
+        if self._front is not None:
+            self._front.stop()  # connections closed; what they sent is still queued
+            if self._drainer is not None:
+                self._drainer.join(_JOIN_SECONDS)
+            self._front.free()
+            self._front = None
+            self._note_late()
         if self._wake_w is not None:
             with contextlib.suppress(OSError):
                 self._wake_w.send(b"x")
@@ -239,26 +319,33 @@ class NotifyServer:
     def handle(self, line: bytes | str, held: dict[WireKind, int] | None = None) -> dict[str, Any]:
         """The reply to one request line (what a connection's thread sends back). ``held``:
         the connection's phases of scope ``connection`` still open, kept up to date here."""
+        return self._serve_line(line, held)[1]
+
+    def _serve_line(
+        self, line: bytes | str, held: dict[WireKind, int] | None
+    ) -> tuple[BeginRequest | EndRequest | PingRequest | None, dict[str, Any]]:
+        """The request ``line`` holds (None if malformed) and the reply to it."""
         try:
             request = parse_request(decode(line))
         except ProtocolError as exc:
-            return error_reply(exc)
+            return None, error_reply(exc)
         if isinstance(request, PingRequest):
-            return {"v": PROTOCOL_VERSION, "ok": True, "runtime": f"greenckpt {__version__}"}
+            reply = {"v": PROTOCOL_VERSION, "ok": True, "runtime": f"greenckpt {__version__}"}
+            return request, reply
         try:
             if isinstance(request, BeginRequest):
                 reply = self._begin(request)
                 if held is not None and request.scope == "connection":
                     held[request.kind] = held.get(request.kind, 0) + 1
-                return reply
+                return request, reply
             reply = self._end(request)
             if held is not None and held.get(request.kind, 0) > 0:
                 held[request.kind] -= 1
-            return reply
+            return request, reply
         except (ValueError, OSError, PlatformError) as exc:  # the target refused the request
-            return error_reply(exc)
+            return request, error_reply(exc)
         except Exception as exc:  # a bug in the target: tell the client, keep serving
-            return error_reply(f"{type(exc).__name__}: {exc}")
+            return request, error_reply(f"{type(exc).__name__}: {exc}")
 
     # ------------------------------------------------------------------ phases
 
@@ -331,74 +418,127 @@ class NotifyServer:
                             stacklevel=3,
                         )
 
+    # ------------------------------------------------------------------ native front
+
+    def _start_front(self) -> native.NativeFront | None:
+        """The native front on the listening socket, or None (with the reason kept) where
+        Python serves it: chosen so, or libgreenckpt_front unavailable in ``auto``."""
+        choice: str = self._front_choice
+        if choice == "auto":
+            env = os.environ.get(FRONT_ENV, "").strip().lower()
+            choice = env if env in ("native", "python") else "auto"
+        if choice == "python":
+            return None
+        assert self._listener is not None
+        try:
+            return native.NativeFront(
+                self._listener.fileno(),
+                kinds=WIRE_KINDS,
+                end_reply=encode({"v": PROTOCOL_VERSION, "ok": True}),
+                long_reply=encode(error_reply(_TOO_LONG)),
+                max_line=MAX_LINE_BYTES,
+                fast=self._decisions_repeat(),
+            )
+        except (OSError, GreenckptError) as exc:
+            if choice == "native":
+                raise NotifyError(f"the native front cannot start: {one_line(exc)}") from None
+            self._front_reason = f"libgreenckpt_front unavailable: {one_line(exc, 200)}"
+            self._note(f"notification socket served by Python: {self._front_reason}")
+            return None
+
+    def _drain_loop(self) -> None:
+        """Account, in arrival order, every event the native front queued (until it stops)."""
+        assert self._front is not None
+        front = self._front
+        helds: dict[int, dict[WireKind, int]] = {}
+        while True:
+            event = front.next(_POLL_MS)
+            if event is None:
+                continue
+            if event is False:
+                return
+            assert isinstance(event, native.FrontEvent)
+            self._late_s = max(self._late_s, time.monotonic() - event.t)
+            try:
+                self._on_front_event(front, event, helds)
+            except Exception as exc:  # never leave a client waiting, never stop draining
+                self._report(f"an event could not be accounted: {type(exc).__name__}: {exc}")
+                if event.type in (native.PENDING, native.CLOSED_PENDING):
+                    reply = encode(error_reply(f"{type(exc).__name__}: {exc}"))
+                    front.reply(event.conn, reply, False, self._open_counts())
+            finally:
+                with self._drained:
+                    self._processed += 1
+                    self._drained.notify_all()
+
+    def _on_front_event(
+        self,
+        front: native.NativeFront,
+        event: native.FrontEvent,
+        helds: dict[int, dict[WireKind, int]],
+    ) -> None:
+        if event.type in (native.CLOSED, native.CLOSED_PENDING):
+            self._end_held(helds.pop(event.conn, {}))
+            if event.type == native.CLOSED_PENDING:
+                front.reply(event.conn, b"", False, self._open_counts())
+            return
+        if event.type == native.PARTIAL:
+            self._report(
+                "a client closed its connection in the middle of a request "
+                f"({one_line(event.line.decode('utf-8', 'replace'), 80)!r}): not executed"
+            )
+            return
+        request, reply = self._serve_line(event.line, helds.setdefault(event.conn, {}))
+        data = _encode_reply(reply)
+        ok = reply.get("ok") is True
+        if event.type == native.PENDING:
+            front.reply(event.conn, data, ok, self._open_counts())
+        elif not ok:
+            what = one_line(event.line.decode("utf-8", "replace"), 80)
+            self._report(
+                f"a request answered at once ({what!r}) was then refused by the runtime: "
+                f"{reply.get('error')}"
+            )
+            return
+        elif isinstance(request, BeginRequest) and data != event.sent:
+            self._report(
+                f"the answer sent at once to a {request.kind} begin differed from the runtime's "
+                "decision for it (its settings changed): later begins get the new one"
+            )
+        if ok and isinstance(request, BeginRequest) and self._decisions_repeat():
+            front.cache_put(event.line, data)
+
+    def _decisions_repeat(self) -> bool:
+        return bool(getattr(self.target, "decisions_repeat", False))
+
+    def _open_counts(self) -> list[int]:
+        with self._lock:
+            return [self._open.get(kind, 0) for kind in WIRE_KINDS]
+
+    def _note(self, text: str) -> None:
+        note = getattr(self.target, "note", None)
+        if callable(note):
+            with contextlib.suppress(Exception):
+                note(text)
+
+    def _note_late(self) -> None:
+        if self._late_s > _LATE_NOTE_S:
+            self._note(
+                f"notification socket: phase boundaries were accounted up to "
+                f"{self._late_s * 1e3:.0f} ms after the application announced them (the "
+                "runtime was busy); the application was answered at once"
+            )
+
     # ------------------------------------------------------------------ socket
 
     def _bind(self, path: str) -> socket.socket:
-        if os.path.lexists(path):
-            self._replace_stale(path)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.bind(path)
-            os.chmod(path, 0o600)  # before listen(): nobody can connect until then
-            st = os.stat(path)
-            self._identity = (st.st_dev, st.st_ino)
-            sock.listen(self.backlog)
-        except OSError as exc:
-            sock.close()
-            if self._identity is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(path)
-                self._identity = None
-            reason = exc.strerror or str(exc)
-            if exc.errno == errno.EADDRINUSE:
-                reason = "another process created it meanwhile"
-            raise NotifyError(
-                f"cannot create the runtime socket {path}: {one_line(reason)}"
-            ) from None
+        sock, self._identity = bind_socket(path, self.backlog)
         return sock
-
-    @staticmethod
-    def _replace_stale(path: str) -> None:
-        """Remove a stale socket at ``path``; refuse a live one or a file that is no socket."""
-        try:
-            mode = os.lstat(path).st_mode
-        except FileNotFoundError:
-            return
-        if not stat.S_ISSOCK(mode):
-            raise NotifyError(
-                f"cannot create the runtime socket {path}: the path exists and is not a socket"
-            )
-        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        probe.settimeout(_LIVE_PROBE_SECONDS)
-        try:
-            probe.connect(path)
-        except (ConnectionRefusedError, FileNotFoundError):
-            pass  # stale: nobody listens
-        except OSError as exc:
-            raise NotifyError(
-                f"cannot create the runtime socket {path}: it exists and cannot be probed "
-                f"({one_line(exc.strerror or exc)})"
-            ) from None
-        else:
-            raise NotifyError(
-                f"cannot create the runtime socket {path}: another running greenckpt runtime "
-                "listens there (stop it, or give another socket path)"
-            )
-        finally:
-            probe.close()
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
 
     def _unlink_own_socket(self) -> None:
         """Remove the socket file, unless someone has replaced it with their own."""
-        if self._path is None or self._identity is None:
-            return
-        try:
-            st = os.lstat(self._path)
-            if (st.st_dev, st.st_ino) == self._identity:
-                os.unlink(self._path)
-        except FileNotFoundError:
-            pass
+        if self._path is not None and self._identity is not None:
+            unlink_own(self._path, self._identity)
         self._identity = None
 
     def _remove_tempdir(self) -> None:
@@ -437,10 +577,7 @@ class NotifyServer:
         try:
             for line in self._lines(conn):
                 if line is None:  # too long: cannot find the next message
-                    reply = error_reply(
-                        f"request longer than {MAX_LINE_BYTES} bytes: closing the connection"
-                    )
-                    conn.sendall(encode(reply))
+                    conn.sendall(encode(error_reply(_TOO_LONG)))
                     break
                 if not line.endswith(b"\n"):  # the client closed in the middle of a line
                     self._report(
@@ -448,7 +585,7 @@ class NotifyServer:
                         f"({one_line(line.decode('utf-8', 'replace'), 80)!r}): not executed"
                     )
                     break
-                conn.sendall(encode(self.handle(line, held)))
+                conn.sendall(_encode_reply(self.handle(line, held)))
         except OSError:
             pass  # the client went away
         finally:

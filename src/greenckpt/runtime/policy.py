@@ -119,6 +119,8 @@ class ProfilePolicy:
     """
 
     name: str = "profile"
+    deterministic: bool = True
+    """The same request gets the same settings (the runtime's native front may repeat them)."""
 
     def __init__(
         self,

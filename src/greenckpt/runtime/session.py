@@ -209,6 +209,13 @@ class Runtime:
         with self._lock:
             return tuple(self._notes)
 
+    @property
+    def decisions_repeat(self) -> bool:
+        """Whether the policy promises the same settings for the same request (its
+        ``deterministic`` attribute): the notification socket's native front then answers a
+        repeated begin at once and the runtime checks the answer (runtime/front.py)."""
+        return bool(getattr(self.policy, "deterministic", False))
+
     def note(self, text: str) -> None:
         """Add a run-level statement to the report, e.g. a notification that was lost (the
         notification socket reports those here, so a skewed phase never goes unsaid)."""
