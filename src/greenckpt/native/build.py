@@ -26,7 +26,7 @@ NATIVE_DIR = Path(__file__).resolve().parent
 
 LIBRARIES: dict[str, tuple[str, ...]] = {
     "libgreenckpt.so": ("c/greenckpt.c",),
-    "libgreenckpt_front.so": ("c/front.c",),
+    "libgreenckpt_front.so": ("c/front.c", "c/front_json.c"),
     "libgreenckpt_intercept.so": (
         "c/greenckpt.c",
         "c/intercept_common.c",

@@ -29,6 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "front_json.h"
+
 #define GCF_MAX_KINDS 16
 #define GCF_BUCKETS 1024
 #define GCF_CACHE_MAX 4096   /* request lines remembered; the cache is emptied when full */
@@ -119,104 +121,6 @@ static char *copy(const char *s, size_t n) {
     return d;
 }
 
-/* ------------------------------------------------------------------ a flat JSON object */
-
-static const char *blanks(const char *p, const char *end) {
-    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) ++p;
-    return p;
-}
-
-/* Past the JSON string starting at the quote p; NULL if it does not end before `end`. */
-static const char *skip_string(const char *p, const char *end) {
-    for (++p; p < end; ++p) {
-        if (*p == '\\') ++p;
-        else if (*p == '"') return p + 1;
-    }
-    return NULL;
-}
-
-/* Past the JSON value starting at p (a string, a number or literal, or an object or array
- * skipped by depth); NULL if malformed or cut short. */
-static const char *skip_value(const char *p, const char *end) {
-    int depth = 0;
-    do {
-        p = blanks(p, end);
-        if (p >= end) return NULL;
-        if (*p == '"') {
-            p = skip_string(p, end);
-            if (p == NULL) return NULL;
-        } else if (*p == '{' || *p == '[') {
-            ++depth;
-            ++p;
-        } else if (*p == '}' || *p == ']') {
-            if (--depth < 0) return NULL;
-            ++p;
-        } else if (*p == ',' || *p == ':') {
-            if (depth == 0) return NULL;
-            ++p;
-        } else {
-            while (p < end && *p != ',' && *p != '}' && *p != ']' && *p != ':' && *p != ' ' &&
-                   *p != '\t' && *p != '\r' && *p != '\n')
-                ++p;
-        }
-    } while (depth > 0);
-    return p;
-}
-
-/* The value of top-level member `key` in the object line[0..n): its first byte and length;
- * 0 when absent or when the object is malformed before it. */
-static int member(const char *line, size_t n, const char *key, const char **val, size_t *vlen) {
-    const char *p = blanks(line, line + n), *end = line + n;
-    size_t klen = strlen(key);
-    if (p >= end || *p++ != '{') return 0;
-    for (;;) {
-        const char *name, *name_end, *v;
-        p = blanks(p, end);
-        if (p >= end || *p != '"') return 0;
-        name = p + 1;
-        name_end = skip_string(p, end);
-        if (name_end == NULL) return 0;
-        p = blanks(name_end, end);
-        if (p >= end || *p++ != ':') return 0;
-        v = blanks(p, end);
-        p = skip_value(v, end);
-        if (p == NULL) return 0;
-        if ((size_t)(name_end - 1 - name) == klen && memcmp(name, key, klen) == 0) {
-            *val = v;
-            *vlen = (size_t)(p - v);
-            return 1;
-        }
-        p = blanks(p, end);
-        if (p >= end || *p != ',') return 0;
-        ++p;
-    }
-}
-
-static int is_literal(const char *v, size_t n, const char *lit) {
-    return n == strlen(lit) && memcmp(v, lit, n) == 0;
-}
-
-/* A JSON number >= 0 (what "node" and "seconds" must be): digits, one '.', an exponent. */
-static int non_negative_number(const char *v, size_t n, int integer) {
-    size_t i = 0;
-    int digits = 0;
-    if (n == 0) return 0;
-    while (i < n && v[i] >= '0' && v[i] <= '9') ++i, ++digits;
-    if (!digits || n > 30) return 0;
-    if (integer) return i == n && (v[0] != '0' || n == 1);
-    if (i < n && v[i] == '.') {
-        ++i;
-        while (i < n && v[i] >= '0' && v[i] <= '9') ++i;
-    }
-    if (i < n && (v[i] == 'e' || v[i] == 'E')) {
-        ++i;
-        if (i < n && (v[i] == '+' || v[i] == '-')) ++i;
-        if (i == n) return 0;
-        while (i < n && v[i] >= '0' && v[i] <= '9') ++i;
-    }
-    return i == n;
-}
-
 struct req {
     int event, kind, scope_conn, end_ok; /* end_ok: an end whose every field is valid */
 };
@@ -229,24 +133,24 @@ static struct req parse(const struct gcf *f, const char *line, size_t n) {
     const char *v;
     size_t vl;
     int k;
-    if (!member(line, n, "v", &v, &vl) || !is_literal(v, vl, "1")) return r;
-    if (!member(line, n, "kind", &v, &vl) || vl < 3 || v[0] != '"') return r;
+    if (!gcf_member(line, n, "v", &v, &vl) || !gcf_is_literal(v, vl, "1")) return r;
+    if (!gcf_member(line, n, "kind", &v, &vl) || vl < 3 || v[0] != '"') return r;
     for (k = 0; k < f->nkinds; ++k)
         if (vl == strlen(f->kinds[k]) + 2 && memcmp(v + 1, f->kinds[k], vl - 2) == 0) break;
     if (k == f->nkinds) return r;
     r.kind = k;
-    if (!member(line, n, "event", &v, &vl)) return r;
-    if (is_literal(v, vl, "\"begin\"")) {
+    if (!gcf_member(line, n, "event", &v, &vl)) return r;
+    if (gcf_is_literal(v, vl, "\"begin\"")) {
         r.event = EV_BEGIN;
-        r.scope_conn = member(line, n, "scope", &v, &vl) && is_literal(v, vl, "\"connection\"");
-    } else if (is_literal(v, vl, "\"end\"")) {
+        r.scope_conn = gcf_member(line, n, "scope", &v, &vl) && gcf_is_literal(v, vl, "\"connection\"");
+    } else if (gcf_is_literal(v, vl, "\"end\"")) {
         r.event = EV_END;
         r.end_ok = 1;
-        if (member(line, n, "ok", &v, &vl) && !is_literal(v, vl, "true") &&
-            !is_literal(v, vl, "false"))
+        if (gcf_member(line, n, "ok", &v, &vl) && !gcf_is_literal(v, vl, "true") &&
+            !gcf_is_literal(v, vl, "false"))
             r.end_ok = 0;
-        if (member(line, n, "node", &v, &vl) && !non_negative_number(v, vl, 1)) r.end_ok = 0;
-        if (member(line, n, "seconds", &v, &vl) && !non_negative_number(v, vl, 0)) r.end_ok = 0;
+        if (gcf_member(line, n, "node", &v, &vl) && !gcf_non_negative_number(v, vl, 1)) r.end_ok = 0;
+        if (gcf_member(line, n, "seconds", &v, &vl) && !gcf_non_negative_number(v, vl, 0)) r.end_ok = 0;
     }
     return r;
 }
