@@ -17,6 +17,7 @@ import socket
 import sys
 from typing import Any, Protocol, TypeVar
 
+from greenckpt.ckpt.wait import complete
 from greenckpt.errors import InvalidValueError
 
 __all__ = ["Comm", "MPIComm", "SelfComm", "find_mpiexec", "world"]
@@ -106,7 +107,12 @@ class SelfComm:
 
 
 class MPIComm:
-    """An mpi4py communicator (``MPI.COMM_WORLD`` by default)."""
+    """An mpi4py communicator (``MPI.COMM_WORLD`` by default).
+
+    Every wait is polite (:mod:`greenckpt.ckpt.wait`): a barrier is a nonblocking barrier
+    completed with sleeps; the object collectives first meet in such a barrier, so the
+    blocking collective that follows finds every rank there and does not spin; a
+    point-to-point exchange probes politely for the partner's message."""
 
     def __init__(self, comm: Any = None) -> None:
         if comm is None:
@@ -126,25 +132,31 @@ class MPIComm:
         return int(self._comm.Get_size())
 
     def barrier(self) -> None:
-        """MPI barrier."""
-        self._comm.Barrier()
+        """MPI barrier (nonblocking, completed politely)."""
+        complete(self._comm.Ibarrier())
 
     def allgather(self, obj: T) -> list[T]:
         """MPI allgather of pickled objects."""
+        self.barrier()
         return list(self._comm.allgather(obj))
 
     def bcast(self, obj: T, root: int = 0) -> T:
         """MPI broadcast of a pickled object."""
+        self.barrier()
         out: T = self._comm.bcast(obj, root=root)
         return out
 
     def sendrecv_bytes(self, data: bytes | memoryview, dest: int, source: int) -> bytes:
         """Paired send/receive (no deadlock whatever the order of the ranks)."""
-        out: bytes = self._comm.sendrecv(bytes(data), dest=dest, source=source)
+        sent = self._comm.isend(bytes(data), dest=dest, tag=_EXCHANGE_TAG)
+        complete(_Probe(self._comm, source))
+        out: bytes = self._comm.recv(source=source, tag=_EXCHANGE_TAG)
+        complete(sent)
         return out
 
     def gather(self, obj: T, root: int) -> list[T] | None:
         """MPI gather of pickled objects."""
+        self.barrier()
         out = self._comm.gather(obj, root=root)
         return None if out is None else list(out)
 
@@ -157,6 +169,23 @@ class MPIComm:
         from mpi4py import MPI  # noqa: PLC0415 - see __init__
 
         return str(MPI.Get_processor_name())
+
+
+_EXCHANGE_TAG = 7301  # sendrecv_bytes' messages, apart from anything else on the communicator
+
+
+class _Probe:
+    """A request that completes when a message from ``source`` has arrived (to wait for it
+    politely before the receive)."""
+
+    def __init__(self, comm: Any, source: int) -> None:
+        self._comm, self._source = comm, source
+
+    def test(self) -> tuple[bool, None]:
+        return bool(self._comm.iprobe(source=self._source, tag=_EXCHANGE_TAG)), None
+
+    def wait(self) -> None:
+        self._comm.probe(source=self._source, tag=_EXCHANGE_TAG)
 
 
 def world() -> Comm:
