@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import shutil
 import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -80,3 +83,31 @@ def alarm() -> Iterator[None]:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+
+
+def debian_tool(command: str, package: str) -> str:
+    """The path of ``command``, installing Debian's ``package`` first when it is missing (as
+    the tests of real tools must run wherever CI runs); skips with one line only when this
+    process cannot install it (not root, no apt) or the install fails."""
+    found = shutil.which(command)
+    if found is not None:
+        return found
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        pytest.skip(f"{command} is not installed and this process cannot install it (apt, root)")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    # another test worker may be installing at the same time: wait for dpkg's lock
+    install = ["apt-get", "-o", "DPkg::Lock::Timeout=600", "install", "-y", "-q", package]
+    update = ["apt-get", "-o", "DPkg::Lock::Timeout=600", "update", "-q"]
+    for cmd in (install, update, install):  # the package index may be stale
+        if shutil.which(command) is None:
+            subprocess.run(cmd, capture_output=True, env=env, timeout=900, check=False)
+    found = shutil.which(command)
+    if found is None:
+        pytest.skip(f"{command} could not be installed (apt-get install {package} failed)")
+    return found
+
+
+@pytest.fixture
+def fio() -> str:
+    """fio, installed from Debian's packages when missing (the I/O engine is checked against it)."""
+    return debian_tool("fio", "fio")

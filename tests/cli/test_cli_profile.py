@@ -25,7 +25,6 @@ from greenckpt.cli import profile_cmd
 from greenckpt.cli.main import main
 from greenckpt.optimize.profile import Operation, load_profile, profile_from_json
 from greenckpt.profile.export import CSV_COLUMNS
-from greenckpt.profile.fio import fio_available
 from greenckpt.profile.grid import Cell, CpuSetting
 from greenckpt.profile.measure import NodeMeasurer, RunResult
 from greenckpt.profile.preflight import default_settings
@@ -398,8 +397,7 @@ def test_run_json_with_plots_and_validation_without_fio(
     assert "fio is not installed" in err
 
 
-@pytest.mark.skipif(not fio_available(), reason="fio is not installed")
-def test_validate_against_fio(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_validate_against_fio(tmp_path: Path, capsys: pytest.CaptureFixture[str], fio: str) -> None:
     argv = ["profile", "validate", str(tmp_path), "--size", "8MiB", "--processes", "1"]
     assert main([*argv, "--repeats", "1"]) == 0
     text = capsys.readouterr().out

@@ -8,14 +8,11 @@ install packages; otherwise the test is skipped with the reason.
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from greenckpt.runtime.notify import NotifyServer
+from tests.conftest import debian_tool
 from tests.native.test_phase_api import bare_env, config
 from tests.runtime.test_notify import FakeTarget
 
@@ -38,20 +35,7 @@ end program app
 
 
 def gfortran() -> str:
-    found = shutil.which("gfortran")
-    if found is not None:
-        return found
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        pytest.skip("gfortran is not installed and this process cannot install it (apt, root)")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = ["apt-get", "install", "-y", "-q", "gfortran"]
-    for cmd in (install, ["apt-get", "update", "-q"], install):  # the index may be stale
-        if shutil.which("gfortran") is None:
-            subprocess.run(cmd, capture_output=True, env=env, timeout=600, check=False)
-    found = shutil.which("gfortran")
-    if found is None:
-        pytest.skip("gfortran could not be installed (apt-get install gfortran failed)")
-    return found
+    return debian_tool("gfortran", "gfortran")
 
 
 def test_a_fortran_program_announces_through_the_module(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import stat
 from pathlib import Path
 from typing import Any
@@ -23,8 +22,6 @@ from greenckpt.profile.fio import (
 )
 
 MiB = 1024 * 1024
-HAVE_FIO = shutil.which("fio") is not None
-needs_fio = pytest.mark.skipif(not HAVE_FIO, reason="fio is not installed (apt-get install -y fio)")
 
 CANNED_WRITE_BPS = 123_456_789
 CANNED_READ_BPS = 234_567_890
@@ -197,8 +194,7 @@ def test_validate_checks_arguments_and_space(
     assert not any(p.name.startswith("greenckpt-fio-check") for p in tmp_path.iterdir())
 
 
-@needs_fio
-def test_validate_with_real_fio(tmp_path: Path) -> None:
+def test_validate_with_real_fio(tmp_path: Path, fio: str) -> None:
     result = validate(tmp_path, 8 * MiB, [1, 2], MiB, repeats=1)
     assert list(tmp_path.iterdir()) == []  # the engine's files and fio's are gone
     assert [(c.op, c.workers) for c in result.cases] == [
