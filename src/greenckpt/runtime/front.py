@@ -136,6 +136,8 @@ class NativeFront:
         )
         if got == 0:
             return None
+        if got == -2:  # cannot happen: lines and answers are both within max_line
+            raise OSError("a native front event is larger than its buffer")
         if got < 0:
             return False
         ev = self._event

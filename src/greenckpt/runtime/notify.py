@@ -280,7 +280,9 @@ class NotifyServer:
         if self._front is not None:
             self._front.stop()  # connections closed; what they sent is still queued
             if self._drainer is not None:
-                self._drainer.join(_JOIN_SECONDS)
+                # no time limit: every line received is accounted before the report, and the
+                # front may not be freed while the drainer still takes from it
+                self._drainer.join()
             self._front.free()
             self._front = None
             self._note_late()
@@ -452,7 +454,11 @@ class NotifyServer:
         front = self._front
         helds: dict[int, dict[WireKind, int]] = {}
         while True:
-            event = front.next(_POLL_MS)
+            try:
+                event = front.next(_POLL_MS)
+            except OSError as exc:  # cannot happen (see NativeFront.next); never hang close()
+                self._report(f"the native front failed: {exc}; later notifications are lost")
+                return
             if event is None:
                 continue
             if event is False:
