@@ -35,6 +35,7 @@
 #define GCF_BUCKETS 1024
 #define GCF_CACHE_MAX 4096   /* request lines remembered; the cache is emptied when full */
 #define GCF_SEND_WAIT_MS 1000 /* a client that does not read its reply for this long is dropped */
+#define GCF_QUEUE_MAX 65536   /* events not yet taken by the runtime before lines wait for it */
 
 /* What gcf_next hands the runtime. */
 enum {
@@ -107,6 +108,7 @@ struct gcf {
     size_t cache_n;
     int fast; /* 0: every line waits for the runtime (its decisions do not repeat) */
     uint64_t answered, waited, queued;
+    size_t backlog; /* events queued and not yet taken */
 };
 
 static double now_s(void) {
@@ -207,6 +209,7 @@ static void enqueue(struct gcf *f, uint64_t conn, int type, double t, const char
     else f->qhead = it;
     f->qtail = it;
     f->queued += 1;
+    f->backlog += 1;
     pthread_cond_broadcast(&f->ready);
 }
 
@@ -319,7 +322,8 @@ static void conn_closed(struct gcf *f, struct conn *c, double t) {
 /* One complete request line from c (under the lock). */
 static void request(struct gcf *f, struct conn *c, const char *line, size_t n, double t) {
     struct req r = parse(f, line, n);
-    if (!f->fast) goto wait;
+    /* a runtime this far behind makes clients wait for it: the queue stays bounded */
+    if (!f->fast || f->backlog >= GCF_QUEUE_MAX) goto wait;
     if (f->pending == 0 && r.event == EV_BEGIN) {
         const char *reply = NULL;
         size_t len = 0;
@@ -556,6 +560,7 @@ int gcf_next(struct gcf *f, struct gcf_event *ev, char *buf, size_t cap, int tim
     }
     f->qhead = it->next;
     if (f->qhead == NULL) f->qtail = NULL;
+    f->backlog -= 1;
     pthread_mutex_unlock(&f->lock);
     *ev = it->ev;
     memcpy(buf, it->bytes, it->ev.line_len + it->ev.sent_len);
