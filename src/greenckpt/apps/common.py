@@ -19,7 +19,9 @@ import argparse
 import functools
 import json
 import os
+import re
 import sys
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
@@ -43,6 +45,8 @@ from greenckpt.errors import GreenckptError
 
 __all__ = [
     "AppError",
+    "BitFlips",
+    "NoCheckpoints",
     "Outcome",
     "add_checkpoint_options",
     "checkpoint_settings",
@@ -92,6 +96,25 @@ def add_checkpoint_options(p: argparse.ArgumentParser, *, default_name: str) -> 
     g.add_argument("--l4-every", help='level 4 interval: "50it", "1h" or "auto" (default 50it)')
     g.add_argument("--config", type=Path, help="checkpoint TOML file ([checkpoint] tables)")
     g.add_argument("--name", help=f"checkpoint job name (default {default_name})")
+    g.add_argument(
+        "--no-checkpoint",
+        action="store_true",
+        help="run without the checkpoint library (no files, nothing announced): the "
+        "no-checkpoint baseline of a study",
+    )
+    e = p.add_argument_group("experiments")
+    e.add_argument(
+        "--size-factor",
+        type=float,
+        default=1.0,
+        help="multiply the problem size (the data, so the checkpoint bytes) by F (default 1)",
+    )
+    e.add_argument(
+        "--bitflip",
+        metavar="POS/EVERY",
+        help="every EVERY seconds flip bit POS (1 = the lowest bit of a float64) of one value "
+        "of rank 0's data, as FTI_BitFlip does (wu2018); e.g. 1/10s",
+    )
     p.set_defaults(default_name=default_name)
 
 
@@ -108,6 +131,13 @@ def parse_checked(
     for name in positive:
         if getattr(args, name) <= 0:
             p.error(f"--{name} must be > 0, not {getattr(args, name)}")
+    if not (0 < args.size_factor < 1e6):
+        p.error(f"--size-factor must be a number > 0, not {args.size_factor}")
+    if args.bitflip is not None:
+        try:
+            args.bitflip = BitFlips.parse(args.bitflip)
+        except ValueError as exc:
+            p.error(str(exc))
     if args.ranks_per_node is not None and args.ranks_per_node <= 0:
         p.error(f"--ranks-per-node must be > 0, not {args.ranks_per_node}")
     return args
@@ -206,9 +236,76 @@ def run_app(
         return fail(exc.message, prog=prog, rank=comm.rank, code=exc.code)
 
 
-def open_checkpointer(args: argparse.Namespace, comm: Comm) -> Checkpointer:
-    """The :class:`Checkpointer` the options (and the TOML file, the environment) configure;
-    a bad setting or directory is an :class:`AppError` with exit status 2."""
+class NoCheckpoints:
+    """What :func:`run_iterations` uses in place of a :class:`Checkpointer` under
+    ``--no-checkpoint``: nothing is protected, written, restored or announced, so the run is
+    the application alone (a study's baseline)."""
+
+    def __init__(self) -> None:
+        self.state: dict[str, Any] = {}
+        self.set_aside: tuple[Path, ...] = ()
+        self.history: tuple[CheckpointInfo, ...] = ()
+
+    def protect(self, name: str, array: Any) -> None:
+        """Nothing is protected."""
+
+    def recover(self) -> RecoveryInfo | None:
+        """Nothing to restore."""
+        return None
+
+    def need_checkpoint(self, iteration: int) -> int | None:
+        """Never."""
+        return None
+
+    def checkpoint(self, level: int, *, iteration: int) -> None:
+        """Never called (need_checkpoint says never)."""
+
+    def finalize(self) -> None:
+        """Nothing to finish."""
+
+
+@dataclass
+class BitFlips:
+    """``--bitflip POS/EVERY``: flip bit ``pos`` (1-based from the lowest bit of a float64)
+    of one value of rank 0's data every ``every`` seconds of the run (wu2018's injection:
+    a position and a frequency). The run goes on with the changed value: the injection
+    measures the cost of the faults, not their detection."""
+
+    pos: int
+    every: float
+    done: int = 0
+    _last: float = 0.0
+
+    @staticmethod
+    def parse(text: str) -> BitFlips:
+        """``"1/10s"`` (or ``1/10``): position 1..64, seconds > 0."""
+        match = re.fullmatch(r"\s*(\d+)\s*/\s*([0-9.]+(?:[eE][-+]?\d+)?)\s*s?\s*", text)
+        if match is None:
+            raise ValueError(f"--bitflip must be POS/EVERY, e.g. 1/10s, not {text!r}")
+        pos, every = int(match[1]), float(match[2])
+        if not 1 <= pos <= 64 or not every > 0:
+            raise ValueError(
+                f"--bitflip {text!r}: the position must be 1..64 and the period > 0 seconds"
+            )
+        return BitFlips(pos, every, _last=time.monotonic())
+
+    def maybe_flip(self, data: npt.NDArray[np.float64]) -> None:
+        """Flip when the period has passed (the value in the middle of ``data``)."""
+        now = time.monotonic()
+        if now - self._last < self.every or data.size == 0:
+            return
+        self._last = now
+        words = data.reshape(-1).view(np.uint64)
+        words[(words.size // 2 + 1) % words.size] ^= np.uint64(1 << (self.pos - 1))
+        self.done += 1
+
+
+def open_checkpointer(args: argparse.Namespace, comm: Comm) -> Checkpointer | NoCheckpoints:
+    """The :class:`Checkpointer` the options (and the TOML file, the environment) configure
+    (:class:`NoCheckpoints` under ``--no-checkpoint``); a bad setting or directory is an
+    :class:`AppError` with exit status 2."""
+    if args.no_checkpoint:
+        return NoCheckpoints()
     try:
         return Checkpointer(args.config, comm=comm, **checkpoint_settings(args, os.environ))
     except ValueError as exc:  # ConfigError, StoreError: a bad setting or directory
@@ -225,6 +322,8 @@ class Outcome:
     """The checkpoints this run committed."""
     failed: int
     """Checkpoints that failed (on every rank) while the run computed on."""
+    bitflips: int = 0
+    """Bit flips injected (``--bitflip``) on this rank."""
 
     def json(self) -> dict[str, Any]:
         """The result's ``restored``, ``checkpoints``, ``checkpointed`` and
@@ -234,17 +333,19 @@ class Outcome:
             "checkpoints": len(self.history),
             "checkpointed": [{"iteration": c.iteration, "level": c.level} for c in self.history],
             "failed_checkpoints": self.failed,
+            "bitflips": self.bitflips,
         }
 
 
 def run_iterations(
-    ck: Checkpointer,
+    ck: Checkpointer | NoCheckpoints,
     iterations: int,
     step: Callable[[], None],
     *,
     prog: str,
     rank: int,
     reset: Callable[[], None] | None = None,
+    flips: tuple[BitFlips, npt.NDArray[np.float64]] | None = None,
 ) -> Outcome:
     """Recover, then call ``step`` for each iteration not done yet, with checkpoints; finalize.
 
@@ -292,6 +393,8 @@ def run_iterations(
     failed = 0
     for it in range(start + 1, iterations + 1):
         step()
+        if flips is not None and rank == 0:
+            flips[0].maybe_flip(flips[1])
         maybe_fail("compute", rank=rank, iteration=it)
         ck.state["it"] = it
         level = ck.need_checkpoint(it)
@@ -302,7 +405,7 @@ def run_iterations(
                 failed += 1
                 say(f"warning: {exc}; computing on", prog=prog, rank=rank)
     ck.finalize()
-    return Outcome(info, ck.history, failed)
+    return Outcome(info, ck.history, failed, flips[0].done if flips is not None else 0)
 
 
 # ------------------------------------------------------------------------------ the result

@@ -166,6 +166,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def solve(args: argparse.Namespace, comm: Comm) -> int:
     """:func:`main` once the options are parsed (an ``AppError`` is reported there)."""
     rank, size = comm.rank, comm.size
+    if args.size_factor != 1.0:  # the cells (and the checkpoint bytes) times the factor
+        scale = args.size_factor**0.5
+        args.nx, args.ny = max(3, round(args.nx * scale)), max(3, round(args.ny * scale))
     if args.nx < size:
         message = f"--nx ({args.nx}) must be at least the number of ranks ({size})"
         raise common.AppError(message, code=2)
@@ -178,8 +181,9 @@ def solve(args: argparse.Namespace, comm: Comm) -> int:
         exchange.halos(grid)
         grid.step()
 
+    flips = None if args.bitflip is None else (args.bitflip, grid.owned)
     outcome = common.run_iterations(
-        ck, args.iterations, step, prog=PROG, rank=rank, reset=grid.reset
+        ck, args.iterations, step, prog=PROG, rank=rank, reset=grid.reset, flips=flips
     )
     full = exchange.gather(grid)
     if full is not None:

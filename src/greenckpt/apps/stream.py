@@ -149,13 +149,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 def benchmark(args: argparse.Namespace, comm: Comm) -> int:
     """:func:`main` once the options are parsed (an ``AppError`` is reported there)."""
     rank, size = comm.rank, comm.size
+    args.elements = max(1, round(args.elements * args.size_factor))
     ck = common.open_checkpointer(args, comm)
     stream = Stream(args.elements, rank)
     ck.protect("a", stream.a)
     ck.protect("b", stream.b)
     ck.protect("c", stream.c)
+    flips = None if args.bitflip is None else (args.bitflip, stream.a)
     outcome = common.run_iterations(
-        ck, args.iterations, stream.iterate, prog=PROG, rank=rank, reset=stream.reset
+        ck, args.iterations, stream.iterate, prog=PROG, rank=rank, reset=stream.reset, flips=flips
     )
 
     rates = bandwidth(comm, stream)
