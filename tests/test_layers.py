@@ -34,7 +34,10 @@ ALLOWED: dict[str, set[str]] = {
     # fakes and contract suites for tests (pytest allowed); nothing in src/ imports it
     "testing": {"ckpt", "io", "platform", "model"},
     "report": {"runtime", "ckpt", "profile", "io", "platform", "optimize", "model", "sim"},
+    # studies: run greenckpt run per cell (a subprocess) and summarise the runs' reports
+    "study": {"ckpt"},
     "cli": {
+        "study",
         "native",
         "report",
         "runtime",

@@ -69,6 +69,12 @@ COMMANDS: tuple[Command, ...] = (
         "restart, report)",
     ),
     Command(
+        "study",
+        "greenckpt.cli.study_cmd",
+        "run a paper's experiment from a study file (factors, repeats, baseline) and write "
+        "its statistics and HTML report",
+    ),
+    Command(
         "notify",
         "greenckpt.cli.notify_cmd",
         "tell a running greenckpt runtime that a checkpoint, flush or restart starts or "

@@ -1,0 +1,195 @@
+"""A study's numbers: every run, every cell's statistics, the savings against the baseline.
+
+Why separate from the page: the same summary feeds ``summary.json``, the CSV files and the
+HTML report (greenckpt.study.html), so a number in the page is the number in the files. A
+cell's baseline is the cell with the same levels except the factors named in the study's
+``baseline`` (e.g. the same policy and size with ``checkpoint = "none"``). Runs of different
+power sources (measured, estimated) are summarised apart, never pooled.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from greenckpt.study.stats import eq2, median_ci
+
+__all__ = ["METRICS", "summarise", "write_report"]
+
+METRICS = ("seconds", "energy_j", "mean_power_w", "epe_w")
+"""The figures summarised per cell and compared with the baseline (wu2018: runtime, energy,
+power; saito2013: EPE)."""
+
+
+def _journal(directory: Path) -> list[dict[str, Any]]:
+    path = directory / "runs.jsonl"
+    out = []
+    for line in path.read_text().splitlines() if path.exists() else []:
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+def _baseline_cell(factors: dict[str, Any], baseline: dict[str, Any]) -> str:
+    levels = {**factors, **{k: v for k, v in baseline.items() if k in factors}}
+    return ",".join(f"{k}={_text(v)}" for k, v in levels.items()) or "all"
+
+
+def _text(value: object) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _values(runs: Iterable[dict[str, Any]], metric: str) -> list[float]:
+    return [float(r["metrics"][metric]) for r in runs if r["metrics"].get(metric) is not None]
+
+
+def _pairs(
+    runs: list[dict[str, Any]], base: list[dict[str, Any]], metric: str
+) -> list[tuple[float, float]]:
+    by_block = {r["block"]: r for r in base if r["metrics"].get(metric) is not None}
+    return [
+        (float(r["metrics"][metric]), float(by_block[r["block"]]["metrics"][metric]))
+        for r in runs
+        if r["metrics"].get(metric) is not None and r["block"] in by_block
+    ]
+
+
+def summarise(directory: Path, baseline: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Every cell's medians, intervals and Eq. 2 savings, from ``runs.jsonl``."""
+    identity: dict[str, Any] = {}
+    if (directory / "study.json").exists():
+        identity = json.loads((directory / "study.json").read_text())
+    baseline = identity.get("baseline", {}) if baseline is None else baseline
+    paired_design = identity.get("order", "blocks") == "blocks"
+    journal = _journal(directory)
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    factors_of: dict[str, dict[str, Any]] = {}
+    failed: dict[str, int] = {}
+    for run in journal:
+        factors_of[run["cell"]] = run.get("factors", {})
+        if not run.get("ok") or not run.get("metrics"):
+            failed[run["cell"]] = failed.get(run["cell"], 0) + 1
+            continue
+        source = str(run["metrics"].get("power_source"))
+        groups.setdefault((run["cell"], source), []).append(run)
+    cells = []
+    for (cell, source), runs in sorted(groups.items()):
+        base_name = _baseline_cell(factors_of[cell], baseline) if baseline else None
+        base_runs = groups.get((base_name, source), []) if base_name else []
+        is_base = base_name == cell
+        entry: dict[str, Any] = {
+            "cell": cell,
+            "factors": factors_of[cell],
+            "power_source": source,
+            "runs": len(runs),
+            "failed_runs": failed.get(cell, 0),
+            "baseline_cell": base_name,
+            "is_baseline": is_base,
+            "metrics": {},
+            "eq2_pct": {},
+            "energy_by_kind_j": _by_kind(runs),
+            "checkpoint_j_per_gb": _per_gb(runs),
+        }
+        for metric in METRICS:
+            values = _values(runs, metric)
+            if values:
+                entry["metrics"][metric] = asdict(median_ci(values))
+            base_values = _values(base_runs, metric)
+            if values and base_values and not is_base:
+                pairs = _pairs(runs, base_runs, metric) if paired_design else None
+                try:
+                    saving = eq2(values, base_values, pairs=pairs)
+                except ValueError:
+                    continue
+                entry["eq2_pct"][metric] = {**asdict(saving), "undecided": saving.undecided}
+        if base_name and not base_runs and not is_base:
+            entry["note"] = f"no {source} runs of its baseline cell {base_name}"
+        cells.append(entry)
+    return {
+        "format": "greenckpt-study-summary",
+        "format_version": 1,
+        "study": identity,
+        "runs": len(journal),
+        "failed_runs": sum(failed.values()),
+        "sources": sorted({c["power_source"] for c in cells}),
+        "cells": cells,
+    }
+
+
+def _by_kind(runs: list[dict[str, Any]]) -> dict[str, float]:
+    kinds = {k for r in runs for k in (r["metrics"].get("by_kind") or {})}
+    out = {}
+    for kind in sorted(kinds):
+        values = [
+            float(v["energy_j"])
+            for r in runs
+            if (v := (r["metrics"].get("by_kind") or {}).get(kind))
+            and v.get("energy_j") is not None
+        ]
+        if values:
+            out[kind] = median_ci(values).median
+    return out
+
+
+def _per_gb(runs: list[dict[str, Any]]) -> float | None:
+    values = []
+    for r in runs:
+        ck = (r["metrics"].get("by_kind") or {}).get("checkpoint") or {}
+        written = r["metrics"].get("bytes_written") or 0
+        if ck.get("energy_j") is not None and written > 0:
+            values.append(float(ck["energy_j"]) / (written / 1e9))
+    return median_ci(values).median if values else None
+
+
+def _write_csvs(directory: Path, summary: dict[str, Any]) -> None:
+    journal = _journal(directory)
+    with open(directory / "runs.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        factors = sorted({k for r in journal for k in r.get("factors", {})})
+        w.writerow(["run", "cell", "block", "ok", *factors, "power_source", *METRICS, "cpu_s"])
+        for r in journal:
+            m = r.get("metrics") or {}
+            w.writerow(
+                [r["run"], r["cell"], r["block"], r.get("ok")]
+                + [r.get("factors", {}).get(k) for k in factors]
+                + [m.get("power_source"), *(m.get(k) for k in METRICS), m.get("cpu_s")]
+            )
+    with open(directory / "cells.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        head = ["cell", "power_source", "runs", "failed_runs"]
+        for metric in METRICS:
+            head += [f"{metric}_median", f"{metric}_low", f"{metric}_high"]
+            head += [f"{metric}_eq2_pct", f"{metric}_eq2_low", f"{metric}_eq2_high"]
+        w.writerow(head)
+        for c in summary["cells"]:
+            row = [c["cell"], c["power_source"], c["runs"], c["failed_runs"]]
+            for metric in METRICS:
+                est = c["metrics"].get(metric, {})
+                sav = c["eq2_pct"].get(metric, {})
+                row += [est.get("median"), est.get("low"), est.get("high")]
+                row += [sav.get("pct"), sav.get("low"), sav.get("high")]
+            w.writerow(row)
+
+
+def write_report(directory: Path, baseline: dict[str, Any] | None = None) -> Path:
+    """Write summary.json, cells.csv, runs.csv and report.html into ``directory``; the
+    report's path."""
+    from greenckpt.study.html import render  # noqa: PLC0415 - matplotlib only here
+
+    summary = summarise(directory, baseline)
+    tmp = directory / "summary.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=2) + "\n")
+    os.replace(tmp, directory / "summary.json")
+    _write_csvs(directory, summary)
+    page = directory / "report.html"
+    tmp = directory / "report.html.tmp"
+    tmp.write_text(render(directory, summary), encoding="utf-8")
+    os.replace(tmp, page)
+    return page

@@ -1,0 +1,289 @@
+"""Running a study: every run through ``greenckpt run``, journalled, resumable.
+
+Why a subprocess per run: each run must go through the energy-aware runtime exactly as a
+user's job would (policy, settings, accounting, report), and a run that crashes must not take
+the study with it. Why a journal: a study takes long; ``runs.jsonl`` gets one line per
+finished run, appended and synced, so an interrupted study resumes with the runs that are
+missing, and a study directory can never mix the runs of two different study files
+(``study.json`` holds the file's SHA-256 and the design).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from greenckpt.ckpt.comm import find_mpiexec
+from greenckpt.study.design import Run, runs
+from greenckpt.study.spec import Study, StudyError, parse_ckp
+
+__all__ = ["Interrupted", "expand_command", "metrics_of", "run_study", "study_identity"]
+
+JOURNAL = "runs.jsonl"
+IDENTITY = "study.json"
+
+
+class Interrupted(Exception):  # noqa: N818 - a stop asked for, not an error
+    """Ctrl-C (or SIGTERM) stopped the study; the finished runs are kept."""
+
+
+def study_identity(study: Study, repeats: int) -> dict[str, Any]:
+    """What ``study.json`` holds: the study file's digest and the design."""
+    digest = hashlib.sha256(study.path.read_bytes()).hexdigest()
+    return {
+        "format": "greenckpt-study",
+        "format_version": 1,
+        "study_file": str(study.path),
+        "sha256": digest,
+        "name": study.name,
+        "mirrors": study.mirrors,
+        "repeats": repeats,
+        "seed": study.seed,
+        "order": study.order,
+        "scale": study.scale,
+        "factors": {k: [_json(v) for v in levels] for k, levels in study.factors.items()},
+        "baseline": {k: _json(v) for k, v in study.baseline.items()},
+    }
+
+
+def _json(value: object) -> object:
+    return value if isinstance(value, str | int | float) else str(value)
+
+
+def _claim(directory: Path, identity: dict[str, Any]) -> None:
+    """Make ``directory`` this study's, or check that it already is (StudyError if not)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / IDENTITY
+    if path.exists():
+        old = json.loads(path.read_text())
+        if old.get("sha256") != identity["sha256"]:
+            raise StudyError(
+                f"{directory} was made by another study file (sha256 {str(old.get('sha256'))[:12]}"
+                f"...): use another -o DIR"
+            )
+        if old.get("repeats") != identity["repeats"] or old.get("scale") != identity["scale"]:
+            raise StudyError(
+                f"{directory} holds this study with repeats={old.get('repeats')} and "
+                f"scale={old.get('scale')}: give the same, or use another -o DIR"
+            )
+        return
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(identity, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def finished_runs(directory: Path) -> list[dict[str, Any]]:
+    """The journal's lines (a last line cut short by a crash is ignored)."""
+    path = directory / JOURNAL
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        with contextlib.suppress(json.JSONDecodeError):
+            out.append(json.loads(line))
+    return out
+
+
+def _append(directory: Path, doc: dict[str, Any]) -> None:
+    with open(directory / JOURNAL, "a", encoding="utf-8") as f:
+        f.write(json.dumps(doc) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def expand_command(study: Study, run: Run, run_dir: Path) -> list[str]:
+    """The application's command for ``run``, placeholders replaced (``{checkpoint_args}`` and
+    ``{failure_args}`` standing alone expand to zero or more arguments)."""
+    levels = {**_defaults(), **run.levels}
+    size = float(levels["size"]) * study.scale  # type: ignore[arg-type]
+    lists = {
+        "{checkpoint_args}": _checkpoint_args(study, str(levels["checkpoint"]), run_dir),
+        "{failure_args}": _failure_args(str(levels["failure"])),
+    }
+    values = {
+        "python": sys.executable,
+        "mpiexec": find_mpiexec() or "mpiexec",
+        "run_dir": str(run_dir),
+        "size": f"{size:g}",
+    }
+    out: list[str] = []
+    for arg in study.command:
+        if arg in lists:
+            out.extend(lists[arg])
+            continue
+        text = arg
+        for name, value in values.items():
+            text = text.replace("{" + name + "}", value)
+        out.append(text)
+    return out
+
+
+def _defaults() -> dict[str, object]:
+    from greenckpt.study.spec import DEFAULTS  # noqa: PLC0415 - one table, one place
+
+    return dict(DEFAULTS)
+
+
+def _checkpoint_args(study: Study, level: str, run_dir: Path) -> list[str]:
+    if level == "none":
+        return ["--no-checkpoint"]
+    ckp = parse_ckp(level)
+    if ckp is None:  # "app": the command's own checkpoint options
+        return []
+    lines = ["# written by greenckpt study: " + level]
+    for number, units in enumerate(ckp, 1):
+        if units > 0:
+            lines += [f"[checkpoint.l{number}]", f'every = "{units * study.time_unit_s:g}s"', ""]
+    path = run_dir / "levels.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return ["--config", str(path)]
+
+
+def _failure_args(level: str) -> list[str]:
+    if level.startswith("bitflip@"):
+        pos, every = level[len("bitflip@") :].rstrip("s").split("/")
+        return ["--bitflip", f"{pos}/{every}s"]
+    return []
+
+
+def runtime_command(study: Study, run: Run, run_dir: Path) -> list[str]:
+    """``greenckpt run`` with the study's [run] options and the run's policy."""
+    levels = {**_defaults(), **run.levels}
+    cmd = [sys.executable, "-m", "greenckpt", "run", "--policy", str(levels["policy"])]
+    cmd += ["-o", str(run_dir / "report")]
+    options = study.run
+    if options.get("no_control"):
+        cmd.append("--no-control")
+    for profile in options.get("profile", []):
+        cmd += ["--profile", str(Path(profile).resolve())]
+    for key, flag in (("node_mtbf", "--node-mtbf"), ("app_power", "--app-power")):
+        if key in options:
+            cmd += [flag, str(options[key])]
+    if "nodes_emulated" in options:
+        cmd += ["--nodes-emulated", str(options["nodes_emulated"])]
+    return [*cmd, "--", *expand_command(study, run, run_dir)]
+
+
+def metrics_of(report_dir: Path) -> dict[str, Any] | None:
+    """The run's figures from its report (a run report, or a job report for emulated nodes)."""
+    for name in ("report.json", "job-report.json"):
+        path = report_dir / name
+        if path.exists():
+            doc = json.loads(path.read_text())
+            break
+    else:
+        return None
+    total, epe = doc.get("total", {}), doc.get("epe", {})
+    by_kind = {
+        kind: {k: v.get(k) for k in ("count", "energy_j")}
+        | {"seconds": v.get("seconds", v.get("node_seconds"))}
+        for kind, v in doc.get("by_kind", {}).items()
+    }
+    records = doc.get("records", [])
+    return {
+        "seconds": total.get("seconds"),
+        "energy_j": total.get("energy_j"),
+        "mean_power_w": total.get("mean_power_w"),
+        "power_source": total.get("source"),
+        "cpu_s": (doc.get("cpu") or {}).get("total_s"),
+        "epe_w": epe.get("observed_w"),
+        "by_kind": by_kind,
+        "bytes_written": sum(r.get("size", 0) for r in records if r.get("kind") == "checkpoint"),
+        "bytes_read": sum(r.get("size", 0) for r in records if r.get("kind") == "restart"),
+    }
+
+
+def _one(study: Study, run: Run, directory: Path) -> dict[str, Any]:
+    run_dir = directory / "runs" / run.id
+    if run_dir.exists():  # a run interrupted before: redone from scratch
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True)
+    for folder in study.dirs:
+        (run_dir / folder).mkdir(parents=True, exist_ok=True)
+    cmd = runtime_command(study, run, run_dir)
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    t0 = time.monotonic()
+    with open(run_dir / "output.log", "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            code = proc.wait()
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGINT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(30)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            raise
+    metrics = metrics_of(run_dir / "report")
+    return {
+        "run": run.id,
+        "cell": run.cell,
+        "block": run.block,
+        "repeat": run.repeat,
+        "factors": {k: _json(v) for k, v in run.levels.items()},
+        "ok": code == 0 and metrics is not None,
+        "exit_code": code,
+        "started_utc": started,
+        "wall_s": time.monotonic() - t0,
+        "report": str(Path("runs") / run.id / "report"),
+        "metrics": metrics,
+    }
+
+
+def run_study(
+    study: Study,
+    directory: Path,
+    *,
+    repeats: int | None = None,
+    say: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
+) -> list[dict[str, Any]]:
+    """Run every run of the design not yet in the journal; every journal line at the end."""
+    repeats = study.repeats if repeats is None else repeats
+    _claim(directory, study_identity(study, repeats))
+    design = runs(study, repeats)
+    done = {doc["run"] for doc in finished_runs(directory)}
+    todo = [run for run in design if run.id not in done]
+    if done:
+        say(f"resuming: {len(done)} of {len(design)} runs done, {len(todo)} to go")
+    walls: list[float] = []
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        for i, run in enumerate(todo, 1):
+            eta = ""
+            if walls:
+                left = statistics.median(walls) * (len(todo) - i + 1)
+                eta = f", about {_clock(left)} left"
+            say(f"[{len(done) + i}/{len(design)}] {run.id} {run.cell}{eta}")
+            doc = _one(study, run, directory)
+            walls.append(doc["wall_s"])
+            if not doc["ok"]:
+                log = directory / "runs" / run.id / "output.log"
+                say(f"  {run.id} failed (exit {doc['exit_code']}): see {log}")
+            _append(directory, doc)
+    except KeyboardInterrupt:
+        raise Interrupted from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return finished_runs(directory)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds + 0.5), 60)
+    return f"{minutes}:{secs:02d}"
