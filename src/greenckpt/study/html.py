@@ -167,6 +167,7 @@ def _power_traces(directory: Path, summary: dict[str, Any]) -> str | None:
         ax.set_title(f"{c['cell']} — run {run['run']}", fontsize=9, loc="left")
         ax.set_ylabel(f"W ({trace.get('source')})", fontsize=8)
     axes[-1, 0].set_xlabel("seconds since the run started (shaded: checkpoint, restart, rework...)")
+    fig.tight_layout()
     return _svg(fig)
 
 
