@@ -27,6 +27,7 @@ on stderr and exit status 2, as every greenckpt command does.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -110,6 +111,42 @@ def register(sub: Any) -> None:
     _register_merge(actions)
     _register_compare(actions)
     _register_validate(actions)
+    _register_import(actions)
+
+
+def _register_import(actions: Any) -> None:
+    p = actions.add_parser(
+        "import",
+        help="make a profile from a CSV table (a paper's, a vendor's, or a profile csv export)",
+        description="Build a profile from a CSV with a header line: op (write/read), setting "
+        "(a frequency such as 2.1GHz, or a governor), processes, MB/s, W, and optionally "
+        "codec, cstates, size; or the columns greenckpt profile csv writes (docs/formats.md). "
+        "The profile says it was imported, with the power source you state.",
+    )
+    p.add_argument("file", metavar="FILE.csv", help="the table to import")
+    p.add_argument("-o", "--output", metavar="PROFILE.json", required=True, help="file to write")
+    p.add_argument("--device", help="a name for the storage device (default: the file's name)")
+    p.add_argument("--note", default="", help="free text kept in the profile's note")
+    p.add_argument(
+        "--power-source",
+        choices=("measured", "estimated", "synthetic"),
+        default="measured",
+        help="how the W column was obtained (default measured: by whoever made the table)",
+    )
+    p.set_defaults(run=import_csv_profile)
+
+
+def import_csv_profile(ns: argparse.Namespace) -> int:
+    """Execute ``greenckpt profile import``."""
+    from greenckpt.profile.import_csv import import_profile  # noqa: PLC0415 - only for import
+
+    doc = import_profile(ns.file, device=ns.device, note=ns.note, power_source=ns.power_source)
+    out = Path(ns.output)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    os.replace(tmp, out)
+    print(f"{out}: {len(doc['points'])} points imported from {ns.file}")
+    return 0
 
 
 def _register_show(actions: Any) -> None:
