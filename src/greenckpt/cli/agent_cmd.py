@@ -24,6 +24,7 @@ from greenckpt.cli.commands import command_help
 from greenckpt.cli.run_cmd import (
     add_runtime_arguments,
     failure_rate,
+    fixed_settings,
     load_profiles,
     modelled_for_run,
 )
@@ -181,6 +182,7 @@ def _runtime(ns: argparse.Namespace) -> Runtime:
         node=node,
         app_power=ns.app_power,
         rate=None if rate is None else rate.rate,
+        fixed=fixed_settings(ns),
     )
     state_file = None if ns.state_file is None else Path(ns.state_file)
     common: dict[str, Any] = {

@@ -50,13 +50,14 @@ from greenckpt.cli.args import (
     open_meters,
     stated_failure_rate,
 )
-from greenckpt.cli.argtypes import add_hidden_alias, unit_type
+from greenckpt.cli.argtypes import add_hidden_alias, positive_int, unit_type
 from greenckpt.cli.commands import command_help
 from greenckpt.errors import InvalidValueError
 from greenckpt.jsonout import dumps
 from greenckpt.optimize.profile import load_profile
 from greenckpt.report.run_files import write_report_safely
 from greenckpt.report.run_text import render_run_text
+from greenckpt.runtime.fixed_policy import FixedSettings
 from greenckpt.runtime.intercept import FAMILIES, intercept_environ, missing_library_note
 from greenckpt.runtime.launch_slurm import cpu_freq_request
 from greenckpt.runtime.modelled import ModelledEpe, modelled_epe, with_modelled_epe
@@ -65,7 +66,7 @@ from greenckpt.runtime.policy import POLICY_NAMES, Node, Policy
 from greenckpt.runtime.profiles import NamedProfile, check_storage_profiles, make_storage_policy
 from greenckpt.runtime.report import BaselineRun, RunReport, load_report
 from greenckpt.runtime.session import Runtime
-from greenckpt.units import format_duration, parse_power
+from greenckpt.units import format_duration, parse_frequency, parse_power
 
 FORWARDED_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 """Signals passed on to the command (see the module docstring)."""
@@ -139,7 +140,26 @@ def add_runtime_arguments(p: argparse.ArgumentParser) -> None:
         "--policy",
         default="profile",
         choices=POLICY_NAMES,
-        help="decision policy: the profile lookup (default) or a governor baseline",
+        help="decision policy: the profile lookup (default), a governor baseline, defaults, "
+        "or fixed (the settings given by --io-processes, --frequency, --cstates)",
+    )
+    p.add_argument(
+        "--io-processes",
+        type=positive_int,
+        default=None,
+        help="with --policy fixed: I/O processes for every phase",
+    )
+    p.add_argument(
+        "--frequency",
+        type=unit_type(parse_frequency),
+        default=None,
+        help="with --policy fixed: CPU frequency for every phase, e.g. 1.4GHz",
+    )
+    p.add_argument(
+        "--cstates",
+        choices=("on", "off"),
+        default=None,
+        help="with --policy fixed: C-states enabled or disabled during every phase",
     )
     add_failure_arguments(
         p,
@@ -225,6 +245,15 @@ def failure_rate(ns: argparse.Namespace) -> FailureRate | None:
 def load_profiles(ns: argparse.Namespace) -> tuple[NamedProfile, ...]:
     """The ``--profile`` files, each named by its path as given."""
     return tuple(NamedProfile(path, load_profile(path)) for path in ns.profile or ())
+
+
+def fixed_settings(ns: argparse.Namespace) -> FixedSettings:
+    """What ``--policy fixed`` applies, from ``--io-processes``, ``--frequency``, ``--cstates``."""
+    return FixedSettings(
+        io_processes=ns.io_processes,
+        frequency_hz=None if ns.frequency is None else round(ns.frequency),
+        cstates=None if ns.cstates is None else ns.cstates == "on",
+    )
 
 
 def load_policy_inputs(ns: argparse.Namespace) -> tuple[tuple[NamedProfile, ...], Node]:
@@ -462,6 +491,7 @@ def run(ns: argparse.Namespace) -> int:
         node=node,
         app_power=ns.app_power,
         rate=None if rate is None else rate.rate,
+        fixed=fixed_settings(ns),
     )
     meter_names(ns)  # the meter flags agree, checked before anything is created
     directory = Path(ns.report)

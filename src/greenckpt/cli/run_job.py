@@ -108,6 +108,9 @@ def _agent_args(ns: argparse.Namespace) -> list[str]:
         ("--app-power", ns.app_power, lambda v: f"{v!r}W"),
         ("--meter-csv", ns.meter_csv, os.path.abspath),
         ("--tdp", ns.tdp, lambda v: f"{v!r}W"),
+        ("--io-processes", ns.io_processes, str),
+        ("--frequency", ns.frequency, lambda v: f"{v!r}Hz"),
+        ("--cstates", ns.cstates, str),
     )
     for flag, value, text in optional:
         if value is not None:

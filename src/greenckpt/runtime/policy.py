@@ -37,6 +37,7 @@ from greenckpt.runtime.fit import (
     predictions,
     storage_fit,
 )
+from greenckpt.runtime.fixed_policy import FixedPolicy, FixedSettings, check_fixed
 from greenckpt.runtime.node import (
     NO_FREQUENCY_CONTROL,
     Node,
@@ -61,7 +62,7 @@ __all__ = [
     "storage_key_of",
 ]
 
-POLICY_NAMES: tuple[str, ...] = ("profile", *GOVERNOR_POLICIES, "defaults")
+POLICY_NAMES: tuple[str, ...] = ("profile", *GOVERNOR_POLICIES, "defaults", "fixed")
 """Every name :func:`make_policy` accepts; ``profile`` is the default."""
 
 
@@ -288,8 +289,10 @@ def make_policy(
     power_cap: float | None = None,
     frequency_control: bool | None = None,
     cstate_control: bool | None = None,
+    fixed: FixedSettings | None = None,
 ) -> Policy:
-    """The policy called ``name`` (one of :data:`POLICY_NAMES`).
+    """The policy called ``name`` (one of :data:`POLICY_NAMES`); ``fixed``: what ``fixed``
+    applies (checked against the node: one line if it cannot).
 
     ``profile`` without a profile gives :class:`DefaultPolicy` (stated in its notes), so a
     run never needs a profile to start. The profile policy needs the job's failure rate (or
@@ -299,6 +302,16 @@ def make_policy(
     if name not in POLICY_NAMES:
         raise InvalidValueError(f"unknown policy {name!r}: use one of {', '.join(POLICY_NAMES)}")
     chosen = node if node is not None else Node.detect()
+    if name == "fixed":
+        settings = fixed or FixedSettings()
+        check_fixed(settings, chosen)
+        return FixedPolicy(
+            settings, node=chosen, default_io=DefaultPolicy(node=chosen).io_processes
+        )
+    if fixed is not None and fixed != FixedSettings():
+        raise InvalidValueError(
+            f"--io-processes, --frequency and --cstates go with --policy fixed, not {name}"
+        )
     if name in GOVERNOR_POLICIES:
         return GovernorPolicy(
             name,

@@ -147,7 +147,7 @@ def make_storage_policy(
     """The policy ``name`` (:func:`~greenckpt.runtime.policy.make_policy`) on each of
     ``profiles``, wrapped in a :class:`PerStoragePolicy`; no profile, or the ``defaults``
     policy: :func:`make_policy`'s answer as is."""
-    if not profiles or name == "defaults":
+    if not profiles or name in ("defaults", "fixed"):
         return make_policy(name, None, node=node, **options)
     choices = [(p, make_policy(name, p.profile, node=node, **options)) for p in profiles]
     return PerStoragePolicy(name, choices, node)
