@@ -35,7 +35,7 @@ ALLOWED: dict[str, set[str]] = {
     "testing": {"ckpt", "io", "platform", "model"},
     "report": {"runtime", "ckpt", "profile", "io", "platform", "optimize", "model", "sim"},
     # studies: run greenckpt run per cell (a subprocess) and summarise the runs' reports
-    "study": {"ckpt"},
+    "study": {"ckpt", "runtime"},
     "cli": {
         "study",
         "native",

@@ -55,7 +55,9 @@ def test_a_good_file_and_its_design(tmp_path: Path) -> None:
         ("size = [1, 2]", "size = [1, -2]", 13, "size level -2 is not a number > 0"),
         ('"ckp(1,0,0,2)"]', '"ckp(1,2)"]', 12, "checkpoint level 'ckp(1,2)' is not"),
         ("size = [1, 2]", 'colour = ["red"]', 13, "unknown key 'colour' in [factors]"),
-        ("size = [1, 2]", 'frequency = ["2GHz"]', 13, "factor 'frequency' cannot be varied"),
+        ("size = [1, 2]", 'target = ["/tmp"]', 13, "factor 'target' cannot be varied"),
+        ("size = [1, 2]", "io_processes = [1, 0]", 13, "io_processes level 0 is not an integer"),
+        ("size = [1, 2]", 'codec = ["zip"]', 13, "codec level 'zip' is not"),
         ('order = "blocks"', 'order = "sorted"', 5, "order must be one of blocks, random"),
         (
             '{ checkpoint = "none" }',
@@ -92,3 +94,33 @@ def test_dry_run_prints_the_design(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["study", str(write(tmp_path, GOOD)), "--dry-run", "--repeats", "1"]) == 0
     out = capsys.readouterr().out
     assert "4 cells x 1 repeats = 4 runs, order blocks" in out and out.count(" r000") == 4
+
+
+def test_impossible_levels_and_conflicts_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from greenckpt.runtime.node import Node  # noqa: PLC0415
+
+    monkeypatch.setattr(Node, "detect", classmethod(lambda cls, root=None: Node(cpus=2)))
+    path = write(tmp_path, GOOD.replace("size = [1, 2]", 'frequency = ["1.4GHz", "2.1GHz"]'))
+    with pytest.raises(StudyError, match=r":13: impossible level: this node cannot set a CPU"):
+        load_study(path)
+    path = write(tmp_path, GOOD.replace("size = [1, 2]", 'cstates = ["on", "off"]'))
+    with pytest.raises(StudyError, match=r":13: impossible level: this node cannot switch"):
+        load_study(path)
+    both = 'io_processes = [1, 2]\npolicy = ["performance"]'
+    with pytest.raises(
+        StudyError, match=r":13: io_processes is applied with greenckpt run --policy"
+    ):
+        load_study(write(tmp_path, GOOD.replace("size = [1, 2]", both)))
+
+
+def test_settings_factors_become_fixed_policy_flags(tmp_path: Path) -> None:
+    from greenckpt.study.runner import runtime_command  # noqa: PLC0415
+
+    study = load_study(write(tmp_path, GOOD.replace("size = [1, 2]", "io_processes = [1, 3]")))
+    run = next(r for r in design.runs(study) if r.levels["io_processes"] == 3)
+    (tmp_path / "run").mkdir()
+    cmd = runtime_command(study, run, tmp_path / "run")
+    i = cmd.index("--policy")
+    assert cmd[i : i + 4] == ["--policy", "fixed", "--io-processes", "3"]

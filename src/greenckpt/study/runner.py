@@ -161,7 +161,11 @@ def _failure_args(level: str) -> list[str]:
 def runtime_command(study: Study, run: Run, run_dir: Path) -> list[str]:
     """``greenckpt run`` with the study's [run] options and the run's policy."""
     levels = {**_defaults(), **run.levels}
-    cmd = [sys.executable, "-m", "greenckpt", "run", "--policy", str(levels["policy"])]
+    fixed = [f for f in ("io_processes", "frequency", "cstates") if f in run.levels]
+    policy = "fixed" if fixed else str(levels["policy"])
+    cmd = [sys.executable, "-m", "greenckpt", "run", "--policy", policy]
+    for factor in fixed:
+        cmd += ["--" + factor.replace("_", "-"), str(run.levels[factor])]
     cmd += ["-o", str(run_dir / "report")]
     options = study.run
     if options.get("no_control"):
@@ -216,7 +220,13 @@ def _one(study: Study, run: Run, directory: Path) -> dict[str, Any]:
     started = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
     with open(run_dir / "output.log", "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        env = dict(os.environ)
+        codec = str(run.levels.get("codec", "app"))
+        if codec != "app":  # the example applications' level 1 codec (the library's variable)
+            env["GREENCKPT_L1_CODEC"] = codec
+        proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env
+        )
         try:
             code = proc.wait()
         except BaseException:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from greenckpt.errors import InvalidValueError
-from greenckpt.units import parse_duration
+from greenckpt.units import parse_duration, parse_frequency
 
 __all__ = [
     "FACTORS",
@@ -29,9 +29,11 @@ __all__ = [
 ]
 
 POLICIES = ("profile", "performance", "powersave", "ondemand", "defaults")
-FACTORS = ("policy", "checkpoint", "size", "failure")
+SETTINGS_FACTORS = ("frequency", "io_processes", "cstates")
+"""Factors applied through ``greenckpt run --policy fixed`` (so not beside ``policy``)."""
+FACTORS = ("policy", "checkpoint", "size", "failure", *SETTINGS_FACTORS, "codec")
 """The factors a study can vary (each a list of levels in ``[factors]``)."""
-NOT_YET = ("frequency", "io_processes", "codec", "cstates", "target")
+NOT_YET = ("target",)
 """Factors of the papers that ``greenckpt study`` cannot vary yet (said so in one line)."""
 PLACEHOLDERS = ("python", "mpiexec", "run_dir", "size", "checkpoint_args", "failure_args")
 DEFAULTS: dict[str, object] = {
@@ -39,10 +41,12 @@ DEFAULTS: dict[str, object] = {
     "checkpoint": "app",
     "size": 1.0,
     "failure": "none",
+    "codec": "app",
 }
 _STUDY_KEYS = ("name", "mirrors", "repeats", "seed", "order", "baseline", "scale", "time_unit")
 _RUN_KEYS = ("no_control", "profile", "node_mtbf", "app_power", "nodes_emulated")
 _CKP = re.compile(r"ckp\((\d+),(\d+),(\d+),(\d+)\)")
+_CODEC = re.compile(r"none|app|zstd(:\d{1,2})?|lz4|zlib(:\d)?")
 _BITFLIP = re.compile(r"bitflip@(\d+)/([0-9.]+(?:[eE][-+]?\d+)?)s?")
 
 
@@ -122,6 +126,7 @@ def load_study(path: str | Path) -> Study:
     _known(r, app, "app", ("command", "dirs"))
     _known(r, run, "run", _RUN_KEYS)
     factors = _factors(r, factors_doc)
+    _node_can(r, factors)
     name = study.get("name")
     if not isinstance(name, str) or not re.fullmatch(r"[a-z0-9][a-z0-9-]*", name):
         raise r.error("study", "name", f"name must be [a-z0-9-]+, got {name!r}")
@@ -194,13 +199,60 @@ def _level(r: _Reader, factor: str, level: object) -> object:
         match = _BITFLIP.fullmatch(level)
         if level == "none" or (match and 1 <= int(match[1]) <= 64 and float(match[2]) > 0):
             return level
+    if factor in ("frequency", "io_processes", "cstates", "codec") and _setting_ok(factor, level):
+        return level
     right = {
         "policy": f"one of {', '.join(POLICIES)}",
         "size": "a number > 0 (the problem-size factor)",
         "checkpoint": '"none", "app" (the command\'s own) or "ckp(a,b,c,d)" (L1..L4 intervals)',
         "failure": '"none" or "bitflip@POS/EVERY" (e.g. "bitflip@1/10s")',
+        "frequency": 'a frequency such as "1.4GHz"',
+        "io_processes": "an integer >= 1",
+        "cstates": '"on" or "off"',
+        "codec": '"none", "app" or a codec (zstd[:1-22], lz4, zlib[:0-9])',
     }[factor]
     raise r.error("factors", factor, f"{factor} level {level!r} is not {right}")
+
+
+def _setting_ok(factor: str, level: object) -> bool:
+    if factor == "io_processes":
+        return isinstance(level, int) and not isinstance(level, bool) and level >= 1
+    if factor == "cstates":
+        return level in ("on", "off")
+    if factor == "codec":
+        return isinstance(level, str) and _CODEC.fullmatch(level) is not None
+    try:
+        return parse_frequency(str(level)) > 0
+    except (ValueError, InvalidValueError):
+        return False
+
+
+def _node_can(r: _Reader, factors: dict[str, tuple[object, ...]]) -> None:
+    """Impossible levels: settings this node cannot apply, found before anything runs."""
+    wanted = [f for f in SETTINGS_FACTORS if f in factors]
+    if wanted and "policy" in factors:
+        raise r.error(
+            "factors",
+            wanted[0],
+            f"{wanted[0]} is applied with greenckpt run --policy fixed: it cannot vary beside "
+            "policy in one study (split it in two studies)",
+        )
+    if "frequency" not in factors and "cstates" not in factors:
+        return
+    from greenckpt.runtime.node import Node  # noqa: PLC0415 - reads the node only when asked
+
+    node = Node.detect()
+    if "frequency" in factors and not node.frequency_control:
+        raise r.error(
+            "factors",
+            "frequency",
+            f"impossible level: this node cannot set a CPU frequency "
+            f"({node.frequency_reason or 'no cpufreq'}); vary frequency where cpufreq is writable",
+        )
+    if "cstates" in factors and not node.cstate_control:
+        raise r.error(
+            "factors", "cstates", "impossible level: this node cannot switch C-states (no cpuidle)"
+        )
 
 
 def _baseline(r: _Reader, doc: object, factors: dict[str, tuple[object, ...]]) -> dict[str, object]:
