@@ -41,7 +41,7 @@ from greenckpt.ckpt.api import (
 )
 from greenckpt.ckpt.comm import Comm, world
 from greenckpt.ckpt.inject import maybe_fail
-from greenckpt.errors import GreenckptError
+from greenckpt.errors import GreenckptError, InvalidValueError
 
 __all__ = [
     "AppError",
@@ -281,10 +281,10 @@ class BitFlips:
         """``"1/10s"`` (or ``1/10``): position 1..64, seconds > 0."""
         match = re.fullmatch(r"\s*(\d+)\s*/\s*([0-9.]+(?:[eE][-+]?\d+)?)\s*s?\s*", text)
         if match is None:
-            raise ValueError(f"--bitflip must be POS/EVERY, e.g. 1/10s, not {text!r}")
+            raise InvalidValueError(f"--bitflip must be POS/EVERY, e.g. 1/10s, not {text!r}")
         pos, every = int(match[1]), float(match[2])
         if not 1 <= pos <= 64 or not every > 0:
-            raise ValueError(
+            raise InvalidValueError(
                 f"--bitflip {text!r}: the position must be 1..64 and the period > 0 seconds"
             )
         return BitFlips(pos, every, _last=time.monotonic())

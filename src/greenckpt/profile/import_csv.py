@@ -92,18 +92,18 @@ def _setting_text(text: str) -> tuple[float | None, str | None]:
 def _point(row: Mapping[str, str], cols: _Columns, source: str) -> dict[str, Any]:
     op = _OPS.get((row.get(cols.op) or "").strip().lower())
     if op is None:
-        raise ValueError(f"operation {row.get(cols.op)!r} is not write or read")
+        raise InvalidValueError(f"operation {row.get(cols.op)!r} is not write or read")
     frequency, governor = _setting(row, cols)
     if governor is not None and governor not in GOVERNORS:
-        raise ValueError(f"governor {governor!r} is not one of {', '.join(GOVERNORS)}")
+        raise InvalidValueError(f"governor {governor!r} is not one of {', '.join(GOVERNORS)}")
     processes = int((row.get(cols.processes) or "").strip())
     if processes < 1:
-        raise ValueError(f"processes must be >= 1, got {processes}")
+        raise InvalidValueError(f"processes must be >= 1, got {processes}")
     rate = float((row.get(cols.rate) or "").strip())
     throughput = rate if cols.rate.strip().lower() == "throughput_bps" else rate * 1e6
     watts = float((row.get(cols.watts) or "").strip())
     if not (throughput > 0 and watts > 0):
-        raise ValueError("MB/s and W must be numbers > 0")
+        raise InvalidValueError("MB/s and W must be numbers > 0")
     point: dict[str, Any] = {
         "op": op,
         "frequency_hz": frequency,

@@ -18,6 +18,7 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from greenckpt.errors import GreenckptError
 from greenckpt.native import library_dir
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "LIBRARY",
     "PARTIAL",
     "PENDING",
+    "FrontError",
     "FrontEvent",
     "NativeFront",
 ]
@@ -43,6 +45,10 @@ CLOSED_PENDING = 4
 """A connection closed behind waiting requests: answer it with ``reply(conn, b"", False, ...)``."""
 PARTIAL = 5
 """The client closed in the middle of a line; ``line`` holds the bytes it sent."""
+
+
+class FrontError(GreenckptError, OSError):
+    """The native front could not start, or broke (one line)."""
 
 
 class _Event(ctypes.Structure):
@@ -121,7 +127,7 @@ class NativeFront:
         )
         if not handle:
             errno = ctypes.get_errno()
-            raise OSError(errno, "the native front did not start")
+            raise FrontError(errno, "the native front did not start")
         self._handle: int | None = handle
         self._stopped = False
         self._nkinds = len(kinds)
@@ -137,7 +143,7 @@ class NativeFront:
         if got == 0:
             return None
         if got == -2:  # cannot happen: lines and answers are both within max_line
-            raise OSError("a native front event is larger than its buffer")
+            raise FrontError("a native front event is larger than its buffer")
         if got < 0:
             return False
         ev = self._event

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from greenckpt.ckpt.comm import find_mpiexec
+from greenckpt.errors import GreenckptError
 from greenckpt.study.design import Run, runs
 from greenckpt.study.spec import Study, StudyError, parse_ckp
 
@@ -35,7 +36,7 @@ JOURNAL = "runs.jsonl"
 IDENTITY = "study.json"
 
 
-class Interrupted(Exception):  # noqa: N818 - a stop asked for, not an error
+class Interrupted(GreenckptError):  # noqa: N818 - a stop asked for, not an error
     """Ctrl-C (or SIGTERM) stopped the study; the finished runs are kept."""
 
 

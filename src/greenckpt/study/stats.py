@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from greenckpt.errors import InvalidValueError
+
 __all__ = ["RESAMPLES", "Estimate", "Saving", "eq2", "median_ci"]
 
 RESAMPLES = 10_000
@@ -66,7 +68,7 @@ def median_ci(values: Sequence[float], *, seed: int = 0) -> Estimate:
     """Median and percentile-bootstrap interval of ``values`` (seeded)."""
     arr = np.asarray(values, dtype=float)
     if arr.size == 0:
-        raise ValueError("no values")
+        raise InvalidValueError("no values")
     median = float(np.median(arr))
     if arr.size < 2:
         return Estimate(median, None, None, 1)
@@ -87,7 +89,7 @@ def eq2(
     x, b = np.asarray(values, dtype=float), np.asarray(baseline, dtype=float)
     base = float(np.median(b))
     if base == 0:
-        raise ValueError("the baseline's median is 0: no percentage")
+        raise InvalidValueError("the baseline's median is 0: no percentage")
     pct = (float(np.median(x)) - base) / base * 100.0
     rng = np.random.default_rng(seed)
     if pairs is not None and len(pairs) >= 2:
