@@ -93,3 +93,40 @@ def test_an_interrupted_study_resumes_with_the_missing_runs_only(tmp_path: Path)
     runs = journal(out)
     assert sorted(r["run"] for r in runs) == ["r0001", "r0002", "r0003", "r0004"]
     assert runs[0] == done[0]  # the finished run was not repeated
+
+
+KILL_STUDY = """\
+[study]
+name = "kill"
+repeats = 1
+
+[app]
+command = ["{mpiexec}", "-n", "2", "{python}", "-m", "greenckpt.apps.heat2d", "--nx", "32",
+           "--ny", "32", "--iterations", "60", "--local-dir", "{run_dir}/local",
+           "--l1-every", "10it", "--result", "{run_dir}/result.json"]
+dirs = ["local"]
+
+[run]
+no_control = true
+
+[factors]
+failure = ["kill@35it"]
+"""
+
+
+def test_a_killed_run_restarts_once_and_both_parts_are_accounted(tmp_path: Path) -> None:
+    spec, out = tmp_path / "k.toml", tmp_path / "out"
+    spec.write_text(KILL_STUDY)
+    assert main(["study", str(spec), "-o", str(out)]) == 0
+    (run,) = journal(out)
+    assert run["ok"] and run["killed_exit_code"] != 0  # the planned kill, then the restart
+    result = json.loads((out / "runs" / "r0001" / "result.json").read_text())
+    assert result["restored"]["iteration"] == 30  # restarted from the last checkpoint
+    first = json.loads((out / "runs/r0001/report/report.json").read_text())
+    second = json.loads((out / str(run["restart_report"]) / "report.json").read_text())
+    metrics = run["metrics"]
+    assert isinstance(metrics, dict)
+    assert metrics["seconds"] == pytest.approx(
+        first["total"]["seconds"] + second["total"]["seconds"]
+    )
+    assert metrics["by_kind"]["restart"]["count"] == 1

@@ -159,15 +159,16 @@ def _failure_args(level: str) -> list[str]:
     return []
 
 
-def runtime_command(study: Study, run: Run, run_dir: Path) -> list[str]:
-    """``greenckpt run`` with the study's [run] options and the run's policy."""
+def runtime_command(study: Study, run: Run, run_dir: Path, report: str = "report") -> list[str]:
+    """``greenckpt run`` with the study's [run] options and the run's policy, its report in
+    ``run_dir/report``."""
     levels = {**_defaults(), **run.levels}
     fixed = [f for f in ("io_processes", "frequency", "cstates") if f in run.levels]
     policy = "fixed" if fixed else str(levels["policy"])
     cmd = [sys.executable, "-m", "greenckpt", "run", "--policy", policy]
     for factor in fixed:
         cmd += ["--" + factor.replace("_", "-"), str(run.levels[factor])]
-    cmd += ["-o", str(run_dir / "report")]
+    cmd += ["-o", str(run_dir / report)]
     options = study.run
     if options.get("no_control"):
         cmd.append("--no-control")
@@ -207,7 +208,30 @@ def metrics_of(report_dir: Path) -> dict[str, Any] | None:
         "by_kind": by_kind,
         "bytes_written": sum(r.get("size", 0) for r in records if r.get("kind") == "checkpoint"),
         "bytes_read": sum(r.get("size", 0) for r in records if r.get("kind") == "restart"),
+        "useful_compute_s": doc.get("useful_compute_s"),
     }
+
+
+def combined(first: dict[str, Any] | None, second: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The metrics of a run killed and restarted: both parts summed (mean power and EPE from
+    the sums); None unless both parts have a report of the same power source."""
+    if first is None or second is None or first["power_source"] != second["power_source"]:
+        return None
+    out = dict(first)
+    for key in ("seconds", "energy_j", "cpu_s", "useful_compute_s", "bytes_written", "bytes_read"):
+        a, b = first.get(key), second.get(key)
+        out[key] = None if a is None or b is None else a + b
+    seconds, energy, useful = out["seconds"], out["energy_j"], out["useful_compute_s"]
+    out["mean_power_w"] = energy / seconds if energy is not None and seconds else None
+    out["epe_w"] = energy / useful if energy is not None and useful else None
+    kinds: dict[str, dict[str, Any]] = {}
+    for part in (first, second):
+        for kind, v in (part.get("by_kind") or {}).items():
+            into = kinds.setdefault(kind, {"count": 0, "energy_j": 0.0, "seconds": 0.0})
+            for key in into:
+                into[key] = None if into[key] is None or v.get(key) is None else into[key] + v[key]
+    out["by_kind"] = kinds
+    return out
 
 
 def _one(study: Study, run: Run, directory: Path) -> dict[str, Any]:
@@ -217,29 +241,32 @@ def _one(study: Study, run: Run, directory: Path) -> dict[str, Any]:
     run_dir.mkdir(parents=True)
     for folder in study.dirs:
         (run_dir / folder).mkdir(parents=True, exist_ok=True)
-    cmd = runtime_command(study, run, run_dir)
     started = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
+    env = dict(os.environ)
+    codec = str(run.levels.get("codec", "app"))
+    if codec != "app":  # the example applications' level 1 codec (the library's variable)
+        env["GREENCKPT_L1_CODEC"] = codec
+    failure = str(run.levels.get("failure", "none"))
+    extra: dict[str, Any] = {}
     with open(run_dir / "output.log", "w") as log:
-        env = dict(os.environ)
-        codec = str(run.levels.get("codec", "app"))
-        if codec != "app":  # the example applications' level 1 codec (the library's variable)
-            env["GREENCKPT_L1_CODEC"] = codec
-        proc = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env
-        )
-        try:
-            code = proc.wait()
-        except BaseException:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGINT)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(30)
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            raise
-    metrics = metrics_of(run_dir / "report")
+        if failure.startswith("kill@"):  # the planned kill, then one restart from checkpoints
+            iteration = int(failure[len("kill@") : -len("it")])
+            inject = {**env, "GREENCKPT_INJECT": f"kill@compute:rank=1,iteration={iteration}"}
+            killed = _launch(runtime_command(study, run, run_dir), inject, log)
+            code = _launch(runtime_command(study, run, run_dir, "restart-report"), env, log)
+            metrics = combined(
+                metrics_of(run_dir / "report"), metrics_of(run_dir / "restart-report")
+            )
+            extra = {
+                "killed_exit_code": killed,
+                "restart_report": str(Path("runs") / run.id / "restart-report"),
+            }
+        else:
+            code = _launch(runtime_command(study, run, run_dir), env, log)
+            metrics = metrics_of(run_dir / "report")
     return {
+        **extra,
         "run": run.id,
         "cell": run.cell,
         "block": run.block,
@@ -252,6 +279,23 @@ def _one(study: Study, run: Run, directory: Path) -> dict[str, Any]:
         "report": str(Path("runs") / run.id / "report"),
         "metrics": metrics,
     }
+
+
+def _launch(cmd: list[str], env: dict[str, str], log: Any) -> int:
+    """Run ``cmd`` in its own process group; on Ctrl-C stop the group and re-raise."""
+    proc = subprocess.Popen(
+        cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env
+    )
+    try:
+        return proc.wait()
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(30)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        raise
 
 
 def run_study(

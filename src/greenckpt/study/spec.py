@@ -47,6 +47,7 @@ _STUDY_KEYS = ("name", "mirrors", "repeats", "seed", "order", "baseline", "scale
 _RUN_KEYS = ("no_control", "profile", "node_mtbf", "app_power", "nodes_emulated")
 _CKP = re.compile(r"ckp\((\d+),(\d+),(\d+),(\d+)\)")
 _CODEC = re.compile(r"none|app|zstd(:\d{1,2})?|lz4|zlib(:\d)?")
+_KILL = re.compile(r"kill@([1-9]\d*)it")
 _BITFLIP = re.compile(r"bitflip@(\d+)/([0-9.]+(?:[eE][-+]?\d+)?)s?")
 
 
@@ -199,13 +200,16 @@ def _level(r: _Reader, factor: str, level: object) -> object:
         match = _BITFLIP.fullmatch(level)
         if level == "none" or (match and 1 <= int(match[1]) <= 64 and float(match[2]) > 0):
             return level
+        if _KILL.fullmatch(level):
+            return level
     if factor in ("frequency", "io_processes", "cstates", "codec") and _setting_ok(factor, level):
         return level
     right = {
         "policy": f"one of {', '.join(POLICIES)}",
         "size": "a number > 0 (the problem-size factor)",
         "checkpoint": '"none", "app" (the command\'s own) or "ckp(a,b,c,d)" (L1..L4 intervals)',
-        "failure": '"none" or "bitflip@POS/EVERY" (e.g. "bitflip@1/10s")',
+        "failure": '"none", "bitflip@POS/EVERY" (e.g. "bitflip@1/10s") or "kill@Nit" (rank 1 '
+        "killed after iteration N, then one restart)",
         "frequency": 'a frequency such as "1.4GHz"',
         "io_processes": "an integer >= 1",
         "cstates": '"on" or "off"',
