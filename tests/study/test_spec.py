@@ -55,7 +55,7 @@ def test_a_good_file_and_its_design(tmp_path: Path) -> None:
         ("size = [1, 2]", "size = [1, -2]", 13, "size level -2 is not a number > 0"),
         ('"ckp(1,0,0,2)"]', '"ckp(1,2)"]', 12, "checkpoint level 'ckp(1,2)' is not"),
         ("size = [1, 2]", 'colour = ["red"]', 13, "unknown key 'colour' in [factors]"),
-        ("size = [1, 2]", 'target = ["/tmp"]', 13, "factor 'target' cannot be varied"),
+        ("size = [1, 2]", 'target = ["/no/such/dir"]', 13, "target level '/no/such/dir' is not"),
         ("size = [1, 2]", "io_processes = [1, 0]", 13, "io_processes level 0 is not an integer"),
         ("size = [1, 2]", 'codec = ["zip"]', 13, "codec level 'zip' is not"),
         ('order = "blocks"', 'order = "sorted"', 5, "order must be one of blocks, random"),
@@ -124,3 +124,18 @@ def test_settings_factors_become_fixed_policy_flags(tmp_path: Path) -> None:
     cmd = runtime_command(study, run, tmp_path / "run")
     i = cmd.index("--policy")
     assert cmd[i : i + 4] == ["--policy", "fixed", "--io-processes", "3"]
+
+
+def test_the_target_factor_fills_the_target_placeholder(tmp_path: Path) -> None:
+    from greenckpt.study.runner import expand_command  # noqa: PLC0415
+
+    text = GOOD.replace('"{checkpoint_args}"]', '"--local-dir", "{target}"]')
+    text = text.replace("size = [1, 2]", f'target = ["{{run_dir}}/fast", "{tmp_path}"]')
+    study = load_study(write(tmp_path, text))
+    runs = design.runs(study)
+    for r in runs:
+        (tmp_path / r.id).mkdir()
+    got = {expand_command(study, r, tmp_path / r.id)[-1] for r in runs if r.block == 0}
+    assert got == {
+        str(tmp_path / r.id / "fast") for r in runs if r.block == 0 and "fast" in r.cell
+    } | {str(tmp_path)}

@@ -113,7 +113,9 @@ def expand_command(study: Study, run: Run, run_dir: Path) -> list[str]:
         "{checkpoint_args}": _checkpoint_args(study, str(levels["checkpoint"]), run_dir),
         "{failure_args}": _failure_args(str(levels["failure"])),
     }
+    target = str(levels["target"]).replace("{run_dir}", str(run_dir))
     values = {
+        "target": target,
         "python": sys.executable,
         "mpiexec": find_mpiexec() or "mpiexec",
         "run_dir": str(run_dir),
@@ -241,6 +243,9 @@ def _one(study: Study, run: Run, directory: Path) -> dict[str, Any]:
     run_dir.mkdir(parents=True)
     for folder in study.dirs:
         (run_dir / folder).mkdir(parents=True, exist_ok=True)
+    target = str(run.levels.get("target", "{run_dir}/target"))
+    if target.startswith("{run_dir}/"):  # a target inside the run: made, and removed with it
+        Path(target.replace("{run_dir}", str(run_dir))).mkdir(parents=True, exist_ok=True)
     started = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
     env = dict(os.environ)

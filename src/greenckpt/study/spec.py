@@ -31,17 +31,25 @@ __all__ = [
 POLICIES = ("profile", "performance", "powersave", "ondemand", "defaults")
 SETTINGS_FACTORS = ("frequency", "io_processes", "cstates")
 """Factors applied through ``greenckpt run --policy fixed`` (so not beside ``policy``)."""
-FACTORS = ("policy", "checkpoint", "size", "failure", *SETTINGS_FACTORS, "codec")
+FACTORS = ("policy", "checkpoint", "size", "failure", *SETTINGS_FACTORS, "codec", "target")
 """The factors a study can vary (each a list of levels in ``[factors]``)."""
-NOT_YET = ("target",)
 """Factors of the papers that ``greenckpt study`` cannot vary yet (said so in one line)."""
-PLACEHOLDERS = ("python", "mpiexec", "run_dir", "size", "checkpoint_args", "failure_args")
+PLACEHOLDERS = (
+    "python",
+    "mpiexec",
+    "run_dir",
+    "size",
+    "target",
+    "checkpoint_args",
+    "failure_args",
+)
 DEFAULTS: dict[str, object] = {
     "policy": "profile",
     "checkpoint": "app",
     "size": 1.0,
     "failure": "none",
     "codec": "app",
+    "target": "{run_dir}/target",
 }
 _STUDY_KEYS = ("name", "mirrors", "repeats", "seed", "order", "baseline", "scale", "time_unit")
 _RUN_KEYS = ("no_control", "profile", "node_mtbf", "app_power", "nodes_emulated")
@@ -161,13 +169,6 @@ def _known(r: _Reader, table: dict[str, Any], name: str, allowed: tuple[str, ...
         if key not in allowed:
             what = f"table [{key}]" if not name else f"key {key!r} in [{name}]"
             hint = ", ".join(allowed)
-            if name == "factors" and key in NOT_YET:
-                raise r.error(
-                    name,
-                    key,
-                    f"factor {key!r} cannot be varied by greenckpt study yet (it varies "
-                    f"{', '.join(FACTORS)}); fix it in [run] or the command instead",
-                )
             raise r.error(name or key, key if name else None, f"unknown {what}; use {hint}")
 
 
@@ -188,21 +189,10 @@ def _factors(r: _Reader, doc: object) -> dict[str, tuple[object, ...]]:
 
 def _level(r: _Reader, factor: str, level: object) -> object:
     """One level of ``factor``, checked (and normalised: sizes as floats)."""
-    if factor == "policy" and level in POLICIES:
-        return level
     number = isinstance(level, int | float) and not isinstance(level, bool)
     if factor == "size" and number and float(level) > 0:  # type: ignore[arg-type]
         return float(level)  # type: ignore[arg-type]
-    ckp = isinstance(level, str) and (level in ("none", "app") or parse_ckp(level) is not None)
-    if factor == "checkpoint" and ckp:
-        return level
-    if factor == "failure" and isinstance(level, str):
-        match = _BITFLIP.fullmatch(level)
-        if level == "none" or (match and 1 <= int(match[1]) <= 64 and float(match[2]) > 0):
-            return level
-        if _KILL.fullmatch(level):
-            return level
-    if factor in ("frequency", "io_processes", "cstates", "codec") and _setting_ok(factor, level):
+    if factor != "size" and _level_ok(factor, level):
         return level
     right = {
         "policy": f"one of {', '.join(POLICIES)}",
@@ -214,8 +204,33 @@ def _level(r: _Reader, factor: str, level: object) -> object:
         "io_processes": "an integer >= 1",
         "cstates": '"on" or "off"',
         "codec": '"none", "app" or a codec (zstd[:1-22], lz4, zlib[:0-9])',
+        "target": 'a directory for {target}: under "{run_dir}/..." or an existing directory',
     }[factor]
     raise r.error("factors", factor, f"{factor} level {level!r} is not {right}")
+
+
+def _level_ok(factor: str, level: object) -> bool:
+    if factor == "policy":
+        return level in POLICIES
+    if not isinstance(level, str) and factor != "io_processes":
+        return False
+    if factor == "checkpoint":
+        return level in ("none", "app") or parse_ckp(str(level)) is not None
+    if factor == "failure":
+        match = _BITFLIP.fullmatch(str(level))
+        flip = match is not None and 1 <= int(match[1]) <= 64 and float(match[2]) > 0
+        return level == "none" or flip or _KILL.fullmatch(str(level)) is not None
+    if factor == "target":
+        return _target_ok(str(level))
+    return _setting_ok(factor, level)
+
+
+def _target_ok(level: str) -> bool:
+    """A storage target: inside the run's directory, or an existing directory elsewhere (a
+    local SSD, an NFS mount)."""
+    if level.startswith("{run_dir}/") and ".." not in Path(level).parts:
+        return True
+    return "{" not in level and Path(level).is_dir()
 
 
 def _setting_ok(factor: str, level: object) -> bool:
