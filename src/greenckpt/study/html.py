@@ -208,7 +208,7 @@ def render(directory: Path, summary: dict[str, Any]) -> str:
         ("Energy vs the baseline (wu2018 Eq. 2), with 95 % intervals",
          _bars(summary, "energy_j", delta, savings=True)),
         ("EPE per cell (saito2013 Fig. 7 style)", _bars(summary, "epe_w", epe, savings=False)),
-        ("Checkpoint energy per GB written", _per_gb(summary)),
+        ("Energy per GB by operation (checkpoint write, restart read)", _per_gb(summary)),
         ("Power over time, one representative run per cell", _power_traces(directory, summary)),
     ]  # fmt: skip
     for caption, svg in figures:
@@ -222,15 +222,29 @@ def render(directory: Path, summary: dict[str, Any]) -> str:
 
 
 def _per_gb(summary: dict[str, Any]) -> str | None:
-    rows = [
-        (label, c["checkpoint_j_per_gb"])
-        for c, label in zip(summary["cells"], _labels(summary), strict=True)
-        if c["checkpoint_j_per_gb"]
+    """Energy per GB of checkpoint writes and restart reads (saito2013 Fig. 8 style)."""
+    labels = _labels(summary)
+    series = [
+        (
+            name,
+            colour,
+            [(label, c.get(key)) for c, label in zip(summary["cells"], labels, strict=True)],
+        )
+        for name, key, colour in (
+            ("checkpoint write", "checkpoint_j_per_gb", "#d9822b"),
+            ("restart read", "restart_j_per_gb", "#b33"),
+        )
     ]
-    if not rows:
+    series = [(n, col, rows) for n, col, rows in series if any(v for _, v in rows)]
+    if not series:
         return None
-    fig, ax = plt.subplots(figsize=(9, 0.5 + 0.45 * len(rows)))
-    ax.barh([r[0] for r in rows], [r[1] for r in rows], color="#d9822b")
-    ax.set_xlabel(f"checkpoint energy per GB written, J/GB ({', '.join(summary['sources'])})")
+    fig, ax = plt.subplots(figsize=(9, 0.5 + 0.45 * len(labels) * len(series)))
+    height = 0.8 / len(series)
+    for i, (name, colour, rows) in enumerate(series):
+        ys = [j + i * height for j in range(len(rows))]
+        ax.barh(ys, [v or 0.0 for _, v in rows], height=height, color=colour, label=name)
+    ax.set_yticks([j + height * (len(series) - 1) / 2 for j in range(len(labels))], labels)
+    ax.set_xlabel(f"energy per GB moved, J/GB ({', '.join(summary['sources'])})")
+    ax.legend(fontsize=8, loc="lower right")
     ax.invert_yaxis()
     return _svg(fig)

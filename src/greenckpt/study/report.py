@@ -95,7 +95,8 @@ def summarise(directory: Path, baseline: dict[str, Any] | None = None) -> dict[s
             "metrics": {},
             "eq2_pct": {},
             "energy_by_kind_j": _by_kind(runs),
-            "checkpoint_j_per_gb": _per_gb(runs),
+            "checkpoint_j_per_gb": _per_gb(runs, "checkpoint", "bytes_written"),
+            "restart_j_per_gb": _per_gb(runs, "restart", "bytes_read"),
         }
         for metric in METRICS:
             values = _values(runs, metric)
@@ -138,13 +139,14 @@ def _by_kind(runs: list[dict[str, Any]]) -> dict[str, float]:
     return out
 
 
-def _per_gb(runs: list[dict[str, Any]]) -> float | None:
+def _per_gb(runs: list[dict[str, Any]], kind: str, moved: str) -> float | None:
+    """Median energy of the ``kind`` phases per GB they moved (``moved``: the metric)."""
     values = []
     for r in runs:
-        ck = (r["metrics"].get("by_kind") or {}).get("checkpoint") or {}
-        written = r["metrics"].get("bytes_written") or 0
-        if ck.get("energy_j") is not None and written > 0:
-            values.append(float(ck["energy_j"]) / (written / 1e9))
+        phase = (r["metrics"].get("by_kind") or {}).get(kind) or {}
+        count = r["metrics"].get(moved) or 0
+        if phase.get("energy_j") is not None and count > 0:
+            values.append(float(phase["energy_j"]) / (count / 1e9))
     return median_ci(values).median if values else None
 
 
