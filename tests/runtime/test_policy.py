@@ -568,6 +568,8 @@ def test_make_policy_gives_each_named_policy(name: str) -> None:
         assert s.governor == name
     elif name == "profile":
         assert s.source == "profile lookup"
+    elif name == "fixed":  # nothing fixed: the default number of processes, nothing controlled
+        assert s.source == "fixed (nothing fixed)" and not s.controls_frequency
     else:
         assert s.source.startswith("defaults") and not s.controls_frequency
 
