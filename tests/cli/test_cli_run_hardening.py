@@ -345,7 +345,8 @@ def test_sigterm_is_forwarded_and_the_report_written(
     cpufreq tree with RAPL), the node-settings session restores the node on SIGTERM and then
     hands the signal on to the forwarding (it must not end the process by it). SIGHUP the
     same; SIGINT too when no terminal sent it to the command (a new session: no terminal)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    # faulthandler: a run that hangs is sent SIGABRT below and prints every thread's stack
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PYTHONFAULTHANDLER": "1"}
     if control:
         tree = build_tree(load_spec("intel-acpi-cpufreq"), tmp_path / "tree")
         fake_power.intel_tree(tree)
@@ -363,7 +364,16 @@ def test_sigterm_is_forwarded_and_the_report_written(
         pid_text, socket_path = (tmp_path / "child.txt").read_text().split()
         child_pid = int(pid_text)
         run.send_signal(sig)
-        out, err = run.communicate(timeout=60)
+        try:
+            out, err = run.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            alive = _alive(child_pid)
+            run.send_signal(signal.SIGABRT)
+            _, err = run.communicate(timeout=30)
+            pytest.fail(
+                f"greenckpt run did not end within 60 s of {sig.name} (the command "
+                f"{'still ran' if alive else 'had ended'}); its threads then:\n{err[-6000:]}"
+            )
         assert run.returncode == status, err
         assert not _alive(child_pid)  # ended (and reaped by greenckpt)
         if mode == "handle":

@@ -55,6 +55,7 @@ from greenckpt.cli.commands import command_help
 from greenckpt.errors import InvalidValueError
 from greenckpt.jsonout import dumps
 from greenckpt.optimize.profile import load_profile
+from greenckpt.platform.waitchild import wait_child
 from greenckpt.report.run_files import write_report_safely
 from greenckpt.report.run_text import render_run_text
 from greenckpt.runtime.fixed_policy import FixedSettings
@@ -394,7 +395,7 @@ def run_forwarded(
         raise InvalidValueError(f"cannot run {command[0]!r}: {exc.strerror}") from None
     forwarder.attach(proc)
     try:
-        code = proc.wait()
+        code = wait_child(proc)  # woken by a signal whichever thread the kernel gives it to
     except KeyboardInterrupt:  # a SIGINT that no handler here caught
         proc.send_signal(signal.SIGINT)
         code = proc.wait()

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from greenckpt.errors import GreenckptError, InvalidValueError, UsageError
+from greenckpt.platform.threads import quiet_thread
 
 __all__ = [
     "JOB_PROTOCOL",
@@ -252,8 +253,7 @@ class JobCollector:
         self._listener = listener
         self._selector.register(listener, selectors.EVENT_READ, None)
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
-        self._thread = threading.Thread(target=self._loop, name="greenckpt-job", daemon=True)
-        self._thread.start()
+        self._thread = quiet_thread(self._loop, "greenckpt-job")
         return self
 
     def close(self) -> None:

@@ -50,6 +50,7 @@ from greenckpt.ckpt.notify_client import (
 from greenckpt.errors import GreenckptError, InvalidValueError, UsageError
 from greenckpt.phases import WIRE_KINDS
 from greenckpt.platform.root import PlatformError
+from greenckpt.platform.threads import quiet_thread, start_quiet
 from greenckpt.runtime import front as native
 from greenckpt.runtime.notify_socket import bind_socket, unlink_own
 from greenckpt.runtime.settings import Settings
@@ -232,16 +233,10 @@ class NotifyServer:
             self._remove_tempdir()
             raise
         if self._front is not None:
-            self._drainer = threading.Thread(
-                target=self._drain_loop, name="greenckpt-notify-front", daemon=True
-            )
-            self._drainer.start()
+            self._drainer = quiet_thread(self._drain_loop, "greenckpt-notify-front")
             return self
         self._wake_r, self._wake_w = socket.socketpair()
-        self._acceptor = threading.Thread(
-            target=self._accept_loop, name="greenckpt-notify-accept", daemon=True
-        )
-        self._acceptor.start()
+        self._acceptor = quiet_thread(self._accept_loop, "greenckpt-notify-accept")
         return self
 
     @property
@@ -576,7 +571,7 @@ class NotifyServer:
         )
         with self._conns_lock:
             self._conns[conn] = thread
-        thread.start()
+        start_quiet(thread)
 
     def _serve(self, conn: socket.socket) -> None:
         held: dict[WireKind, int] = {}  # phases this connection began with scope "connection"

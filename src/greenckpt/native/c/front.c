@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -482,6 +483,26 @@ stop:
 
 /* ------------------------------------------------------------------ the API (ctypes) */
 
+/* Start the serving thread with the signals sent from outside blocked in it (SIGTERM,
+ * SIGINT, ...): the kernel hands a process's signal to any thread that does not block it,
+ * and the runtime's handlers (forward to the command, restore the node) run only when the
+ * main thread wakes, so this thread must never be the one picked. A new thread inherits
+ * the creating thread's mask: widen it for the pthread_create, then put it back (a signal
+ * arriving meanwhile stays pending for the main thread). Faults (SIGSEGV, ...) stay open. */
+static int start_quiet(pthread_t *thread, struct gcf *f) {
+    static const int quiet[] = {SIGHUP,  SIGINT,  SIGQUIT,  SIGTERM, SIGUSR1, SIGUSR2,
+                                SIGALRM, SIGCHLD, SIGWINCH, SIGXCPU, SIGCONT, SIGTSTP};
+    sigset_t block, previous;
+    size_t i;
+    int rc;
+    sigemptyset(&block);
+    for (i = 0; i < sizeof quiet / sizeof quiet[0]; ++i) sigaddset(&block, quiet[i]);
+    if (pthread_sigmask(SIG_BLOCK, &block, &previous) != 0) return -1;
+    rc = pthread_create(thread, NULL, serve, f);
+    pthread_sigmask(SIG_SETMASK, &previous, NULL);
+    return rc;
+}
+
 /* Start serving the listening socket `listen_fd` (which stays the caller's). `kinds`: the
  * wire format's phase kinds, comma-separated; `end_reply`: the answer to an accepted end;
  * `long_reply`: the answer to a line over `max_line` bytes; `fast`: answer what can be
@@ -520,7 +541,7 @@ struct gcf *gcf_start(int listen_fd, size_t max_line, const char *kinds, const c
     pthread_condattr_destroy(&attr);
     f->running = 1;
     if (f->end_reply == NULL || f->long_reply == NULL || f->epfd < 0 || f->wake_fd < 0 ||
-        pthread_create(&f->thread, NULL, serve, f) != 0) {
+        start_quiet(&f->thread, f) != 0) {
         int saved = errno;
         if (f->epfd >= 0) close(f->epfd);
         if (f->wake_fd >= 0) close(f->wake_fd);
