@@ -6,7 +6,7 @@ agree, commit, verify, choose — is easiest to test when the communicator is sw
 :class:`SelfComm` is the one-process case; :class:`MPIComm` wraps an mpi4py communicator
 (imported only when used). Objects exchanged are small (manifest entries, flags, ids):
 pickled collectives are fine. Bulk data (partner copies, parity) goes through
-:meth:`Comm.sendrecv_bytes` in bounded segments.
+:meth:`Comm.sendrecv_into` in bounded segments, from and into reused buffers.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from greenckpt.errors import InvalidValueError
 __all__ = ["Comm", "MPIComm", "SelfComm", "find_mpiexec", "world"]
 
 T = TypeVar("T")
+BytesLike = bytes | bytearray | memoryview
 
 
 class Comm(Protocol):
@@ -50,8 +51,10 @@ class Comm(Protocol):
         """``root``'s ``obj`` on every rank."""
         ...
 
-    def sendrecv_bytes(self, data: bytes | memoryview, dest: int, source: int) -> bytes:
-        """Send ``data`` to ``dest`` and receive what ``source`` sends to this rank."""
+    def sendrecv_into(self, data: BytesLike, dest: int, out: bytearray, source: int) -> int:
+        """Send the bytes of ``data`` to ``dest`` and receive what ``source`` sends into the
+        start of ``out`` (at most ``len(out)`` bytes): how many arrived. The bulk path: no
+        pickling, no new buffers."""
         ...
 
     def gather(self, obj: T, root: int) -> list[T] | None:
@@ -85,11 +88,15 @@ class SelfComm:
         """The object itself."""
         return obj
 
-    def sendrecv_bytes(self, data: bytes | memoryview, dest: int, source: int) -> bytes:
-        """Only to itself."""
+    def sendrecv_into(self, data: BytesLike, dest: int, out: bytearray, source: int) -> int:
+        """Only to itself: ``data`` copied into ``out``."""
+        view = memoryview(data).cast("B")
         if dest != 0 or source != 0:
             raise InvalidValueError("a single process can only exchange data with itself")
-        return bytes(data)
+        if len(view) > len(out):
+            raise InvalidValueError(f"{len(view)} bytes do not fit a {len(out)}-byte buffer")
+        out[: len(view)] = view
+        return len(view)
 
     def gather(self, obj: T, root: int) -> list[T] | None:
         """A list of one (the only rank is the root)."""
@@ -146,13 +153,23 @@ class MPIComm:
         out: T = self._comm.bcast(obj, root=root)
         return out
 
-    def sendrecv_bytes(self, data: bytes | memoryview, dest: int, source: int) -> bytes:
-        """Paired send/receive (no deadlock whatever the order of the ranks)."""
-        sent = self._comm.isend(bytes(data), dest=dest, tag=_EXCHANGE_TAG)
-        complete(_Probe(self._comm, source))
-        out: bytes = self._comm.recv(source=source, tag=_EXCHANGE_TAG)
-        complete(sent)
-        return out
+    def sendrecv_into(self, data: BytesLike, dest: int, out: bytearray, source: int) -> int:
+        """``Isend`` of the buffer, a polite probe for ``source``'s message (its size), then
+        ``Recv`` straight into ``out`` (paired: no deadlock whatever the ranks' order)."""
+        from mpi4py import MPI  # noqa: PLC0415 - see __init__
+
+        view = memoryview(data).cast("B")
+        sent = self._comm.Isend([view, MPI.BYTE], dest=dest, tag=_BULK_TAG)
+        status = MPI.Status()
+        complete(_Probe(self._comm, source, _BULK_TAG, status))
+        count = int(status.Get_count(MPI.BYTE))
+        if count > len(out):
+            raise InvalidValueError(
+                f"rank {source} sent {count} bytes, more than the {len(out)}-byte buffer"
+            )
+        self._comm.Recv([memoryview(out)[:count], MPI.BYTE], source=source, tag=_BULK_TAG)
+        complete(_Sent(sent))
+        return count
 
     def gather(self, obj: T, root: int) -> list[T] | None:
         """MPI gather of pickled objects."""
@@ -171,21 +188,35 @@ class MPIComm:
         return str(MPI.Get_processor_name())
 
 
-_EXCHANGE_TAG = 7301  # sendrecv_bytes' messages, apart from anything else on the communicator
+_BULK_TAG = 7302  # sendrecv_into's messages, apart from anything else on the communicator
 
 
 class _Probe:
     """A request that completes when a message from ``source`` has arrived (to wait for it
-    politely before the receive)."""
+    politely before the receive); ``status`` (when given) then says its size."""
 
-    def __init__(self, comm: Any, source: int) -> None:
-        self._comm, self._source = comm, source
+    def __init__(self, comm: Any, source: int, tag: int, status: Any = None) -> None:
+        self._comm, self._source, self._tag, self._status = comm, source, tag, status
 
     def test(self) -> tuple[bool, None]:
-        return bool(self._comm.iprobe(source=self._source, tag=_EXCHANGE_TAG)), None
+        found = self._comm.iprobe(source=self._source, tag=self._tag, status=self._status)
+        return bool(found), None
 
     def wait(self) -> None:
-        self._comm.probe(source=self._source, tag=_EXCHANGE_TAG)
+        self._comm.probe(source=self._source, tag=self._tag, status=self._status)
+
+
+class _Sent:
+    """An mpi4py ``Request`` seen as :func:`complete` expects (``test`` -> (done, None))."""
+
+    def __init__(self, request: Any) -> None:
+        self._request = request
+
+    def test(self) -> tuple[bool, None]:
+        return bool(self._request.Test()), None
+
+    def wait(self) -> None:
+        self._request.Wait()
 
 
 def world() -> Comm:

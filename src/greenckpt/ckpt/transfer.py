@@ -23,6 +23,7 @@ from typing import Final
 from greenckpt.ckpt.agree import PEER, first_cause, one_line
 from greenckpt.ckpt.comm import Comm
 from greenckpt.io.checksum import new_hasher
+from greenckpt.io.writeback import Writeback
 
 __all__ = [
     "PEER",
@@ -31,6 +32,7 @@ __all__ = [
     "SegmentWriter",
     "first_cause",
     "one_line",
+    "read_into",
     "read_segment",
     "shift_file",
 ]
@@ -38,6 +40,20 @@ __all__ = [
 SEGMENT: Final = 4 * 1024 * 1024
 """Bytes per exchanged segment: large enough for full-speed transfers, small enough that a
 rank holds only a few of them at once."""
+
+
+def read_into(fd: int, offset: int, out: bytearray, length: int) -> int:
+    """Read up to ``length`` bytes at ``offset`` into the start of ``out`` (fewer only at the
+    end of the file): how many. No new buffer per segment: a fresh multi-MiB ``bytes`` is a
+    fresh mapping, and the kernel zeroes every page of it on first touch."""
+    view = memoryview(out)
+    done = 0
+    while done < length:
+        got = os.preadv(fd, [view[done:length]], offset + done)
+        if not got:
+            break
+        done += got
+    return done
 
 
 def read_segment(fd: int, offset: int, length: int) -> bytes:
@@ -62,6 +78,7 @@ class SegmentWriter:
     def __init__(self, path: Path, checksum: str) -> None:
         self.path = path
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        self._writeback = Writeback(self._fd)  # level 1's: the fsync at the end stays short
         self._hasher = new_hasher(checksum)
         self._next = 0
         self._ordered = True
@@ -74,6 +91,7 @@ class SegmentWriter:
         done = 0
         while done < len(view):
             done += os.pwrite(self._fd, view[done:], offset + done)
+        self._writeback.wrote(offset, len(view))
         if offset != self._next:
             self._ordered = False
         else:
@@ -183,18 +201,22 @@ def shift_file(
             writer = SegmentWriter(recv, checksum)
         except OSError as exc:
             recv_error = f"cannot create {recv}: {one_line(exc)}"
+    outgoing, incoming = bytearray(segment), bytearray(segment)  # reused every round
     try:
         for i in range(rounds):
-            chunk = b""
+            n = 0
             if fd >= 0 and send_error is None:  # a receive problem never stops the sending
                 try:
-                    chunk = read_segment(fd, i * segment, min(segment, max(size - i * segment, 0)))
+                    n = read_into(
+                        fd, i * segment, outgoing, min(segment, max(size - i * segment, 0))
+                    )
                 except OSError as exc:
                     send_error = f"cannot read {send}: {one_line(exc)}"
-            got = comm.sendrecv_bytes(chunk, dest, source)
+                    n = 0
+            got = comm.sendrecv_into(memoryview(outgoing)[:n], dest, incoming, source)
             if writer is not None and got and recv_error is None:
                 try:
-                    writer.write_at(i * segment, got)
+                    writer.write_at(i * segment, memoryview(incoming)[:got])
                 except OSError as exc:
                     recv_error = f"cannot write {recv}: {one_line(exc)}"
     finally:

@@ -1,0 +1,79 @@
+"""The MPI job of ``bench_levels.py`` (not run by hand): every level on the same bytes.
+
+    mpiexec -n R python _levels_worker.py DIR BYTES_PER_RANK ROUNDS SEED
+
+Every rank protects one array of BYTES_PER_RANK uniform random doubles (incompressible), one
+emulated node per rank (``ranks_per_node = 1``), codec none, keep 1. Two Checkpointers share
+the array: ``a`` with levels 1, 2 (partner copy) and 3 with parity 1 (XOR), ``b`` with level 3
+and parity 2 (Reed–Solomon), both with erasure groups of all R ranks. Each round runs L1, L2,
+L3 XOR and L3 RS once, in an order that rotates from round to round (interleaved: the
+machine's drift hits every level alike). Each call is timed between a barrier and its return:
+the job's wall time is max end − min start (CLOCK_MONOTONIC, one clock on one host), and the
+CPU-seconds are every rank's user + system time in the call (threads included), summed.
+Rank 0 prints ``RESULT {json}``: per level, the list of (seconds, cpu_s) over the rounds.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from greenckpt.ckpt import Checkpointer
+from greenckpt.ckpt.comm import world
+
+LEVELS = ("L1", "L2", "L3-xor", "L3-rs2")
+
+
+def _cpu() -> float:
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    return use.ru_utime + use.ru_stime
+
+
+def main() -> None:
+    root, nbytes, rounds, seed = (
+        Path(sys.argv[1]),
+        int(sys.argv[2]),
+        int(sys.argv[3]),
+        int(sys.argv[4]),
+    )
+    comm = world()
+    size = comm.size
+    data = np.random.default_rng(seed + comm.rank).random(nbytes // 8)
+    common = {"local_dir": str(root / "local"), "ranks_per_node": 1, "keep": 1}
+    a = Checkpointer(
+        name="a",
+        l1={"enabled": True},
+        l2={"enabled": True},
+        l3={"enabled": True, "group_size": size, "parity": 1},
+        **common,
+    )
+    b = Checkpointer(name="b", l3={"enabled": True, "group_size": size, "parity": 2}, **common)
+    for ck in (a, b):
+        ck.protect("field", data)
+    calls = {"L1": (a, 1), "L2": (a, 2), "L3-xor": (a, 3), "L3-rs2": (b, 3)}
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name in LEVELS}
+    for r in range(rounds + 1):  # round 0 warms up (files, page cache, zfec import)
+        order = LEVELS[r % len(LEVELS) :] + LEVELS[: r % len(LEVELS)]
+        for name in order:
+            ck, level = calls[name]
+            comm.barrier()
+            cpu0, t0 = _cpu(), time.monotonic()
+            ck.checkpoint(level, iteration=r)
+            t1, cpu1 = time.monotonic(), _cpu()
+            got = comm.allgather((t0, t1, cpu1 - cpu0))
+            wall = max(g[1] for g in got) - min(g[0] for g in got)
+            if r > 0:
+                results[name].append((wall, sum(g[2] for g in got)))
+    for ck in (a, b):
+        ck.finalize()
+    if comm.rank == 0:
+        print("RESULT " + json.dumps({"ranks": size, "bytes_per_rank": nbytes, "results": results}))
+
+
+if __name__ == "__main__":
+    main()

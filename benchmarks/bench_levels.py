@@ -1,0 +1,96 @@
+"""Every checkpoint level side by side on the same bytes (issue 19 item 3's targets).
+
+    python benchmarks/bench_levels.py [--ranks 4] [--mib 64 256] [--rounds 5] [--dir DIR]
+
+For each size, one ``mpiexec -n RANKS`` job (``_levels_worker.py``: one emulated node per
+rank, incompressible data, codec none) runs level 1 (node-local), level 2 (partner copy),
+level 3 with parity 1 (XOR) and level 3 with parity 2 (Reed–Solomon) once per round in a
+rotating order, so the machine's drift is shared; the first round is a warm-up and not
+counted. Printed per level: the median wall time of the checkpoint call (barrier to the last
+rank's return), the median CPU-seconds of all ranks in it, and the ratio of each to level 1's
+median — the targets are L2 <= 2x L1, L3 XOR <= 2x L1, L3 RS(t=2) <= 3x L1. Timing on a shared
+VM is noisy: read the ratios, and repeat the run before believing one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TARGETS = {"L1": 1.0, "L2": 2.0, "L3-xor": 2.0, "L3-rs2": 3.0}
+
+
+def _mpiexec() -> str:
+    found = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which(
+        "mpiexec"
+    )
+    if found is None:
+        raise SystemExit("bench_levels: no mpiexec (pip install '.[mpi]' installs MPICH's)")
+    return found
+
+
+def run_job(
+    ranks: int, nbytes: int, rounds: int, base: Path, seed: int
+) -> dict[str, list[list[float]]]:
+    """One worker job; its per-level (seconds, cpu_s) lists."""
+    work = Path(tempfile.mkdtemp(prefix="levels-", dir=base))
+    (work / "local").mkdir()
+    try:
+        proc = subprocess.run(
+            [_mpiexec(), "-n", str(ranks), sys.executable, str(HERE / "_levels_worker.py"),
+             str(work), str(nbytes), str(rounds), str(seed)],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        raise SystemExit(
+            f"bench_levels: the job failed (status {proc.returncode}):\n{proc.stderr[-3000:]}"
+        )
+    doc: dict[str, dict[str, list[list[float]]]] = json.loads(lines[-1][len("RESULT ") :])
+    return doc["results"]
+
+
+def report(mib: int, results: dict[str, list[list[float]]]) -> list[str]:
+    """The table of one size; verdict lines at the end."""
+    wall = {k: statistics.median(x[0] for x in v) for k, v in results.items()}
+    cpu = {k: statistics.median(x[1] for x in v) for k, v in results.items()}
+    rows = [f"{mib} MiB per rank, {len(results['L1'])} rounds (medians)",
+            f"{'level':<8}{'seconds':>9}{'x L1':>7}{'CPU-s':>8}{'x L1':>7}  target"]  # fmt: skip
+    for name in results:
+        ratio = wall[name] / wall["L1"]
+        met = "met" if ratio <= TARGETS[name] else "NOT met"
+        target = "" if name == "L1" else f"<= {TARGETS[name]:.0f}x {met}"
+        rows.append(
+            f"{name:<8}{wall[name]:>9.3f}{ratio:>7.2f}{cpu[name]:>8.2f}"
+            f"{cpu[name] / cpu['L1']:>7.2f}  {target}"
+        )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ranks", type=int, default=4)
+    parser.add_argument("--mib", type=int, nargs="+", default=[64, 256])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()))
+    parser.add_argument("--seed", type=int, default=1)
+    ns = parser.parse_args()
+    print(f"bench_levels: {ns.ranks} ranks, one emulated node each, in {ns.dir} "
+          f"(cores: {os.cpu_count()})")  # fmt: skip
+    for mib in ns.mib:
+        results = run_job(ns.ranks, mib << 20, ns.rounds, ns.dir, ns.seed)
+        print("\n".join(report(mib, results)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
