@@ -61,6 +61,10 @@ class Comm(Protocol):
         """Every rank's ``obj`` in rank order on ``root``; None elsewhere."""
         ...
 
+    def alltoall(self, objs: list[T]) -> list[T]:
+        """``objs[r]`` goes to rank r; what every rank sent to this one, in rank order."""
+        ...
+
     def split(self, color: int, key: int) -> Comm:
         """A sub-communicator of the ranks with the same ``color``, ordered by ``key``
         (collective: every rank calls it)."""
@@ -103,6 +107,12 @@ class SelfComm:
         if root != 0:
             raise InvalidValueError(f"a single process has only rank 0, not root {root}")
         return [obj]
+
+    def alltoall(self, objs: list[T]) -> list[T]:
+        """What it sends itself."""
+        if len(objs) != 1:
+            raise InvalidValueError(f"a single process exchanges 1 object, not {len(objs)}")
+        return list(objs)
 
     def split(self, color: int, key: int) -> Comm:
         """Itself: one process is its own group."""
@@ -176,6 +186,11 @@ class MPIComm:
         self.barrier()
         out = self._comm.gather(obj, root=root)
         return None if out is None else list(out)
+
+    def alltoall(self, objs: list[T]) -> list[T]:
+        """MPI alltoall of pickled objects, after a polite barrier (see the class)."""
+        self.barrier()
+        return list(self._comm.alltoall(objs))
 
     def split(self, color: int, key: int) -> Comm:
         """``MPI_Comm_split``."""

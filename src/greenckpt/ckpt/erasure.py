@@ -185,8 +185,14 @@ class ErasureCode:
 
     # ------------------------------------------------------------------ encode
 
-    def encode(self, data: Sequence[Buffer]) -> list[bytes]:
-        """The m parity pieces of ``data`` (k pieces), each as long as the longest data piece."""
+    def encode(self, data: Sequence[Buffer], only: int | None = None) -> list[bytes]:
+        """The m parity pieces of ``data`` (k pieces), each as long as the longest data piece;
+        with ``only`` = j, just parity piece j (a list of one: a member that stores one
+        parity piece of a stripe computes only that one)."""
+        if only is not None and not 0 <= only < self._m:
+            raise ErasureError(
+                f"parity piece {only} does not exist in a ({self._k}+{self._m}) code"
+            )
         if isinstance(data, bytes | bytearray | memoryview | np.ndarray):
             raise ErasureError(
                 f"encode takes a sequence of {self._k} data pieces, not one buffer; "
@@ -199,14 +205,14 @@ class ErasureCode:
         views = [_byte_view(piece, f"data piece {i}") for i, piece in enumerate(data)]
         length = max(len(v) for v in views)
         if length == 0:
-            return [b""] * self._m
+            return [b""] * (self._m if only is None else 1)
         if self._scheme == "xor":
             acc = np.zeros(length, dtype=np.uint8)
             for view in views:
                 _xor_into(acc, view)
             return [acc.tobytes()]
         blocks = tuple(_padded(v, length) for v in views)
-        wanted = tuple(range(self._k, self.n))
+        wanted = tuple(range(self._k, self.n)) if only is None else (self._k + only,)
         parity: list[bytes] = _rs_encoder(self._k, self.n).encode(blocks, wanted)
         return list(parity)
 

@@ -13,8 +13,9 @@ saito2013's slides). The arithmetic and the rotating placement of data and parit
   with t or fewer members cannot be coded and joins the previous group. Every group is checked
   to have its members on different nodes (one node lost = one member lost).
 * **Encoding** (:func:`encode_parity`): each member cuts its stored checkpoint file into k = G − t
-  pieces; for every stripe, the members holding parity gather the stripe's data pieces segment
-  by segment over the group's communicator and write the parity pieces into their parity file.
+  pieces; segment by segment, every member holding parity receives its stripe's data pieces
+  in one all-to-all exchange over the group's communicator (all members encode at the same
+  time, each only the parity piece it stores) and writes it into its parity file.
 * **Rebuilding** (:func:`rebuild_data`): a lost member gathers, for each stripe where it held
   data, the surviving pieces (data and parity) segment by segment and decodes its own. Its
   parity is then re-encoded with :func:`encode_parity` (``roots``), so the group is fully
@@ -154,7 +155,7 @@ def _write_parity(
         return PEER + f"members {missing} sent no data for stripe {s}"
     blocks: list[Buffer] = [pieces[m] or b"" for m in stripe.data]
     try:
-        encoded = code.encode(blocks)[stripe.parity.index(root)]
+        (encoded,) = code.encode(blocks, only=stripe.parity.index(root))
         encoded += bytes(length - len(encoded))
         writer.write_at(at, encoded)
     except (OSError, ErasureError) as exc:
@@ -209,24 +210,27 @@ def encode_parity(
         _create_writer(parity, checksum) if me in targets and parity is not None else (None, None)
     )
     try:
-        for root in sorted(targets):
-            for index, s in enumerate(layout.parity_stripes(root)):
-                stripe = layout.stripe(s)
-                for off in _segments(size, segment):
-                    piece: bytes | None = None
-                    if me in stripe.data and fd >= 0 and read_error is None:
+        # every round, each target member gathers the pieces of its own stripe at once
+        # (alltoall): the members encode side by side, none waits for another's turn
+        for index in range(layout.tolerance):
+            stripes = {r: layout.parity_stripes(r)[index] for r in targets}
+            for off in _segments(size, segment):
+                sends: list[bytes | None] = [None] * layout.members
+                for root, s in stripes.items():
+                    if me in layout.stripe(s).data and fd >= 0 and read_error is None:
                         at, n = _piece_segment(layout, lengths, me, s, size, off, segment)
                         try:
-                            piece = read_segment(fd, at, n)
+                            sends[root] = read_segment(fd, at, n)
                         except OSError as exc:
                             read_error = f"cannot read {data}: {one_line(exc)}"
-                    pieces = comm.gather(piece, root)
-                    if pieces is None or writer is None or error is not None:
-                        continue
-                    length = min(segment, size - off)
-                    error = _write_parity(
-                        code, stripe, s, root, pieces, writer, index * size + off, length
-                    )
+                pieces = comm.alltoall(sends)
+                if me not in stripes or writer is None or error is not None:
+                    continue
+                s = stripes[me]
+                length = min(segment, size - off)
+                error = _write_parity(
+                    code, layout.stripe(s), s, me, pieces, writer, index * size + off, length
+                )
     finally:
         if fd >= 0:
             os.close(fd)
