@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from array import array
 import socket
 import sys
 from typing import Any, Protocol, TypeVar
@@ -61,8 +62,11 @@ class Comm(Protocol):
         """Every rank's ``obj`` in rank order on ``root``; None elsewhere."""
         ...
 
-    def alltoall(self, objs: list[T]) -> list[T]:
-        """``objs[r]`` goes to rank r; what every rank sent to this one, in rank order."""
+    def alltoall_into(self, send: bytearray, counts: list[int], recv: bytearray) -> list[int]:
+        """The bulk all-to-all: ``counts[r]`` bytes for rank r, packed in rank order at the
+        start of ``send`` (-1: nothing, and rank r learns that it got nothing, not an empty
+        piece); what every rank sent lands packed in rank order in ``recv``. Returns the
+        counts received (-1 likewise)."""
         ...
 
     def split(self, color: int, key: int) -> Comm:
@@ -108,11 +112,13 @@ class SelfComm:
             raise InvalidValueError(f"a single process has only rank 0, not root {root}")
         return [obj]
 
-    def alltoall(self, objs: list[T]) -> list[T]:
-        """What it sends itself."""
-        if len(objs) != 1:
-            raise InvalidValueError(f"a single process exchanges 1 object, not {len(objs)}")
-        return list(objs)
+    def alltoall_into(self, send: bytearray, counts: list[int], recv: bytearray) -> list[int]:
+        """What it sends itself, copied."""
+        if len(counts) != 1:
+            raise InvalidValueError(f"a single process exchanges 1 piece, not {len(counts)}")
+        n = max(counts[0], 0)
+        recv[:n] = send[:n]
+        return list(counts)
 
     def split(self, color: int, key: int) -> Comm:
         """Itself: one process is its own group."""
@@ -187,10 +193,29 @@ class MPIComm:
         out = self._comm.gather(obj, root=root)
         return None if out is None else list(out)
 
-    def alltoall(self, objs: list[T]) -> list[T]:
-        """MPI alltoall of pickled objects, after a polite barrier (see the class)."""
-        self.barrier()
-        return list(self._comm.alltoall(objs))
+    def alltoall_into(self, send: bytearray, counts: list[int], recv: bytearray) -> list[int]:
+        """Nonblocking ``Ialltoall`` of the counts, then ``Ialltoallv`` of the bytes, each
+        completed politely: no pickling, no new buffers, no spinning."""
+        from mpi4py import MPI  # noqa: PLC0415 - see __init__
+
+        size = self.size
+        if len(counts) != size:
+            raise InvalidValueError(f"alltoall_into takes {size} counts, got {len(counts)}")
+        mine = array("q", counts)
+        theirs = array("q", bytes(8 * size))
+        complete(_Sent(self._comm.Ialltoall([mine, MPI.INT64_T], [theirs, MPI.INT64_T])))
+        send_n = [max(c, 0) for c in counts]
+        recv_n = [max(c, 0) for c in theirs]
+        if sum(recv_n) > len(recv):
+            raise InvalidValueError(
+                f"{sum(recv_n)} bytes arrive, more than the {len(recv)}-byte buffer"
+            )
+        request = self._comm.Ialltoallv(
+            [send, (send_n, _offsets(send_n)), MPI.BYTE],
+            [recv, (recv_n, _offsets(recv_n)), MPI.BYTE],
+        )
+        complete(_Sent(request))
+        return list(theirs)
 
     def split(self, color: int, key: int) -> Comm:
         """``MPI_Comm_split``."""
@@ -201,6 +226,15 @@ class MPIComm:
         from mpi4py import MPI  # noqa: PLC0415 - see __init__
 
         return str(MPI.Get_processor_name())
+
+
+def _offsets(counts: list[int]) -> list[int]:
+    """Where each of ``counts`` starts when packed one after the other."""
+    out, at = [], 0
+    for n in counts:
+        out.append(at)
+        at += n
+    return out
 
 
 _BULK_TAG = 7302  # sendrecv_into's messages, apart from anything else on the communicator

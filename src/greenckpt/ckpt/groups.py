@@ -37,7 +37,7 @@ from greenckpt.ckpt.agree import PEER, one_line
 from greenckpt.ckpt.comm import Comm
 from greenckpt.ckpt.erasure import Buffer, ErasureCode, ErasureError, GroupLayout, Scheme, Stripe
 from greenckpt.ckpt.topology import Topology
-from greenckpt.ckpt.transfer import SEGMENT, SegmentWriter, read_segment
+from greenckpt.ckpt.transfer import SEGMENT, SegmentWriter, read_into, read_segment
 from greenckpt.errors import GreenckptError
 from greenckpt.io.checksum import file_digest
 
@@ -129,6 +129,16 @@ def _piece_segment(
     return start + off, max(0, min(segment, length - off))
 
 
+def _unpack(buffer: bytearray, counts: Sequence[int]) -> list[memoryview | None]:
+    """The pieces packed one after the other in ``buffer`` (None where a count is -1)."""
+    view, at = memoryview(buffer), 0
+    pieces: list[memoryview | None] = []
+    for n in counts:
+        pieces.append(None if n < 0 else view[at : at + n])
+        at += max(n, 0)
+    return pieces
+
+
 def _open_read(path: Path) -> tuple[int, str | None]:
     """A read-only descriptor of ``path``, or -1 and why it cannot be read."""
     try:
@@ -142,7 +152,7 @@ def _write_parity(
     stripe: Stripe,
     s: int,
     root: int,
-    pieces: Sequence[bytes | None],
+    pieces: Sequence[Buffer | None],
     writer: SegmentWriter,
     at: int,
     length: int,
@@ -209,27 +219,40 @@ def encode_parity(
     writer, error = (
         _create_writer(parity, checksum) if me in targets and parity is not None else (None, None)
     )
+    # the pieces this member sends, and those it receives, packed in member order (reused)
+    send, recv = bytearray(layout.members * segment), bytearray(layout.members * segment)
     try:
-        # every round, each target member gathers the pieces of its own stripe at once
-        # (alltoall): the members encode side by side, none waits for another's turn
+        # every round, each target member receives the pieces of its own stripe at once (one
+        # all-to-all): the members encode side by side, none waits for another's turn
         for index in range(layout.tolerance):
             stripes = {r: layout.parity_stripes(r)[index] for r in targets}
             for off in _segments(size, segment):
-                sends: list[bytes | None] = [None] * layout.members
-                for root, s in stripes.items():
-                    if me in layout.stripe(s).data and fd >= 0 and read_error is None:
-                        at, n = _piece_segment(layout, lengths, me, s, size, off, segment)
-                        try:
-                            sends[root] = read_segment(fd, at, n)
-                        except OSError as exc:
-                            read_error = f"cannot read {data}: {one_line(exc)}"
-                pieces = comm.alltoall(sends)
+                counts = [-1] * layout.members  # -1: no piece (not a data member, or an error)
+                packed = 0
+                for root, s in sorted(stripes.items()):
+                    if me not in layout.stripe(s).data or fd < 0 or read_error is not None:
+                        continue
+                    at, n = _piece_segment(layout, lengths, me, s, size, off, segment)
+                    try:
+                        counts[root] = read_into(fd, at, memoryview(send)[packed:], n)
+                    except OSError as exc:
+                        read_error = f"cannot read {data}: {one_line(exc)}"
+                        continue
+                    packed += counts[root]
+                got = comm.alltoall_into(send, counts, recv)
                 if me not in stripes or writer is None or error is not None:
                     continue
                 s = stripes[me]
                 length = min(segment, size - off)
                 error = _write_parity(
-                    code, layout.stripe(s), s, me, pieces, writer, index * size + off, length
+                    code,
+                    layout.stripe(s),
+                    s,
+                    me,
+                    _unpack(recv, got),
+                    writer,
+                    index * size + off,
+                    length,
                 )
     finally:
         if fd >= 0:

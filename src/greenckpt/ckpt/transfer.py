@@ -42,7 +42,7 @@ SEGMENT: Final = 4 * 1024 * 1024
 rank holds only a few of them at once."""
 
 
-def read_into(fd: int, offset: int, out: bytearray, length: int) -> int:
+def read_into(fd: int, offset: int, out: bytearray | memoryview, length: int) -> int:
     """Read up to ``length`` bytes at ``offset`` into the start of ``out`` (fewer only at the
     end of the file): how many. No new buffer per segment: a fresh multi-MiB ``bytes`` is a
     fresh mapping, and the kernel zeroes every page of it on first touch."""
