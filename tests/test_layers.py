@@ -26,7 +26,7 @@ ALLOWED: dict[str, set[str]] = {
     "platform": set(),
     "io": {"platform"},
     "profile": {"io", "platform", "optimize", "model"},
-    "ckpt": {"io", "platform", "model"},
+    "ckpt": {"io", "platform", "model", "native"},
     "apps": {"ckpt", "io", "platform", "model"},
     "runtime": {"ckpt", "profile", "io", "platform", "optimize", "model", "sim", "native"},
     # the C/C++/Fortran phase API: sources, headers, and where the built libraries are

@@ -27,6 +27,7 @@ NATIVE_DIR = Path(__file__).resolve().parent
 LIBRARIES: dict[str, tuple[str, ...]] = {
     "libgreenckpt.so": ("c/greenckpt.c",),
     "libgreenckpt_front.so": ("c/front.c", "c/front_json.c"),
+    "libgreenckpt_gf.so": ("c/gf.c",),
     "libgreenckpt_intercept.so": (
         "c/greenckpt.c",
         "c/intercept_common.c",

@@ -1,0 +1,84 @@
+"""ctypes access to libgreenckpt_gf: one parity piece of an erasure code (see ``c/gf.c``).
+
+Why here: the library is built with the others (:func:`greenckpt.native.library_dir`); the
+checkpoint library's erasure code (:mod:`greenckpt.ckpt.erasure`) calls :func:`combine` when
+it loads and keeps zfec and NumPy as the fallback where it does not (no C compiler).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from collections.abc import Sequence
+
+from greenckpt.native import library_dir
+from greenckpt.native.build import BuildError
+
+__all__ = ["LIBRARY", "available", "combine", "force_portable", "simd"]
+
+LIBRARY = "libgreenckpt_gf.so"
+
+
+@functools.cache
+def _library() -> ctypes.CDLL | None:
+    try:
+        lib = ctypes.CDLL(str(library_dir() / LIBRARY))
+    except (OSError, BuildError):
+        return None
+    vp, size = ctypes.c_void_p, ctypes.c_size_t
+    lib.gce_combine.argtypes = (ctypes.c_int, ctypes.POINTER(vp), ctypes.POINTER(size),
+                                ctypes.c_char_p, ctypes.c_char_p, vp, size)  # fmt: skip
+    lib.gce_combine.restype = ctypes.c_int
+    lib.gce_simd.argtypes = ()
+    lib.gce_simd.restype = ctypes.c_int
+    lib.gce_force_portable.argtypes = (ctypes.c_int,)
+    lib.gce_force_portable.restype = None
+    return lib
+
+
+def available() -> bool:
+    """Whether the library is built and loads (else the caller uses its fallback)."""
+    return _library() is not None
+
+
+def simd() -> str:
+    """``avx2`` or ``portable``: the loop the library runs on this CPU."""
+    lib = _library()
+    return "avx2" if lib is not None and lib.gce_simd() == 2 else "portable"
+
+
+def force_portable(on: bool) -> None:
+    """Run the portable loop even on an AVX2 CPU (tests compare the two)."""
+    lib = _library()
+    if lib is not None:
+        lib.gce_force_portable(int(on))
+
+
+def combine(
+    addresses: Sequence[int], lengths: Sequence[int], tables: bytes, ones: bytes, length: int
+) -> bytearray:
+    """``sum_i c_i * in_i`` over GF(2^8) into a new buffer of ``length`` bytes: input i at
+    ``addresses[i]`` holds ``lengths[i]`` <= ``length`` bytes (zero beyond); ``tables`` are
+    32 bytes per input (the products of c_i with 0..15 and with 0x00, 0x10, .., 0xf0);
+    ``ones[i]`` is 1 where c_i = 1 (a plain XOR). The caller keeps the inputs alive."""
+    lib = _library()
+    if lib is None:
+        raise OSError(f"{LIBRARY} is not available")
+    k = len(addresses)
+    if len(lengths) != k or len(tables) != 32 * k or len(ones) != k:
+        raise ValueError(f"combine: {k} inputs need {k} lengths, {32 * k} table bytes, {k} flags")
+    out = bytearray(length)
+    buffer = (ctypes.c_char * length).from_buffer(out) if length else None
+    rc = lib.gce_combine(
+        k,
+        (ctypes.c_void_p * k)(*addresses),
+        (ctypes.c_size_t * k)(*lengths),
+        tables,
+        ones,
+        ctypes.addressof(buffer) if buffer is not None else None,
+        length,
+    )
+    del buffer  # the bytearray may be resized again once no ctypes view holds it
+    if rc != 0:
+        raise ValueError("combine: an input is longer than the output")
+    return out
