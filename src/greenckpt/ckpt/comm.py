@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import os
 import shutil
-from array import array
 import socket
 import sys
+from array import array
 from typing import Any, Protocol, TypeVar
 
 from greenckpt.ckpt.wait import complete
