@@ -24,6 +24,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+import _pagereport
+from greenckpt.platform.root import PlatformError
+
 HERE = Path(__file__).resolve().parent
 TARGETS = {"L1": 1.0, "L2": 2.0, "L3-xor": 2.0, "L3-rs2": 3.0}
 
@@ -84,12 +87,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()))
     parser.add_argument("--seed", type=int, default=1)
+    _pagereport.add_argument(parser)
     ns = parser.parse_args()
     print(f"bench_levels: {ns.ranks} ranks, one emulated node each, in {ns.dir} "
           f"(cores: {os.cpu_count()})")  # fmt: skip
-    for mib in ns.mib:
-        results = run_job(ns.ranks, mib << 20, ns.rounds, ns.dir, ns.seed)
-        print("\n".join(report(mib, results)), flush=True)
+    try:
+        with _pagereport.page_reporting(ns.page_reporting) as memory_note:
+            print(f"memory: {memory_note}", flush=True)
+            for mib in ns.mib:
+                results = run_job(ns.ranks, mib << 20, ns.rounds, ns.dir, ns.seed)
+                print("\n".join(report(mib, results)), flush=True)
+    except PlatformError as exc:
+        raise SystemExit(f"bench_levels.py: error: {exc} (or --page-reporting keep)") from None
 
 
 if __name__ == "__main__":
