@@ -52,10 +52,14 @@ def settings(tree: Path) -> dict[str, bytes]:
 def rapl_load(
     tree: Path, package_w: float = 100.0, dram_w: float = 10.0
 ) -> Callable[[float], None]:
-    """A load that sleeps and advances the fake RAPL counters as if the package drew power."""
+    """A load that sleeps and advances the fake RAPL counters as if the package drew power
+    for as long as the sleep really took (a busy machine oversleeps: counting the time asked
+    for would read less power than stated)."""
 
     def load(seconds: float) -> None:
+        start = time.monotonic()
         time.sleep(seconds)
+        seconds = time.monotonic() - start
         for zone, watts in ((PKG, package_w), (DRAM, dram_w)):
             path = tree / POWERCAP / zone
             now = int((path / "energy_uj").read_text())

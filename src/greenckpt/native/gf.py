@@ -11,6 +11,7 @@ import ctypes
 import functools
 from collections.abc import Sequence
 
+from greenckpt.errors import InvalidValueError
 from greenckpt.native import library_dir
 from greenckpt.native.build import BuildError
 
@@ -63,10 +64,12 @@ def combine(
     ``ones[i]`` is 1 where c_i = 1 (a plain XOR). The caller keeps the inputs alive."""
     lib = _library()
     if lib is None:
-        raise OSError(f"{LIBRARY} is not available")
+        raise BuildError(f"{LIBRARY} is not available (no C compiler?): use zfec instead")
     k = len(addresses)
     if len(lengths) != k or len(tables) != 32 * k or len(ones) != k:
-        raise ValueError(f"combine: {k} inputs need {k} lengths, {32 * k} table bytes, {k} flags")
+        raise InvalidValueError(
+            f"combine: {k} inputs need {k} lengths, {32 * k} table bytes and {k} flags"
+        )
     out = bytearray(length)
     buffer = (ctypes.c_char * length).from_buffer(out) if length else None
     rc = lib.gce_combine(
@@ -80,5 +83,5 @@ def combine(
     )
     del buffer  # the bytearray may be resized again once no ctypes view holds it
     if rc != 0:
-        raise ValueError("combine: an input is longer than the output")
+        raise InvalidValueError(f"combine: an input is longer than the output ({length} bytes)")
     return out
