@@ -10,6 +10,10 @@ here block the asynchronous signals for their whole life (a new thread inherits 
 the thread that creates it), so the main thread is always the one woken. Faults raised by a
 thread's own instructions (SIGSEGV, SIGBUS, SIGFPE, SIGILL) and SIGPIPE are never blocked.
 The native front does the same for its own thread (``front.c``).
+
+A process started from such a thread inherits its mask (exec keeps it): start long-lived
+programs from other threads. docs/design/runtime.md ("Signals and threads") says which
+threads are quiet and why.
 """
 
 from __future__ import annotations
