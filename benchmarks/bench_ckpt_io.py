@@ -1,7 +1,7 @@
 """Checkpoint write and restart read throughput vs raw parallel I/O and fio; target â‰¥ 0.9Ã—.
 
 Run: ``python benchmarks/bench_ckpt_io.py [--size 512MiB] [--writers 1,2,4] [--repeats 15]
-[--dir DIR] [--settle 0] [--no-fio] [--json PATH]``. Not a test: nothing here asserts a time;
+[--dir DIR] [--settle 0] [--busy N|cores] [--no-fio] [--json PATH]``. Not a test: nothing here asserts a time;
 it prints the library's throughput over raw's and fio's (median of per-repeat ratios) and
 PASS/FAIL against 0.9.
 
@@ -92,6 +92,7 @@ burns more CPU is not as cheap.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -102,7 +103,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -428,6 +429,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:  # noqa: PLR0915 â
         "default) or the whole page cache (global: needs root)",
     )
     _pagereport.add_argument(parser)
+    parser.add_argument(
+        "--busy",
+        default="0",
+        help="CPU-bound processes spinning beside every tool while it runs: N, or 'cores' for "
+        "one per CPU (issue 19's 'under load' targets; default 0)",
+    )
     parser.add_argument("--no-fio", action="store_true", help="skip fio even if installed")
     parser.add_argument("--json", default=None, metavar="PATH", help="also write results here")
     args = parser.parse_args(argv)
@@ -485,10 +492,36 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:  # noqa: PLR0915 â
     return args
 
 
+@contextlib.contextmanager
+def busy(count: int) -> Iterator[None]:
+    """``count`` processes spinning at full speed (a CPU-bound load beside the tools), killed
+    at the end whatever happens."""
+    spinners = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
+        for _ in range(count)
+    ]
+    try:
+        yield
+    finally:
+        for proc in spinners:
+            proc.kill()
+            proc.wait()
+
+
+def busy_count(text: str) -> int:
+    """``--busy``: N >= 0, or ``cores``."""
+    if text == "cores":
+        return os.cpu_count() or 1
+    if text.isdigit():
+        return int(text)
+    raise SystemExit(f"bench_ckpt_io.py: error: --busy {text!r}: give a count >= 0 or 'cores'")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    args.busy_n = busy_count(args.busy)
     try:
-        with _pagereport.page_reporting(args.page_reporting) as memory_note:
+        with _pagereport.page_reporting(args.page_reporting) as memory_note, busy(args.busy_n):
             return measure(args, memory_note)
     except PlatformError as exc:
         print(f"bench_ckpt_io.py: error: {exc} (or --page-reporting keep)", file=sys.stderr)
@@ -515,6 +548,7 @@ def measure(args: argparse.Namespace, memory_note: str) -> int:  # noqa: PLR0912
     )
     print(f"storage: {args.directory} -> {storage(args.directory)}")
     print(f"memory: {memory_note}")
+    print(f"load beside the tools: {args.busy_n} CPU-bound process(es) spinning (--busy)")
     print(
         f"launcher: {args.launcher or 'none (1 writer, plain python)'}; fio: "
         f"{fio_version() if args.use_fio else 'not used'}"
@@ -685,6 +719,7 @@ def measure(args: argparse.Namespace, memory_note: str) -> int:  # noqa: PLR0912
             "settle_s": args.settle,
             "cache_drop": sorted(methods),
             "page_reporting": memory_note,
+            "busy_processes": args.busy_n,
             "load_average_start": list(load_start),
             "load_average_end": list(load_end),
             "target": TARGET,
