@@ -1,9 +1,9 @@
 """Checkpoint write and restart read throughput vs raw parallel I/O and fio; target ≥ 0.9×.
 
 Run: ``python benchmarks/bench_ckpt_io.py [--size 512MiB] [--writers 1,2,4] [--repeats 15]
-[--dir DIR] [--settle 0] [--busy N|cores] [--no-fio] [--json PATH]``. Not a test: nothing here asserts a time;
-it prints the library's throughput over raw's and fio's (median of per-repeat ratios) and
-PASS/FAIL against 0.9.
+[--dir DIR] [--settle 0] [--busy N|cores] [--no-fio] [--json PATH]``. Not a test: nothing
+here asserts a time; it prints the library's throughput over raw's and fio's (median of
+per-repeat ratios) and PASS/FAIL against 0.9.
 
 Why: a checkpoint library earns its place only if protecting the data (digests, manifest,
 agreement, commit, verification on restart) costs little next to moving the bytes. So the
