@@ -139,7 +139,7 @@ class MPIComm:
     counts). Bulk data then move under MPI's own blocking calls: a large message goes in
     pieces that advance only while both ends poll MPI (shared memory without CMA, most
     networks), and a sleep between polls throttles the transfer — measured here with CMA off,
-    a 4-rank level-2 checkpoint of 64 MiB each took 7.8 s with polite waits against 0.77 s
+    a 4-rank level-2 checkpoint of 64 MiB each took 7.8 s with polite waits against 0.73 s
     with MPI's (benchmarks/bench_levels.py; docs/design/waiting.md)."""
 
     def __init__(self, comm: Any = None) -> None:
