@@ -281,7 +281,7 @@ def _survivor_piece(
     me: int,
     s: int,
     at: tuple[int, int, int, int],
-) -> bytes | None:
+) -> bytearray | None:
     """What surviving member ``me`` sends for one segment of stripe ``s``: its data piece, or
     its parity piece (``longest`` bytes), or None; ``at`` is (piece size, offset, segment,
     longest). Raises OSError when its file cannot be read."""
@@ -299,7 +299,7 @@ def _survivor_piece(
 def _present(
     code: ErasureCode,
     stripe: Stripe,
-    pieces: Sequence[bytes | None],
+    pieces: Sequence[Buffer | None],
     seg_lengths: Sequence[int],
     longest: int,
 ) -> dict[int, Buffer]:
@@ -408,7 +408,7 @@ def rebuild_data(
                         for d in stripe.data
                     ]
                     longest = max(seg_lengths)
-                    mine: bytes | None = None
+                    mine: bytearray | None = None
                     if me not in lost and error is None:
                         try:
                             mine = _survivor_piece(

@@ -56,17 +56,12 @@ def read_into(fd: int, offset: int, out: bytearray | memoryview, length: int) ->
     return done
 
 
-def read_segment(fd: int, offset: int, length: int) -> bytes:
-    """Up to ``length`` bytes at ``offset`` (fewer only at the end of the file)."""
-    parts: list[bytes] = []
-    while length > 0:
-        got = os.pread(fd, length, offset)
-        if not got:
-            break
-        parts.append(got)
-        offset += len(got)
-        length -= len(got)
-    return b"".join(parts)
+def read_segment(fd: int, offset: int, length: int) -> bytearray:
+    """Up to ``length`` bytes at ``offset`` in a new buffer (fewer only at the end of the
+    file): for pieces that travel pickled (a rebuild's gathers)."""
+    out = bytearray(length)
+    del out[read_into(fd, offset, out, length) :]
+    return out
 
 
 class SegmentWriter:

@@ -21,9 +21,8 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Callable
-from typing import Any
 
-__all__ = ["ASYNC_SIGNALS", "block_here", "quiet_thread", "start_quiet"]
+__all__ = ["ASYNC_SIGNALS", "quiet_thread", "start_quiet"]
 
 #: Signals sent from outside that a helper thread must leave to the main thread.
 ASYNC_SIGNALS: frozenset[signal.Signals] = frozenset(
@@ -56,12 +55,6 @@ def start_quiet(thread: threading.Thread) -> threading.Thread:
     return thread
 
 
-def quiet_thread(target: Callable[..., Any], name: str, *args: Any) -> threading.Thread:
-    """A started daemon thread running ``target(*args)`` that never takes async signals."""
-    return start_quiet(threading.Thread(target=target, name=name, args=args, daemon=True))
-
-
-def block_here() -> None:
-    """Block :data:`ASYNC_SIGNALS` in the calling thread: the ``initializer`` of a pool's
-    workers (they start inside the pool, where :func:`start_quiet` cannot reach)."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, ASYNC_SIGNALS)
+def quiet_thread(target: Callable[[], object], name: str) -> threading.Thread:
+    """A started daemon thread running ``target()`` that never takes async signals."""
+    return start_quiet(threading.Thread(target=target, name=name, daemon=True))
