@@ -100,11 +100,13 @@ def erasure_groups(
     return tuple(tuple(sorted(g)) for g in groups)
 
 
-def _create_writer(path: Path, checksum: str) -> tuple[SegmentWriter | None, str | None]:
+def _create_writer(
+    path: Path, checksum: str, *, cached: bool = True
+) -> tuple[SegmentWriter | None, str | None]:
     """A writer for ``path``, or why it cannot be created (reported to the group, not raised:
     every member must still take part in the exchange)."""
     try:
-        return SegmentWriter(path, checksum), None
+        return SegmentWriter(path, checksum, cached=cached), None
     except OSError as exc:
         return None, f"cannot create {path}: {one_line(exc)}"
 
@@ -216,9 +218,9 @@ def encode_parity(
     # read_error: this member cannot send its data (peers see it); error: it cannot compute
     # or store its parity
     fd, read_error = (-1, None) if data is None else _open_read(data)
-    writer, error = (
-        _create_writer(parity, checksum) if me in targets and parity is not None else (None, None)
-    )
+    writer, error = (None, None)
+    if me in targets and parity is not None:  # parity is read back only if a member is lost
+        writer, error = _create_writer(parity, checksum, cached=False)
     # the pieces this member sends, and those it receives, packed in member order (reused)
     send, recv = bytearray(layout.members * segment), bytearray(layout.members * segment)
     try:

@@ -199,6 +199,7 @@ class PartnerLevel:
             stage / copy_name(owner.file),
             owner.rank,
             self.checksum,
+            cached=False,  # read back only if a node is lost
         )
         if got.error is not None:
             return f"partner copy of rank {owner.rank}: {got.error}"

@@ -15,7 +15,10 @@ value and reports it collectively.
 from __future__ import annotations
 
 import contextlib
+import errno
+import mmap
 import os
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -30,6 +33,7 @@ __all__ = [
     "SEGMENT",
     "Received",
     "SegmentWriter",
+    "aligned_buffer",
     "first_cause",
     "one_line",
     "read_into",
@@ -64,29 +68,89 @@ def read_segment(fd: int, offset: int, length: int) -> bytearray:
     return out
 
 
+DIRECT_ALIGN: Final = 4096
+"""Alignment of ``O_DIRECT`` writes (address, offset and length): the largest logical block
+size of common devices, so it suits 512-byte and 4K ones alike."""
+
+
+def aligned_buffer(length: int) -> mmap.mmap:
+    """A zeroed, writable, page-aligned buffer of ``length`` bytes (an anonymous mapping): what
+    ``O_DIRECT`` can write from without a copy, and what MPI can receive into."""
+    return mmap.mmap(-1, max(length, 1))
+
+
+def _open_direct(path: Path) -> int:
+    """``path`` opened again for ``O_DIRECT`` writes, or -1 where that is refused (tmpfs and
+    some network or FUSE file systems: the writer then stays buffered)."""
+    flag = getattr(os, "O_DIRECT", 0)
+    if not flag:
+        return -1
+    try:
+        return os.open(path, os.O_WRONLY | os.O_CLOEXEC | flag)
+    except OSError:
+        return -1
+
+
+def _free(buffers: list[mmap.mmap]) -> None:
+    """Unmap ``buffers`` (one a failed write's traceback still views goes with that error)."""
+    for old in buffers:
+        with contextlib.suppress(BufferError):
+            old.close()
+
+
+def _pwrite_all(fd: int, view: memoryview, offset: int) -> None:
+    done = 0
+    while done < len(view):
+        done += os.pwrite(fd, view[done:], offset + done)
+
+
 class SegmentWriter:
     """A file written segment by segment at explicit offsets, hashed when written in order.
 
     ``close`` fsyncs it: a rebuilt or copied file must be durable before anything refers to it.
+
+    ``cached=False`` writes the aligned part of every segment with ``O_DIRECT``, past the page
+    cache, from a background thread: for the files a checkpoint stores only in case of a
+    failure (partner copies, parity), which nobody reads back unless a node is lost. Why: a
+    buffered write copies every byte into freshly allocated page-cache pages and makes the
+    kernel write them back later; on a node whose cores are busy that copy, not the device, is
+    the cost — on the 2-CPU VM this was built on, 4 ranks storing 256 MiB partner copies spent
+    0.5–2.4 CPU-s in buffered writes and 0.11–0.17 CPU-s with ``O_DIRECT`` — and cached copies
+    push the application's pages out of memory. An ``O_DIRECT`` write returns only when the
+    device has the data, so the segment is copied into one of two aligned buffers and written
+    by the thread while the caller receives the next one (one write in flight, one being
+    filled). A tail shorter than :data:`DIRECT_ALIGN`, an unaligned offset, and every write on
+    a file system that refuses ``O_DIRECT`` (tmpfs, some network and FUSE ones) go through the
+    page cache as before. An error of a background write is raised by the next call.
     """
 
-    def __init__(self, path: Path, checksum: str) -> None:
+    def __init__(self, path: Path, checksum: str, *, cached: bool = True) -> None:
         self.path = path
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         self._writeback = Writeback(self._fd)  # level 1's: the fsync at the end stays short
+        self._direct = -1 if cached else _open_direct(path)
+        self._buffers: list[mmap.mmap] = []
+        self._turn = 0
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: Future[None] | None = None
         self._hasher = new_hasher(checksum)
         self._next = 0
         self._ordered = True
         self.size = 0
 
-    def write_at(self, offset: int, data: bytes | memoryview) -> None:
+    @property
+    def direct(self) -> bool:
+        """Whether aligned writes go past the page cache (``O_DIRECT`` was granted)."""
+        return self._direct >= 0
+
+    def write_at(self, offset: int, data: bytes | bytearray | memoryview | mmap.mmap) -> None:
         """Write ``data`` at ``offset``; the digest covers the file only if writes were in
         order without gaps (:meth:`close` says)."""
-        view = memoryview(data)
-        done = 0
-        while done < len(view):
-            done += os.pwrite(self._fd, view[done:], offset + done)
-        self._writeback.wrote(offset, len(view))
+        view = memoryview(data).cast("B")
+        done = self._write_behind(offset, view) if self._direct >= 0 else 0
+        if done < len(view):
+            _pwrite_all(self._fd, view[done:], offset + done)
+            self._writeback.wrote(offset + done, len(view) - done)
         if offset != self._next:
             self._ordered = False
         else:
@@ -94,16 +158,78 @@ class SegmentWriter:
         self._next = offset + len(view)
         self.size = max(self.size, offset + len(view))
 
+    def _write_behind(self, offset: int, view: memoryview) -> int:
+        """Hand the aligned head of ``view`` to the background ``O_DIRECT`` write: how many
+        bytes (0 at an unaligned offset; the rest is the caller's to write buffered)."""
+        n = len(view) - len(view) % DIRECT_ALIGN
+        if offset % DIRECT_ALIGN or not n:
+            return 0
+        if len(self._buffers) < 2 or len(self._buffers[0]) < n:
+            self._wait()  # no write may be reading a buffer that is replaced
+            _free(self._buffers)
+            self._buffers = [aligned_buffer(n), aligned_buffer(n)]
+        buffer = self._buffers[self._turn]
+        buffer[:n] = view[:n]  # the other buffer may still be on its way to the device
+        self._wait()
+        if self._direct < 0:  # the last write found O_DIRECT refused: this one goes buffered
+            return 0
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="greenckpt-direct")
+        self._pending = self._pool.submit(self._write_direct, buffer, n, offset)
+        self._turn ^= 1
+        return n
+
+    def _write_direct(self, buffer: mmap.mmap, n: int, offset: int) -> None:
+        """The background write (the file system may still refuse the alignment: then these
+        bytes, and every later write, go through the page cache)."""
+        view = memoryview(buffer)[:n]
+        try:
+            _pwrite_all(self._direct, view, offset)
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
+            _pwrite_all(self._fd, view, offset)
+            self._close_direct()
+        finally:
+            view.release()
+
+    def _wait(self) -> None:
+        """Wait for the write in flight; raise its error."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def _close_direct(self) -> None:
+        if self._direct >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._direct)
+            self._direct = -1
+
+    def _release(self) -> None:
+        """Stop the background writer (waiting for a write in flight) and free its buffers."""
+        try:
+            self._wait()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown()
+                self._pool = None
+            self._close_direct()
+            _free(self._buffers)
+            self._buffers = []
+
     def close(self) -> str | None:
         """fsync and close; the digest of the file when it was written in order, else None."""
         try:
-            os.fsync(self._fd)
+            self._release()
+            os.fsync(self._fd)  # the inode's data, whichever descriptor wrote them
         finally:
             os.close(self._fd)
         return self._hasher.hexdigest() if self._ordered else None
 
     def abandon(self) -> None:
         """Close and delete after an error."""
+        with contextlib.suppress(OSError):
+            self._release()
         with contextlib.suppress(OSError):
             os.close(self._fd)
         self.path.unlink(missing_ok=True)
@@ -175,13 +301,16 @@ def shift_file(
     source: int,
     checksum: str,
     segment: int = SEGMENT,
+    *,
+    cached: bool = True,
 ) -> Received:
     """Send file ``send`` to rank ``dest`` while receiving rank ``source``'s file into ``recv``.
 
     Collective over ``comm``: every rank calls it, with ``dest``/``source`` forming a
     permutation (rank r sends to dest(r) and dest(r) receives from r). ``send=None`` sends
     nothing; ``recv=None`` discards what arrives. All ranks run the same number of rounds (the
-    largest file decides), so nobody waits on a peer that finished early.
+    largest file decides), so nobody waits on a peer that finished early. ``cached=False``:
+    the received file is written past the page cache (:class:`SegmentWriter`).
     """
     # send_error: this rank cannot read what it sends (its peer sees it); recv_error: this
     # rank cannot store what it receives
@@ -193,10 +322,10 @@ def shift_file(
     writer: SegmentWriter | None = None
     if recv is not None and expected >= 0:
         try:
-            writer = SegmentWriter(recv, checksum)
+            writer = SegmentWriter(recv, checksum, cached=cached)
         except OSError as exc:
             recv_error = f"cannot create {recv}: {one_line(exc)}"
-    outgoing, incoming = bytearray(segment), bytearray(segment)  # reused every round
+    outgoing, incoming = bytearray(segment), aligned_buffer(segment)  # reused every round
     try:
         for i in range(rounds):
             n = 0
