@@ -11,6 +11,7 @@ pickled collectives are fine. Bulk data (partner copies, parity) goes through
 
 from __future__ import annotations
 
+import mmap
 import os
 import shutil
 import socket
@@ -25,6 +26,8 @@ __all__ = ["Comm", "MPIComm", "SelfComm", "find_mpiexec", "world"]
 
 T = TypeVar("T")
 BytesLike = bytes | bytearray | memoryview
+Writable = bytearray | mmap.mmap
+"""A buffer a bulk receive lands in (an anonymous mapping when it must be page-aligned)."""
 
 
 class Comm(Protocol):
@@ -52,7 +55,7 @@ class Comm(Protocol):
         """``root``'s ``obj`` on every rank."""
         ...
 
-    def sendrecv_into(self, data: BytesLike, dest: int, out: bytearray, source: int) -> int:
+    def sendrecv_into(self, data: BytesLike, dest: int, out: Writable, source: int) -> int:
         """Send the bytes of ``data`` to ``dest`` and receive what ``source`` sends into the
         start of ``out`` (at most ``len(out)`` bytes): how many arrived. The bulk path: no
         pickling, no new buffers."""
@@ -96,7 +99,7 @@ class SelfComm:
         """The object itself."""
         return obj
 
-    def sendrecv_into(self, data: BytesLike, dest: int, out: bytearray, source: int) -> int:
+    def sendrecv_into(self, data: BytesLike, dest: int, out: Writable, source: int) -> int:
         """Only to itself: ``data`` copied into ``out``."""
         view = memoryview(data).cast("B")
         if dest != 0 or source != 0:
@@ -174,7 +177,7 @@ class MPIComm:
         out: T = self._comm.bcast(obj, root=root)
         return out
 
-    def sendrecv_into(self, data: BytesLike, dest: int, out: bytearray, source: int) -> int:
+    def sendrecv_into(self, data: BytesLike, dest: int, out: Writable, source: int) -> int:
         """``Isend`` of the buffer, a polite probe for ``source``'s message (its size), then
         ``Recv`` straight into ``out`` (paired: no deadlock whatever the ranks' order)."""
         from mpi4py import MPI  # noqa: PLC0415 - see __init__
