@@ -10,7 +10,10 @@ L3 XOR and L3 RS once, in an order that rotates from round to round (interleaved
 machine's drift hits every level alike). Each call is timed between a barrier and its return:
 the job's wall time is max end − min start (CLOCK_MONOTONIC, one clock on one host), and the
 CPU-seconds are every rank's user + system time in the call (threads included), summed.
-Rank 0 prints ``RESULT {json}``: per level, the list of (seconds, cpu_s) over the rounds.
+Rank 0 prints ``RESULT {json}``: per level, the list of (seconds, cpu_s) over the rounds, and
+the bytes the level's last checkpoint stores on all nodes together (data, copies, parity): on
+one host every emulated node writes to the same device, so a level that stores twice L1's
+bytes cannot take less than about twice L1's time where the device is the bottleneck.
 """
 
 from __future__ import annotations
@@ -32,6 +35,17 @@ LEVELS = ("L1", "L2", "L3-xor", "L3-rs2")
 def _cpu() -> float:
     use = resource.getrusage(resource.RUSAGE_SELF)
     return use.ru_utime + use.ru_stime
+
+
+def stored_bytes(local: Path, level: int, name: str) -> int:
+    """Bytes in the newest checkpoint directory of ``name`` at ``level`` on every node."""
+    total = 0
+    pattern = f"*/{name}" if level == 1 else f"*/level{level}/{name}"  # the store's layout
+    for node in sorted(local.glob(pattern)):
+        newest = max(node.glob("ckpt-*"), default=None)
+        if newest is not None:
+            total += sum(f.stat().st_size for f in newest.rglob("*") if f.is_file())
+    return total
 
 
 def main() -> None:
@@ -57,6 +71,7 @@ def main() -> None:
         ck.protect("field", data)
     calls = {"L1": (a, 1), "L2": (a, 2), "L3-xor": (a, 3), "L3-rs2": (b, 3)}
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in LEVELS}
+    stored: dict[str, int] = {}
     for r in range(rounds + 1):  # round 0 warms up (files, page cache, zfec import)
         order = LEVELS[r % len(LEVELS) :] + LEVELS[: r % len(LEVELS)]
         for name in order:
@@ -69,10 +84,13 @@ def main() -> None:
             wall = max(g[1] for g in got) - min(g[0] for g in got)
             if r > 0:
                 results[name].append((wall, sum(g[2] for g in got)))
+            if r == 1 and comm.rank == 0:  # after the call: a later level may retire it
+                stored[name] = stored_bytes(root / "local", level, ck.config.name)
     for ck in (a, b):
         ck.finalize()
     if comm.rank == 0:
-        print("RESULT " + json.dumps({"ranks": size, "bytes_per_rank": nbytes, "results": results}))
+        doc = {"ranks": size, "bytes_per_rank": nbytes, "results": results, "stored": stored}
+        print("RESULT " + json.dumps(doc))
 
 
 if __name__ == "__main__":
