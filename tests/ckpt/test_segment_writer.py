@@ -139,3 +139,32 @@ def test_cached_writers_never_open_o_direct(tmp_path: Path) -> None:
     assert not writer.direct
     writer.write_at(0, _payload(MIB, 9))
     assert writer.close() == digest_bytes("xxh3_64", _payload(MIB, 9))
+
+
+def test_a_segment_received_into_the_writers_buffer_is_written_without_a_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "copy"
+    writer = _direct_or_skip(path)
+    written_from: list[object] = []
+    real = os.pwrite
+
+    def spy(fd: int, data: memoryview, offset: int) -> int:
+        written_from.append(data.obj)
+        return real(fd, data, offset)
+
+    monkeypatch.setattr(transfer.os, "pwrite", spy)
+    parts, buffers = [], []
+    for k in range(3):
+        buffer = writer.buffer(MIB)
+        assert len(buffer) >= MIB
+        part = _payload(MIB, 10 + k)
+        buffer[:MIB] = part  # as a receive fills it
+        writer.write_at(k * MIB, memoryview(buffer)[:MIB])
+        parts.append(part)
+        buffers.append(buffer)
+    digest = writer.close()
+    assert path.read_bytes() == b"".join(parts)
+    assert digest == digest_bytes("xxh3_64", b"".join(parts))
+    assert buffers[0] is not buffers[1] and buffers[0] is buffers[2]  # two take turns
+    assert written_from == buffers  # each written from the buffer it was received in

@@ -15,6 +15,7 @@ value and reports it collectively.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import mmap
 import os
@@ -91,6 +92,14 @@ def _open_direct(path: Path) -> int:
         return -1
 
 
+def _starts(view: memoryview, buffer: mmap.mmap) -> bool:
+    """Whether ``view`` is a view of ``buffer`` from its first byte."""
+    if view.obj is not buffer or view.readonly:
+        return False
+    start = ctypes.addressof(ctypes.c_char.from_buffer(view))
+    return start == ctypes.addressof(ctypes.c_char.from_buffer(buffer))
+
+
 def _free(buffers: list[mmap.mmap]) -> None:
     """Unmap ``buffers`` (one a failed write's traceback still views goes with that error)."""
     for old in buffers:
@@ -158,18 +167,26 @@ class SegmentWriter:
         self._next = offset + len(view)
         self.size = max(self.size, offset + len(view))
 
+    def buffer(self, length: int) -> mmap.mmap:
+        """An aligned buffer of at least ``length`` bytes to fill with the next segment:
+        handed back to :meth:`write_at` (as is, or a view of its start) it is written without
+        a copy. Only until that call: the writer then gives the other of its two buffers."""
+        if len(self._buffers) < 2 or len(self._buffers[0]) < length:
+            self._wait()  # no write may be reading a buffer that is replaced
+            _free(self._buffers)
+            size = max(length, DIRECT_ALIGN)
+            self._buffers = [aligned_buffer(size), aligned_buffer(size)]
+        return self._buffers[self._turn]
+
     def _write_behind(self, offset: int, view: memoryview) -> int:
         """Hand the aligned head of ``view`` to the background ``O_DIRECT`` write: how many
         bytes (0 at an unaligned offset; the rest is the caller's to write buffered)."""
         n = len(view) - len(view) % DIRECT_ALIGN
         if offset % DIRECT_ALIGN or not n:
             return 0
-        if len(self._buffers) < 2 or len(self._buffers[0]) < n:
-            self._wait()  # no write may be reading a buffer that is replaced
-            _free(self._buffers)
-            self._buffers = [aligned_buffer(n), aligned_buffer(n)]
-        buffer = self._buffers[self._turn]
-        buffer[:n] = view[:n]  # the other buffer may still be on its way to the device
+        buffer = self.buffer(n)
+        if not _starts(view, buffer):  # else the caller filled it: no copy
+            buffer[:n] = view[:n]  # the other buffer may still be on its way to the device
         self._wait()
         if self._direct < 0:  # the last write found O_DIRECT refused: this one goes buffered
             return 0
@@ -325,7 +342,8 @@ def shift_file(
             writer = SegmentWriter(recv, checksum, cached=cached)
         except OSError as exc:
             recv_error = f"cannot create {recv}: {one_line(exc)}"
-    outgoing, incoming = bytearray(segment), aligned_buffer(segment)  # reused every round
+    outgoing = bytearray(segment)  # reused every round
+    spare = bytearray(segment if writer is None else 0)  # what nobody stores lands here
     try:
         for i in range(rounds):
             n = 0
@@ -337,6 +355,8 @@ def shift_file(
                 except OSError as exc:
                     send_error = f"cannot read {send}: {one_line(exc)}"
                     n = 0
+            # received straight into the buffer the writer stores it from (no copy)
+            incoming = writer.buffer(segment) if writer is not None else spare
             got = comm.sendrecv_into(memoryview(outgoing)[:n], dest, incoming, source)
             if writer is not None and got and recv_error is None:
                 try:
