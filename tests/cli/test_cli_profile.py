@@ -2,9 +2,9 @@
 
 The sweeps are real — the I/O engine writes and reads files under ``tmp_path`` while the
 utilisation estimator meters the node — but small (8 MiB, one repetition, no warm-up, no idle
-measurement), so the whole module takes seconds. The frequency is left as found: on a node
-without cpufreq (a VM) that is the default; elsewhere the tests ask for it, so they never
-change the node's settings.
+or waiting-power measurement), so the whole module takes seconds. The frequency is left as
+found: on a node without cpufreq (a VM) that is the default; elsewhere the tests ask for it,
+so they never change the node's settings.
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ TINY = [
     "--warmup",
     "0",
     "--idle",
+    "0",
+    "--waiting-seconds",
     "0",
     "--meters",
     "estimator",

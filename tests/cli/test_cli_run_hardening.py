@@ -58,7 +58,8 @@ def _profile(tmp_path: Path) -> Path:
     io_dir.mkdir()
     proc = greenckpt(
         "profile", "run", str(io_dir), "-o", "p.json", "--size", "1MiB", "--processes", "1",
-        "--repetitions", "1", "--warmup", "0", "--idle", "0", "--quiet", cwd=tmp_path,
+        "--repetitions", "1", "--warmup", "0", "--idle", "0", "--waiting-seconds", "0",
+        "--quiet", cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     return tmp_path / "p.json"

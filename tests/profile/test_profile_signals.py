@@ -23,6 +23,7 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSI
 
 SLOW_CELL = ["--size", "256MiB", "--processes", "2", "--ops", "write", "--codecs", "zstd:19"]
 SLOW_CELL += ["--data", "field", "--repeats", "1", "--warmup", "0", "--idle", "0", "--quiet"]
+SLOW_CELL += ["--waiting-seconds", "0"]  # the signals must reach the cell, not the waiters
 
 
 def _profile(target: Path, out: Path, **popen: object) -> subprocess.Popen[bytes]:

@@ -357,6 +357,7 @@ def scenario_from_args(ns: argparse.Namespace) -> Inputs:
         baseline_interval=ns.baseline_interval,
         work=ns.work,
         nodes=nodes,
+        wait_mode=getattr(ns, "waiting", "polite"),  # greenckpt plan --waiting
     )
     echo = getattr(ns, "ckpt_size_echo", None) or units.format_size(ns.ckpt_size)
     return Inputs(load_profile(ns.profile), ns.profile, scenario, mtbf_text, echo)

@@ -26,6 +26,7 @@ from greenckpt.jsonout import dumps
 from greenckpt.model import epe
 from greenckpt.optimize import Plan, pareto_front, plan
 from greenckpt.optimize import native_config as native
+from greenckpt.optimize.profile import WAIT_MODES
 from greenckpt.report.plan_report import plan_tables, plan_to_dict, power_source
 from greenckpt.units import format_duration, format_power, format_size
 
@@ -40,6 +41,14 @@ def register(sub: Any) -> None:
         "with the stock cpufreq governors.",
     )
     add_scenario_arguments(p)
+    p.add_argument(
+        "--waiting",
+        choices=WAIT_MODES,
+        default="polite",
+        help="how the ranks that do no I/O wait during a phase: polite (greenckpt's "
+        "checkpoint library, default) or spin (GREENCKPT_WAIT=spin, or a native code in its "
+        "MPI's busy-polling waits); their power per rank comes from the profile",
+    )
     p.add_argument(
         "--pareto", action="store_true", help="also print the runtime/energy Pareto front"
     )
@@ -76,8 +85,8 @@ def _on_grid(result: Plan, quantum: float) -> tuple[float, float]:
                     b.T_R,
                     scn.rate,
                     scn.app_power,
-                    b.write.power,
-                    b.read.power,
+                    b.W_C,
+                    b.W_R,
                     form=scn.form,
                 )
             ),

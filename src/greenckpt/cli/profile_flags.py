@@ -41,6 +41,7 @@ FLAG_OF = {
     "repetitions": "--repeats",
     "warmup": "--warmup",
     "idle_seconds": "--idle",
+    "waiting_seconds": "--waiting-seconds",
     "extra.meters": "--meters",
     "extra.rate_hz": "--rate",
     "extra.meter_csv": "--meter-csv",

@@ -17,6 +17,7 @@ from typing import Any
 from rich.markup import escape
 
 from greenckpt import units
+from greenckpt.ckpt.wait import complete
 from greenckpt.cli.args import add_meter_arguments, meter_names
 from greenckpt.cli.argtypes import add_hidden_alias, non_negative_int, positive_int, unit_type
 from greenckpt.cli.console import make_console
@@ -69,6 +70,7 @@ from greenckpt.profile.run import (
     sweep_extra,
 )
 from greenckpt.profile.sweep import CellChooser
+from greenckpt.profile.waiting import DEFAULT_WAITING_SECONDS, WaitersError
 from greenckpt.report.profile_progress import progress_sink, stop_progress
 from greenckpt.report.profile_tables import (
     render_profile,
@@ -179,6 +181,15 @@ def register_run(actions: Any) -> None:
         type=idle_arg,
         default=5.0,
         help="how long to measure idle power first (default 5s; 0 to skip)",
+    )
+    meas.add_argument(
+        "--waiting-seconds",
+        type=idle_arg,
+        default=DEFAULT_WAITING_SECONDS,
+        metavar="DURATION",
+        help="metered window of the waiting ranks' power, per CPU setting, C-state setting "
+        "and wait mode (polite, spin), with one waiter per CPU; measured first, with the "
+        f"idle power at each setting (default {DEFAULT_WAITING_SECONDS:g}s; 0 to skip)",
     )
     add_meter_arguments(meas)
     again = meas.add_mutually_exclusive_group()
@@ -304,6 +315,7 @@ def _request(ns: argparse.Namespace) -> tuple[SweepSpec, MeterRequest, AdaptiveR
         warmup=ns.warmup,
         idle_seconds=ns.idle,
         extra=sweep_extra(meters, adaptive),
+        waiting_seconds=ns.waiting_seconds,
     )
     spec.validate()
     return spec, meters, adaptive
@@ -371,6 +383,7 @@ def _sweep(
             meters=meters,
             chooser=None if adaptive is None else adaptive.chooser(spec),
             progress=progress,
+            wait_loop=complete,  # the checkpoint library's own wait (greenckpt.profile.waiting)
         )
     except KeyboardInterrupt:
         stop_progress(progress)
@@ -387,7 +400,7 @@ def _sweep(
                 file=sys.stderr,
             )
         return EXIT_INTERRUPTED
-    except (IOJobError, OSError) as exc:
+    except (IOJobError, WaitersError, OSError) as exc:
         stop_progress(progress)
         kept = cells_kept(out, before, resumed=previous is not None)
         where = f"; {out} keeps {kept} finished cells (--resume)" if kept else ""

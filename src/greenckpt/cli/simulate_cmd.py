@@ -105,8 +105,8 @@ def _simulate(
         c.T_R,
         process,
         W_A=app_power,
-        W_C=c.write.power,
-        W_R=c.read.power,
+        W_C=c.W_C,
+        W_R=c.W_R,
         units=ns.units,
         seed=ns.seed,
         confidence=ns.confidence,
@@ -122,7 +122,7 @@ def _rows(
     column is always the one the simulation is compared with.
     """
     args = (c.T_A, c.T_C, c.T_R, rate)
-    powers = (app_power, c.write.power, c.read.power)
+    powers = (app_power, c.W_C, c.W_R)
     exact = sojourn_times(*args, form="exact")
     paper = sojourn_times(*args, form="saito2013")
     return [

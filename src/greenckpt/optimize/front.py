@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from greenckpt.model import energy_optimal_interval, epe, time_factor, time_optimal_interval
-from greenckpt.optimize.planner import Scenario, _candidates, _Pairs, _pairs
+from greenckpt.optimize.planner import Scenario, _candidates, _OpPoints, _Pairs, _pairs
 from greenckpt.optimize.profile import Profile, ProfilePoint
 
 
@@ -33,7 +33,7 @@ def pareto_front(profile: Profile, scenario: Scenario, samples: int = 24) -> lis
     For each codec-compatible pair, the intervals between its time optimum and its energy
     optimum are the only ones that can be Pareto-optimal (outside them both objectives worsen);
     ``samples`` geometric steps cover that range. ``max_slowdown`` is ignored: the front shows
-    the whole trade-off.
+    the whole trade-off. Powers are the phases' (waiting ranks included), as in the plan.
     """
     return _front(profile, scenario, samples, prune=True)
 
@@ -76,12 +76,11 @@ def _samples(
 
 
 def _subset(scn: Scenario, c: _Pairs, wi: np.ndarray, ri: np.ndarray) -> _Pairs:
-    """The pairs ``(wi, ri)`` of ``c``'s unpruned points, with their figures."""
-    writes, reads = c.all_writes, c.all_reads
-    thr_w = np.array([p.throughput for p in writes])
-    thr_r = np.array([p.throughput for p in reads])
-    pw_w = np.array([p.power for p in writes])
-    pw_r = np.array([p.power for p in reads])
+    """The pairs ``(wi, ri)`` of ``c``'s unpruned points, with their figures (the phase
+    powers: point power + waiting ranks)."""
+    writes, reads = _all(c)
+    thr_w = np.array([p.throughput for p in writes.points])
+    thr_r = np.array([p.throughput for p in reads.points])
     return _Pairs(
         writes=writes,
         reads=reads,
@@ -89,9 +88,15 @@ def _subset(scn: Scenario, c: _Pairs, wi: np.ndarray, ri: np.ndarray) -> _Pairs:
         ri=ri,
         tc=scn.ckpt_size / thr_w[wi],
         tr=scn.ckpt_size / thr_r[ri],
-        wc=pw_w[wi],
-        wr=pw_r[ri],
+        wc=writes.power[wi],
+        wr=reads.power[ri],
     )
+
+
+def _all(c: _Pairs) -> tuple[_OpPoints, _OpPoints]:
+    """Every write and read point of ``c`` within the power cap, pruned or not."""
+    assert c.all_writes is not None and c.all_reads is not None, "pairs from _candidates"
+    return c.all_writes, c.all_reads
 
 
 def _survivors(scn: Scenario, c: _Pairs, samples: int) -> tuple[np.ndarray, np.ndarray]:
@@ -107,16 +112,17 @@ def _survivors(scn: Scenario, c: _Pairs, samples: int) -> tuple[np.ndarray, np.n
     finite = np.isfinite(tf)
     order = np.argsort(tf[finite], kind="stable")
     tf_sorted, ep_min = tf[finite][order], np.minimum.accumulate(ep[finite][order])
-    w_pos = {id(p): i for i, p in enumerate(c.all_writes)}
-    r_pos = {id(p): j for j, p in enumerate(c.all_reads)}
-    kept_w = np.zeros(len(c.all_writes), dtype=bool)
-    kept_r = np.zeros(len(c.all_reads), dtype=bool)
-    kept_w[[w_pos[id(p)] for p in c.writes]] = True
-    kept_r[[r_pos[id(p)] for p in c.reads]] = True
+    all_w, all_r = _all(c)
+    w_pos = {id(p): i for i, p in enumerate(all_w.points)}
+    r_pos = {id(p): j for j, p in enumerate(all_r.points)}
+    kept_w = np.zeros(len(all_w.points), dtype=bool)
+    kept_r = np.zeros(len(all_r.points), dtype=bool)
+    kept_w[[w_pos[id(p)] for p in c.writes.points]] = True
+    kept_r[[r_pos[id(p)] for p in c.reads.points]] = True
     out_w, out_r = [], []
-    step = max(1, _BLOCK_PAIRS // max(1, len(c.all_reads)))
-    for start in range(0, len(c.all_writes), step):
-        wi, ri = _pairs(c.all_writes[start : start + step], c.all_reads)
+    step = max(1, _BLOCK_PAIRS // max(1, len(all_r.points)))
+    for start in range(0, len(all_w.points), step):
+        wi, ri = _pairs(all_w.points[start : start + step], all_r.points)
         wi = wi + start
         sub = _subset(scn, c, wi, ri)
         x_t = time_optimal_interval(sub.tc, scn.rate)
@@ -142,7 +148,7 @@ def _front(profile: Profile, scenario: Scenario, samples: int, *, prune: bool) -
     c = _candidates(profile, scn, prune=prune)
     if prune:
         c = _subset(scn, c, *_survivors(scn, c, samples))
-    writes, reads, wi, ri = c.writes, c.reads, c.wi, c.ri
+    writes, reads, wi, ri = c.writes.points, c.reads.points, c.wi, c.ri
     ta, tf, ep = _samples(scn, c, samples)
     order = np.argsort(tf, axis=None, kind="stable")
     e_sorted = np.where(np.isfinite(ep), ep, np.inf).ravel()[order]

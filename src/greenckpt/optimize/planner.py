@@ -8,11 +8,18 @@ known in closed form (:func:`greenckpt.model.energy_optimal_interval`), so the j
 over (write settings, read settings, interval) is a vectorised search over pairs, exact rather
 than tied to Young's interval; pairs of points no plan can choose are pruned first (exact too).
 
+Waiting ranks: a point's power was measured with its ``n`` I/O processes and every other core
+idle, but in the phase the other ``R − n`` ranks of the node wait (``R``: the application's
+processes per node). Their power per rank, from the profile's ``waiting`` entries for the
+scenario's wait mode (:mod:`greenckpt.optimize.waiting`), is added to the point's power before
+anything else — the cap, the pruning and the search all see the phase's power.
+
 Constraints:
 
-* ``power_cap`` (W): checkpoint and restart points whose mean node power exceeds it are not
-  used. It bounds the phases greenckpt controls; the application's own power ``W_A`` is an
-  input, not a setting, so it is not checked against the cap.
+* ``power_cap`` (W): checkpoint and restart points whose node power during the phase (the
+  waiting ranks included) exceeds it are not used. It bounds the phases greenckpt controls;
+  the application's own power ``W_A`` is an input, not a setting, so it is not checked
+  against the cap.
 * ``max_slowdown`` (fraction): the plan's expected wall time per useful second may exceed that
   of the *fastest* plan the profile allows (fastest settings at the time-optimal interval,
   within the power cap) by at most this fraction. Because both the time and the EPE of a pair
@@ -24,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -41,8 +48,17 @@ from greenckpt.model import (
     time_factor,
     time_optimal_interval,
 )
-from greenckpt.optimize.profile import Profile, ProfileError, ProfilePoint, check_unique_cells
-from greenckpt.optimize.pruning import nondominated
+from greenckpt.optimize.profile import (
+    WAIT_MODES,
+    Profile,
+    ProfileError,
+    ProfilePoint,
+    WaitMode,
+    check_unique_cells,
+    check_unique_waiting,
+)
+from greenckpt.optimize.pruning import nondominated_index
+from greenckpt.optimize.waiting import WaitingLookup, WaitingUse, no_waiting
 
 MIN_RATE = 1e-15
 """Smallest failure rate (1/s) planned for: intervals scale as 1/√λ and overflow beyond it."""
@@ -55,7 +71,12 @@ class PlanError(GreenckptError, ValueError):
 @dataclass(frozen=True)
 class Scenario:
     """What the optimizer is asked: one node's checkpoint size, the job's failure rate and the
-    application's power, plus constraints and how to evaluate the baselines."""
+    application's power, plus constraints and how to evaluate the baselines.
+
+    ``app_processes`` is ``R``, the application's ranks per node (default
+    :func:`app_processes`): the governor baselines write with all of them, and a plan with
+    ``n`` I/O processes has ``R − n`` ranks waiting, in ``wait_mode``.
+    """
 
     ckpt_size: float
     rate: float
@@ -67,6 +88,7 @@ class Scenario:
     baseline_interval: IntervalRule = "young"
     work: float | None = None
     nodes: int = 1
+    wait_mode: WaitMode = "polite"
 
     def validate(self) -> None:
         """Raise :class:`PlanError` for the first value out of range."""
@@ -93,11 +115,20 @@ class Scenario:
             raise PlanError(f"app_processes must be >= 1, got {self.app_processes}")
         if self.nodes < 1:
             raise PlanError(f"nodes must be >= 1, got {self.nodes}")
+        if self.wait_mode not in WAIT_MODES:
+            raise PlanError(
+                f"wait_mode must be one of {', '.join(WAIT_MODES)}, got {self.wait_mode!r}"
+            )
 
 
 @dataclass(frozen=True)
 class Choice:
-    """A checkpoint point, a restart point and an interval, with the model's expectations."""
+    """A checkpoint point, a restart point and an interval, with the model's expectations.
+
+    ``write_waiting``/``read_waiting``: the power of the ranks that wait during the phase,
+    added to the point's power (``W_C = write.power + write_waiting.power``); ``epe`` and the
+    energies per GB include it.
+    """
 
     write: ProfilePoint
     read: ProfilePoint
@@ -107,6 +138,8 @@ class Choice:
     times: StateTimes
     epe: float
     time_factor: float
+    write_waiting: WaitingUse = field(default_factory=no_waiting)
+    read_waiting: WaitingUse = field(default_factory=no_waiting)
 
     @property
     def overhead(self) -> float:
@@ -114,14 +147,34 @@ class Choice:
         return self.time_factor - 1.0
 
     @property
+    def write_waiting_power(self) -> float:
+        """Watts the waiting ranks add to the checkpoint (``(R − n) × w_wait``)."""
+        return self.write_waiting.power
+
+    @property
+    def read_waiting_power(self) -> float:
+        """Watts the waiting ranks add to the restart."""
+        return self.read_waiting.power
+
+    @property
+    def W_C(self) -> float:
+        """Node power while checkpointing: the write point's plus its waiting ranks'."""
+        return self.write.power + self.write_waiting_power
+
+    @property
+    def W_R(self) -> float:
+        """Node power while restarting: the read point's plus its waiting ranks'."""
+        return self.read.power + self.read_waiting_power
+
+    @property
     def write_energy_per_gb(self) -> float:
-        """Joules per GB (1e9 bytes) checkpointed at the write point."""
-        return self.write.energy_per_byte * 1e9
+        """Joules per GB (1e9 bytes) checkpointed, waiting ranks included."""
+        return self.W_C / self.write.throughput * 1e9
 
     @property
     def read_energy_per_gb(self) -> float:
-        """Joules per GB (1e9 bytes) restarted at the read point."""
-        return self.read.energy_per_byte * 1e9
+        """Joules per GB (1e9 bytes) restarted, waiting ranks included."""
+        return self.W_R / self.read.throughput * 1e9
 
 
 @dataclass(frozen=True)
@@ -157,6 +210,9 @@ class Plan:
     baselines: tuple[Baseline, ...]
     synthetic: bool
     power_sources: frozenset[str]
+    notes: tuple[str, ...] = ()
+    """Remarks on the figures behind the plan (a waiting power taken from another setting, or
+    not measured at all)."""
 
     def savings(self, baseline: Baseline) -> Savings | None:
         """Savings of :attr:`best` against ``baseline``, or ``None`` if it was not evaluable."""
@@ -175,11 +231,19 @@ class Plan:
         )
 
 
-def _choice(scn: Scenario, w: ProfilePoint, r: ProfilePoint, T_A: float) -> Choice:
+def _choice(
+    scn: Scenario,
+    w: ProfilePoint,
+    r: ProfilePoint,
+    T_A: float,
+    w_wait: WaitingUse,
+    r_wait: WaitingUse,
+) -> Choice:
     T_C = scn.ckpt_size / w.throughput
     T_R = scn.ckpt_size / r.throughput
     st = sojourn_times(T_A, T_C, T_R, scn.rate, form=scn.form)
     times = StateTimes(st.A[()], st.C[()], st.R[()])
+    W_C, W_R = w.power + w_wait.power, r.power + r_wait.power
     return Choice(
         write=w,
         read=r,
@@ -187,8 +251,10 @@ def _choice(scn: Scenario, w: ProfilePoint, r: ProfilePoint, T_A: float) -> Choi
         T_C=T_C,
         T_R=T_R,
         times=times,
-        epe=float(epe(T_A, T_C, T_R, scn.rate, scn.app_power, w.power, r.power, form=scn.form)),
+        epe=float(epe(T_A, T_C, T_R, scn.rate, scn.app_power, W_C, W_R, form=scn.form)),
         time_factor=float(time_factor(T_A, T_C, T_R, scn.rate)),
+        write_waiting=w_wait,
+        read_waiting=r_wait,
     )
 
 
@@ -232,33 +298,43 @@ def _time_bounds(
 
 
 @dataclass(frozen=True)
-class _Pairs:
-    """Codec-compatible (write, read) candidate pairs as parallel arrays of T_C, T_R, W_C, W_R."""
+class _OpPoints:
+    """One operation's candidate points with their waiting ranks' power and the phase power
+    (point power + waiting), aligned."""
 
-    writes: tuple[ProfilePoint, ...]
-    reads: tuple[ProfilePoint, ...]
+    points: tuple[ProfilePoint, ...]
+    waits: tuple[WaitingUse, ...]
+    power: np.ndarray
+
+    def take(self, index: np.ndarray) -> _OpPoints:
+        return _OpPoints(
+            tuple(self.points[i] for i in index),
+            tuple(self.waits[i] for i in index),
+            self.power[index],
+        )
+
+
+@dataclass(frozen=True)
+class _Pairs:
+    """Codec-compatible (write, read) candidate pairs as parallel arrays of T_C, T_R, W_C, W_R
+    (the phase powers: point power + waiting ranks)."""
+
+    writes: _OpPoints
+    reads: _OpPoints
     wi: np.ndarray
     ri: np.ndarray
     tc: np.ndarray
     tr: np.ndarray
     wc: np.ndarray
     wr: np.ndarray
-    all_writes: tuple[ProfilePoint, ...] = ()
+    all_writes: _OpPoints | None = None
     """Every write and read point within the power cap, pruned or not (for the front)."""
-    all_reads: tuple[ProfilePoint, ...] = ()
+    all_reads: _OpPoints | None = None
 
 
-def _candidates(profile: Profile, scn: Scenario, *, prune: bool = True) -> _Pairs:
-    """Candidate pairs within the power cap; refuses scenarios no pair can make progress in,
-    and profiles that hold a cell twice (the copies would compete as alternatives).
-
-    With ``prune``, points that another point of the same operation and codec matches or beats
-    in throughput and power are left out (:mod:`greenckpt.optimize.pruning`): no plan can
-    choose them, and pairing only the rest keeps the search from growing with the square of
-    the profile."""
-    scn.validate()
-    check_unique_cells(profile.points)
-    out, pool = [], []
+def _op_points(profile: Profile, scn: Scenario, waits: WaitingLookup) -> tuple[_OpPoints, ...]:
+    """Each operation's points with their phase power, within the power cap."""
+    out = []
     for op, phase in (("write", "checkpoint"), ("read", "restart")):
         points = profile.for_op(op)  # type: ignore[arg-type]
         if not points:
@@ -266,22 +342,42 @@ def _candidates(profile: Profile, scn: Scenario, *, prune: bool = True) -> _Pair
                 f"the profile has no '{op}' points: a plan needs {op} ({phase}) measurements; "
                 f"profile the storage target for {op}s"
             )
+        uses = tuple(waits.use(p) for p in points)
+        power = np.array([p.power + u.power for p, u in zip(points, uses, strict=True)])
+        pts = _OpPoints(points, uses, power)
         if scn.power_cap is not None:
-            points = tuple(p for p in points if p.power <= scn.power_cap)
-            if not points:
+            pts = pts.take(np.flatnonzero(power <= scn.power_cap))
+            if not pts.points:
                 raise PlanError(
                     f"no {op} point of the profile stays under the power cap "
-                    f"({scn.power_cap:g} W): raise the cap"
+                    f"({scn.power_cap:g} W, waiting ranks included): raise the cap"
                 )
-        pool.append(points)
-        out.append(nondominated(points) if prune else points)
+        out.append(pts)
+    return tuple(out)
+
+
+def _candidates(profile: Profile, scn: Scenario, *, prune: bool = True) -> _Pairs:
+    """Candidate pairs within the power cap; refuses scenarios no pair can make progress in,
+    and profiles that hold a cell (or a waiting entry) twice (the copies would compete).
+
+    Every point's power is first the phase's: the point's plus its ``R − n`` waiting ranks'
+    (:class:`~greenckpt.optimize.waiting.WaitingLookup`). With ``prune``, points that another
+    point of the same operation and codec matches or beats in throughput and that power are
+    left out (:mod:`greenckpt.optimize.pruning`): no plan can choose them, and pairing only
+    the rest keeps the search from growing with the square of the profile."""
+    scn.validate()
+    check_unique_cells(profile.points)
+    check_unique_waiting(profile.waiting)
+    waits = WaitingLookup(profile, scn.wait_mode, app_processes(profile, scn.app_processes))
+    pool = _op_points(profile, scn, waits)
+    out = [ops.take(nondominated_index(ops.points, ops.power)) if prune else ops for ops in pool]
     writes, reads = out
-    wi, ri = _pairs(writes, reads)
+    wi, ri = _pairs(writes.points, reads.points)
     if wi.size == 0:
         raise PlanError(
             "no write and read points share a codec: a restart must read what was written"
         )
-    tc = scn.ckpt_size / np.array([writes[i].throughput for i in wi])
+    tc = scn.ckpt_size / np.array([writes.points[i].throughput for i in wi])
     mtbf = 1.0 / scn.rate
     if tc.min() >= mtbf:
         raise PlanError(
@@ -295,9 +391,9 @@ def _candidates(profile: Profile, scn: Scenario, *, prune: bool = True) -> _Pair
         wi=wi,
         ri=ri,
         tc=tc,
-        tr=scn.ckpt_size / np.array([reads[j].throughput for j in ri]),
-        wc=np.array([writes[i].power for i in wi]),
-        wr=np.array([reads[j].power for j in ri]),
+        tr=scn.ckpt_size / np.array([reads.points[j].throughput for j in ri]),
+        wc=writes.power[wi],
+        wr=reads.power[ri],
         all_writes=pool[0],
         all_reads=pool[1],
     )
@@ -340,9 +436,13 @@ def _plan(profile: Profile, scenario: Scenario, *, prune: bool) -> Plan:
     values = epe(ta, tc, tr, scn.rate, scn.app_power, wc, wr, form=scn.form)
     values = np.where(feasible & np.isfinite(values), values, np.inf)
     k = int(np.argmin(values))
-    best = _choice(scn, writes[wi[k]], reads[ri[k]], float(ta[k]))
+    i, j = int(wi[k]), int(ri[k])
+    best = _choice(
+        scn, writes.points[i], reads.points[j], float(ta[k]), writes.waits[i], reads.waits[j]
+    )
     n_app = app_processes(profile, scn.app_processes)
-    baselines = tuple(_baseline(profile, scn, name, n_app) for name in BASELINES)
+    waits = WaitingLookup(profile, scn.wait_mode, n_app)
+    baselines = tuple(_baseline(profile, scn, name, n_app, waits) for name in BASELINES)
     return Plan(
         scenario=scn,
         best=best,
@@ -351,7 +451,17 @@ def _plan(profile: Profile, scenario: Scenario, *, prune: bool) -> Plan:
         baselines=baselines,
         synthetic=profile.synthetic,
         power_sources=frozenset(profile.power_sources),
+        notes=_waiting_notes(best),
     )
+
+
+def _waiting_notes(best: Choice) -> tuple[str, ...]:
+    """What the plan's waiting figures rest on, where it is not an exact measurement."""
+    notes = []
+    for phase, use in (("checkpoint", best.write_waiting), ("restart", best.read_waiting)):
+        if use.ranks and not use.exact:
+            notes.append(f"{phase}: waiting power of the {use.ranks} waiting ranks {use.how}")
+    return tuple(notes)
 
 
 BASELINES = ("performance", "powersave", "ondemand")
@@ -535,7 +645,9 @@ def _baseline_at_fixed_frequency(
     return at[0], how
 
 
-def _baseline(profile: Profile, scn: Scenario, name: str, n: int) -> Baseline:
+def _baseline(profile: Profile, scn: Scenario, name: str, n: int, waits: WaitingLookup) -> Baseline:
+    """A governor baseline: every one of the ``n`` application processes does I/O, so no rank
+    waits (the waiting lookup gives 0 W for ``n ≥ R``)."""
     w, how_w = baseline_point(profile, "write", name, n)
     r, how_r = baseline_point(profile, "read", name, n)
     if w is None or r is None:
@@ -544,6 +656,7 @@ def _baseline(profile: Profile, scn: Scenario, name: str, n: int) -> Baseline:
     T_R = scn.ckpt_size / r.throughput
     if 1.0 / scn.rate <= T_C:
         return Baseline(name, None, f"its checkpoint ({T_C:.4g} s) is not shorter than the MTBF")
+    w_wait, r_wait = waits.use(w), waits.use(r)
     T_A = float(
         interval(
             scn.baseline_interval,
@@ -551,10 +664,10 @@ def _baseline(profile: Profile, scn: Scenario, name: str, n: int) -> Baseline:
             T_R,
             scn.rate,
             scn.app_power,
-            w.power,
-            r.power,
+            w.power + w_wait.power,
+            r.power + r_wait.power,
             form=scn.form,
         )
     )
     how = how_w if how_w == how_r else f"write: {how_w}; read: {how_r}"
-    return Baseline(name=name, choice=_choice(scn, w, r, T_A), how=how)
+    return Baseline(name=name, choice=_choice(scn, w, r, T_A, w_wait, r_wait), how=how)

@@ -34,8 +34,12 @@ READABLE_VERSIONS = (1, 2)
 
 Operation = Literal["write", "read"]
 PowerSource = Literal["measured", "estimated", "synthetic"]
+WaitMode = Literal["polite", "spin"]
 OPERATIONS: tuple[Operation, ...] = ("write", "read")
 POWER_SOURCES: tuple[PowerSource, ...] = ("measured", "estimated", "synthetic")
+WAIT_MODES: tuple[WaitMode, ...] = ("polite", "spin")
+"""How ranks that do no I/O wait during a phase: the checkpoint library's polite waits
+(sleeping between tests) or MPI's own busy-polling waits (``GREENCKPT_WAIT=spin``)."""
 
 
 class ProfileError(GreenckptError, ValueError):
@@ -120,6 +124,63 @@ class ProfilePoint:
 
 
 @dataclass(frozen=True)
+class WaitingPower:
+    """What one rank that waits during a phase adds to the node's power, at one CPU setting.
+
+    Why the profile records it: a point's ``power`` was measured with its I/O processes busy
+    and every other core idle, but during a real phase with ``n`` writers of ``R`` ranks the
+    other ``R − n`` ranks wait — politely (sleeping between tests) or spinning in MPI. The
+    profiler runs ``ranks`` processes that wait exactly as the library waits and records
+    ``(node power with them − idle power at the same setting) / ranks``; the planner adds
+    ``(R − n) × power_per_rank`` to the point's power (docs/model.md, section 4).
+
+    ``power_per_rank`` may be slightly negative: polite waiters cost about nothing, and the
+    difference of two measured figures is then noise around zero (``power_spread`` says how
+    much). ``cpu_fraction`` is the CPU time the waiters used per waiting rank as a fraction
+    of one core (from the OS's accounting of the waiter processes).
+    """
+
+    mode: WaitMode
+    ranks: int
+    power_per_rank: float
+    power_source: PowerSource
+    frequency: float | None = None
+    governor: str | None = None
+    cstates: bool | None = None
+    power_spread: float | None = None
+    """Spread (max − min) of the per-rank figure over the window's sub-windows."""
+    cpu_fraction: float | None = None
+    seconds: float | None = None
+    """Length of the metered window."""
+    idle_power: float | None = None
+    """Node idle power at the same setting, subtracted from the window's power."""
+    reliable: bool = True
+
+    def __post_init__(self) -> None:
+        _ = self.setting  # refuses both a frequency and a governor, or an unknown governor
+
+    @cached_property
+    def setting(self) -> CpuSetting:
+        """The CPU setting the waiters were measured under."""
+        return CpuSetting.of(self.frequency, self.governor)
+
+    @property
+    def setting_key(self) -> str:
+        """Machine-readable CPU setting, as :attr:`ProfilePoint.setting_key`."""
+        return self.setting.key
+
+    @property
+    def setting_label(self) -> str:
+        """Human label of the CPU setting, as :attr:`ProfilePoint.setting_label`."""
+        return self.setting.label
+
+
+def waiting_key(w: WaitingPower) -> tuple[str, bool | None, str]:
+    """What identifies a waiting entry: ``(setting_key, cstates, mode)``."""
+    return (w.setting_key, w.cstates, w.mode)
+
+
+@dataclass(frozen=True)
 class Profile:
     """A set of profile points for one machine and storage target, plus their provenance."""
 
@@ -137,6 +198,8 @@ class Profile:
     tool: str = ""
     status: Literal["complete", "partial"] = "complete"
     sweep: Mapping[str, Any] = field(default_factory=dict)
+    waiting: tuple[WaitingPower, ...] = ()
+    """Power per waiting rank by CPU setting, C-states and wait mode (optional, *v2*)."""
 
     def for_op(self, op: Operation) -> tuple[ProfilePoint, ...]:
         """Points of one operation, in file order."""
@@ -239,16 +302,7 @@ def _point_from_json(obj: Any, path: str, version: int = FORMAT_VERSION) -> Prof
     processes = obj.get("processes")
     if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
         raise ProfileError(f"{path}.processes: expected an integer >= 1, got {processes!r}")
-    frequency = None if obj.get("frequency_hz") is None else _number(obj, "frequency_hz", path)
-    governor = obj.get("governor")
-    if governor is not None and governor not in GOVERNORS:
-        raise ProfileError(
-            f"{path}.governor: expected one of {', '.join(GOVERNORS)} or null, got {governor!r}"
-        )
-    if frequency is not None and governor is not None:
-        raise ProfileError(
-            f"{path}: give at most one of frequency_hz (a fixed CPU frequency) and governor"
-        )
+    frequency, governor = _setting_from_json(obj, path)
     if version == 1 and frequency is None and governor is None:
         raise ProfileError(
             f"{path}: give exactly one of frequency_hz (a fixed CPU frequency) and governor "
@@ -432,6 +486,90 @@ def _descriptions_from_json(data: Mapping[str, Any]) -> dict[str, Any]:
     return found
 
 
+def _setting_from_json(obj: Mapping[str, Any], path: str) -> tuple[float | None, str | None]:
+    """The ``frequency_hz``/``governor`` pair of an object, checked as a point's is."""
+    frequency = None if obj.get("frequency_hz") is None else _number(obj, "frequency_hz", path)
+    governor = obj.get("governor")
+    if governor is not None and governor not in GOVERNORS:
+        raise ProfileError(
+            f"{path}.governor: expected one of {', '.join(GOVERNORS)} or null, got {governor!r}"
+        )
+    if frequency is not None and governor is not None:
+        raise ProfileError(
+            f"{path}: give at most one of frequency_hz (a fixed CPU frequency) and governor"
+        )
+    return frequency, governor
+
+
+def _finite(obj: Mapping[str, Any], key: str, path: str) -> float:
+    """A finite number of either sign (a difference of two measured powers)."""
+    value = obj.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ProfileError(f"{path}.{key}: expected a finite number, got {value!r}")
+    return float(value)
+
+
+def _waiting_entry_from_json(obj: Any, path: str) -> WaitingPower:
+    if not isinstance(obj, dict):
+        raise ProfileError(f"{path}: expected an object, got {type(obj).__name__}")
+    frequency, governor = _setting_from_json(obj, path)
+    cstates = obj.get("cstates")
+    if cstates is not None and not isinstance(cstates, bool):
+        raise ProfileError(f"{path}.cstates: expected true, false or null, got {cstates!r}")
+    ranks = obj.get("ranks")
+    if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
+        raise ProfileError(f"{path}.ranks: expected an integer >= 1 (waiting ranks), got {ranks!r}")
+    return WaitingPower(
+        mode=cast(WaitMode, _choice(obj, "mode", path, WAIT_MODES)),
+        ranks=ranks,
+        power_per_rank=_finite(obj, "power_per_rank_W", path),
+        power_source=cast(PowerSource, _choice(obj, "power_source", path, POWER_SOURCES)),
+        frequency=frequency,
+        governor=governor,
+        cstates=cstates,
+        power_spread=_optional_number(obj, "power_spread_W", path),
+        cpu_fraction=_optional_number(obj, "cpu_fraction", path),
+        seconds=None if obj.get("seconds") is None else _number(obj, "seconds", path),
+        idle_power=None if obj.get("idle_power_W") is None else _number(obj, "idle_power_W", path),
+        reliable=_bool(obj, "reliable", path, default=True),
+    )
+
+
+def check_unique_waiting(entries: Sequence[WaitingPower], where: str = "profile.waiting") -> None:
+    """Raise :class:`ProfileError` when two waiting entries describe the same setting and mode
+    (the planner could not tell which to add)."""
+    first: dict[tuple[str, bool | None, str], int] = {}
+    for i, w in enumerate(entries):
+        j = first.setdefault(waiting_key(w), i)
+        if j != i:
+            raise ProfileError(
+                f"{where}[{j}] and {where}[{i}] both give the {w.mode} waiting power at "
+                f"{w.setting_label}{_cstates_words(w.cstates)}: keep one of them"
+            )
+
+
+def _cstates_words(cstates: bool | None) -> str:
+    return "" if cstates is None else f", C-states {'on' if cstates else 'off'}"
+
+
+def _waiting_from_json(data: Mapping[str, Any], synthetic: bool) -> tuple[WaitingPower, ...]:
+    """The optional ``waiting`` list (absent in files written before it existed)."""
+    raw = data.get("waiting")
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise ProfileError("profile.waiting: expected a list of waiting-power entries")
+    entries = tuple(_waiting_entry_from_json(w, f"profile.waiting[{i}]") for i, w in enumerate(raw))
+    check_unique_waiting(entries)
+    for i, w in enumerate(entries):
+        if w.power_source == "synthetic" and not synthetic:
+            raise ProfileError(
+                f"profile.waiting[{i}].power_source: 'synthetic' needs the profile to say "
+                "synthetic: true"
+            )
+    return entries
+
+
 def profile_from_json(data: Any) -> Profile:
     """Build a :class:`Profile` from parsed JSON, validating every field."""
     version = _version_from_json(data)
@@ -444,6 +582,7 @@ def profile_from_json(data: Any) -> Profile:
         idle_power=idle_power,
         idle_power_source=idle_source,
         idle_power_spread=idle_spread,
+        waiting=_waiting_from_json(data, synthetic),
         **_descriptions_from_json(data),
     )
 
@@ -511,6 +650,30 @@ def point_to_json(p: ProfilePoint) -> dict[str, Any]:
     return out
 
 
+def waiting_to_json(w: WaitingPower) -> dict[str, Any]:
+    """The JSON object of one waiting entry (the inverse of the loader)."""
+    out: dict[str, Any] = {
+        "frequency_hz": w.frequency,
+        "governor": w.governor,
+        "cstates": w.cstates,
+        "mode": w.mode,
+        "ranks": w.ranks,
+        "power_per_rank_W": w.power_per_rank,
+        "power_source": w.power_source,
+    }
+    for key, value in (
+        ("power_spread_W", w.power_spread),
+        ("cpu_fraction", w.cpu_fraction),
+        ("seconds", w.seconds),
+        ("idle_power_W", w.idle_power),
+    ):
+        if value is not None:
+            out[key] = value
+    if not w.reliable:
+        out["reliable"] = False
+    return out
+
+
 def profile_to_json(profile: Profile) -> dict[str, Any]:
     """The JSON document of a profile (version :data:`FORMAT_VERSION`)."""
     out: dict[str, Any] = {
@@ -534,6 +697,8 @@ def profile_to_json(profile: Profile) -> dict[str, Any]:
     if profile.sweep:
         out["sweep"] = dict(profile.sweep)
     out["points"] = [point_to_json(p) for p in profile.points]
+    if profile.waiting:
+        out["waiting"] = [waiting_to_json(w) for w in profile.waiting]
     return out
 
 

@@ -6,8 +6,11 @@ restart. So a point beaten or matched by another of the same operation and codec
 what decides which points pair) in both throughput and power can only give pairs that are no
 better at any interval, under any time bound: it is never the one chosen. Of points with the
 same throughput and power the first in file order is kept, which is the one the exhaustive
-search picks on a tie (it takes the first pair, writes before reads, in file order).
-docs/model.md ("Why pruning the planner's points is exact") has the argument in full.
+search picks on a tie (it takes the first pair, writes before reads, in file order). The power
+compared is the phase's — the point's plus its waiting ranks' (:mod:`greenckpt.optimize.waiting`)
+— since that is what the model charges; it depends on the point's process count and CPU
+setting, so it must be added before pruning, never after. docs/model.md ("Why pruning the
+planner's points is exact") has the argument in full.
 """
 
 from __future__ import annotations
@@ -31,9 +34,17 @@ def _front_mask(throughput: np.ndarray, power: np.ndarray) -> np.ndarray:
     return mask
 
 
-def nondominated(points: Sequence[ProfilePoint]) -> tuple[ProfilePoint, ...]:
-    """The points of ``points`` (one operation) that no other point of the same codec matches
-    or beats in both throughput and power, in their original order."""
+def nondominated_index(
+    points: Sequence[ProfilePoint], powers: Sequence[float] | np.ndarray | None = None
+) -> np.ndarray:
+    """Indices (ascending) of the points of ``points`` (one operation) that no other point of
+    the same codec matches or beats in both throughput and power. ``powers``: the power to
+    compare for each point (default each point's own; the planner gives the phase's)."""
+    power = (
+        np.array([p.power for p in points], dtype=np.float64)
+        if powers is None
+        else np.asarray(powers, dtype=np.float64)
+    )
     groups: dict[str | None, list[int]] = {}
     for i, p in enumerate(points):
         groups.setdefault(p.codec, []).append(i)
@@ -41,6 +52,12 @@ def nondominated(points: Sequence[ProfilePoint]) -> tuple[ProfilePoint, ...]:
     for idx in groups.values():
         at = np.array(idx, dtype=np.int64)
         thr = np.array([points[i].throughput for i in idx], dtype=np.float64)
-        pw = np.array([points[i].power for i in idx], dtype=np.float64)
-        keep[at[_front_mask(thr, pw)]] = True
-    return tuple(p for p, k in zip(points, keep, strict=True) if k)
+        keep[at[_front_mask(thr, power[at])]] = True
+    return np.flatnonzero(keep)
+
+
+def nondominated(
+    points: Sequence[ProfilePoint], powers: Sequence[float] | np.ndarray | None = None
+) -> tuple[ProfilePoint, ...]:
+    """The points :func:`nondominated_index` keeps, in their original order."""
+    return tuple(points[i] for i in nondominated_index(points, powers))

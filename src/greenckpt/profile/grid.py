@@ -13,6 +13,7 @@ processes, so the node is reconfigured as rarely as possible.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -116,6 +117,11 @@ class SweepSpec:
     points move the same bytes."""
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Free-form settings recorded with the sweep (meters asked for, sampling rate)."""
+    waiting_seconds: float = 0.0
+    """Metered window of the waiting-power measurement, per CPU setting, C-state setting and
+    wait mode (:mod:`greenckpt.profile.waiting`); 0 skips it. The library's default is 0
+    because the measurement needs the checkpoint library's wait loop handed in (the profiler
+    sits below it); ``greenckpt profile run`` measures 2 s by default."""
 
     def validate(self) -> None:
         """Raise :class:`SweepError` for the first invalid value (nothing about the machine).
@@ -168,6 +174,11 @@ class SweepSpec:
             raise SweepError(f"warm-up runs must be >= 0, got {self.warmup}")
         if not self.idle_seconds >= 0:
             raise SweepError(f"idle seconds must be >= 0, got {self.idle_seconds}")
+        if not (math.isfinite(self.waiting_seconds) and self.waiting_seconds >= 0):
+            raise SweepError(
+                f"waiting seconds must be a finite number >= 0 (0 skips the waiting power), "
+                f"got {self.waiting_seconds}"
+            )
 
     def _validate_codecs(self) -> None:
         if not self.codecs:
@@ -226,6 +237,7 @@ class SweepSpec:
             "idle_seconds": self.idle_seconds,
             "data": self.data,
             "extra": dict(self.extra),
+            "waiting_seconds": self.waiting_seconds,
         }
 
     @classmethod
@@ -248,6 +260,7 @@ class SweepSpec:
                 idle_seconds=float(obj["idle_seconds"]),
                 data=str(obj.get("data", "random")),
                 extra=dict(obj.get("extra", {})),
+                waiting_seconds=float(obj.get("waiting_seconds", 0.0)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise SweepError(f"the recorded sweep is malformed ({exc})") from None

@@ -23,11 +23,12 @@ from typing import Any, Protocol, cast
 
 from greenckpt.errors import UsageError
 from greenckpt.io import IOJobError, IOResult, Layout, job_files, remove_files, run_io
-from greenckpt.optimize.profile import Operation
+from greenckpt.optimize.profile import Operation, WaitMode
 from greenckpt.platform.restore import NodeSettings
 from greenckpt.platform.sampler import Mark, Sampler
 from greenckpt.profile.grid import Cell, CpuSetting, SweepSpec
 from greenckpt.profile.power import PowerChoice
+from greenckpt.profile.waiting import Waiters, WaitingRun, waiting_run
 
 FILE_PREFIX = "greenckpt-profile"
 IDLE_WINDOWS = 5
@@ -74,6 +75,10 @@ class Measurer(Protocol):
 
     def idle(self, seconds: float) -> tuple[float, float]:
         """Median node power and its spread (max − min) over ``seconds`` of idling."""
+        ...
+
+    def waiting(self, waiters: Waiters, mode: WaitMode, seconds: float) -> WaitingRun:
+        """One metered window of ``waiters`` waiting in ``mode`` (the waiting power)."""
         ...
 
 
@@ -195,6 +200,9 @@ class NodeMeasurer:
             for a, b in itertools.pairwise(marks)
         ]
         return statistics.median(powers), max(powers) - min(powers)
+
+    def waiting(self, waiters: Waiters, mode: WaitMode, seconds: float) -> WaitingRun:
+        return waiting_run(self.sampler.mark, self._power, waiters, mode, seconds, self._sleep)
 
 
 def median_and_range(values: Sequence[float]) -> tuple[float, float]:

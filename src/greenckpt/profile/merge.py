@@ -24,6 +24,8 @@ from greenckpt.optimize.profile import (
     Profile,
     ProfileError,
     ProfilePoint,
+    WaitingPower,
+    waiting_key,
 )
 from greenckpt.units import format_size
 
@@ -206,6 +208,40 @@ def _merge_idle(
     return statistics.median(values), _combined_source(sources), max(values) - min(values)
 
 
+def _merge_waiting(profiles: Sequence[Profile]) -> tuple[WaitingPower, ...]:
+    """The waiting entries every node has, each merged like a point: the medians across nodes
+    (per-rank power, CPU fraction, idle power), ``power_spread`` the spread *between nodes*,
+    ``ranks`` the fewest any node used. An entry some node lacks is left out, so a profile
+    made before waiting power was measured merges with its entries dropped."""
+    by_node = [{waiting_key(w): w for w in p.waiting} for p in profiles]
+    out = []
+    for key, first in by_node[0].items():
+        group = [entries[key] for entries in by_node if key in entries]
+        if len(group) < len(profiles):
+            continue
+        per_rank = [w.power_per_rank for w in group]
+        fractions = [w.cpu_fraction for w in group if w.cpu_fraction is not None]
+        idles = [w.idle_power for w in group if w.idle_power is not None]
+        seconds = [w.seconds for w in group if w.seconds is not None]
+        out.append(
+            WaitingPower(
+                mode=first.mode,
+                ranks=min(w.ranks for w in group),
+                power_per_rank=statistics.median(per_rank),
+                power_source=_combined_source([w.power_source for w in group]),
+                frequency=first.frequency,
+                governor=first.governor,
+                cstates=first.cstates,
+                power_spread=max(per_rank) - min(per_rank),
+                cpu_fraction=statistics.median(fractions) if fractions else None,
+                seconds=statistics.median(seconds) if seconds else None,
+                idle_power=statistics.median(idles) if idles else None,
+                reliable=all(w.reliable for w in group),
+            )
+        )
+    return tuple(out)
+
+
 def merge_profiles(profiles: Sequence[Profile], names: Sequence[str] | None = None) -> Profile:
     """One profile from several nodes' profiles of the same sweep (see the module docstring).
 
@@ -248,6 +284,7 @@ def merge_profiles(profiles: Sequence[Profile], names: Sequence[str] | None = No
         tool=f"{MERGE_TOOL} of {tool}" if tool else MERGE_TOOL,
         status="complete" if all(p.status == "complete" for p in profiles) else "partial",
         sweep=dict(sweeps[0]) if all(s == sweeps[0] for s in sweeps) else {},
+        waiting=_merge_waiting(profiles),
     )
 
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from greenckpt.errors import MissingEntryError
-from greenckpt.optimize.profile import Operation, PowerSource, Profile, ProfilePoint
+from greenckpt.optimize.profile import Operation, PowerSource, Profile, ProfilePoint, WaitMode
 from greenckpt.profile.grid import Cell, CpuSetting, SweepSpec
 from greenckpt.profile.measure import RunResult
 from greenckpt.profile.power import PowerChoice
+from greenckpt.profile.waiting import Waiters, WaitingRun
 
 DEFAULT_SIZE = 2 << 30
 
@@ -102,3 +103,8 @@ class ReplayMeasurer:
 
     def idle(self, seconds: float) -> tuple[float, float]:
         return (self.recorded.idle_power or 0.0, 0.0)
+
+    def waiting(self, waiters: Waiters, mode: WaitMode, seconds: float) -> WaitingRun:
+        raise MissingEntryError(
+            "a replay does not replay waiting power: replay with waiting_seconds=0"
+        )

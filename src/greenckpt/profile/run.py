@@ -41,6 +41,8 @@ from greenckpt.profile.preflight import default_settings, preflight
 from greenckpt.profile.progress import ProgressSink
 from greenckpt.profile.store import check_writable_target
 from greenckpt.profile.sweep import CellChooser, SweepContext, run_sweep
+from greenckpt.profile.waiters import WaitLoop
+from greenckpt.profile.waiting import ProcessWaiters, WaitersFactory, default_waiting_ranks
 
 DEFAULT_MTBF_S = 24 * 3600.0
 """The adaptive mode's MTBF of one node when none is given."""
@@ -273,6 +275,20 @@ def needs_node_session(spec: SweepSpec) -> bool:
     )
 
 
+def check_wait_loop(spec: SweepSpec, wait_loop: WaitLoop | None) -> None:
+    """Refuse a sweep that asks for the waiting power without the loop to measure it with.
+
+    Why the loop is handed in: the waiters must wait exactly as the checkpoint library's ranks
+    wait, with its own :func:`greenckpt.ckpt.wait.complete`, and the profiler sits below the
+    checkpoint library (it may not import it); ``greenckpt profile run`` passes it.
+    """
+    if spec.waiting_seconds > 0 and wait_loop is None:
+        raise SweepError(
+            "measuring the waiting power needs the checkpoint library's wait loop: pass "
+            "wait_loop=greenckpt.ckpt.wait.complete, or waiting_seconds=0 to skip it"
+        )
+
+
 def measure_profile(
     spec: SweepSpec,
     out: str | Path,
@@ -281,14 +297,18 @@ def measure_profile(
     meters: MeterRequest | None = None,
     chooser: CellChooser | None = None,
     progress: ProgressSink | None = None,
+    wait_loop: WaitLoop | None = None,
 ) -> Profile:
     """Open the meters, the sampler and (if the sweep changes the node) a node-settings
     session, and run the sweep into ``out``; all are closed and the node restored however it
     ends. ``previous``: the partial profile to continue (from :func:`prepare_profile`).
+    ``wait_loop``: :func:`greenckpt.ckpt.wait.complete`, needed when ``spec.waiting_seconds``
+    asks for the waiting power (:func:`check_wait_loop`).
 
     No checks of the request beyond the sweep's own: call :func:`prepare_profile` first (or
     use :func:`run_profile`, which does both).
     """
+    check_wait_loop(spec, wait_loop)
     request = meters if meters is not None else MeterRequest()
     with ExitStack() as stack:
         selection = stack.enter_context(request.open())
@@ -315,7 +335,15 @@ def measure_profile(
             resume=previous,
             progress=progress,
             chooser=chooser,
+            waiters=_waiters(wait_loop),
         )
+
+
+def _waiters(loop: WaitLoop | None) -> WaitersFactory | None:
+    """What opens the waiter processes (a node's worth, waiting with ``loop``)."""
+    if loop is None:
+        return None
+    return lambda: ProcessWaiters(loop, default_waiting_ranks())
 
 
 def run_profile(
@@ -328,6 +356,7 @@ def run_profile(
     force: bool = False,
     progress: ProgressSink | None = None,
     note: Note | None = None,
+    wait_loop: WaitLoop | None = None,
 ) -> Profile:
     """Profile the storage holding ``spec.path`` into the file ``out``, and return it.
 
@@ -337,9 +366,11 @@ def run_profile(
     returned as it is) or ``force`` (overwrite). The file is rewritten after every finished
     cell, so an interrupted run (``KeyboardInterrupt``, ``SIGTERM``) keeps what it measured
     for a ``resume``. ``progress`` hears every finished cell; ``note`` hears remarks worth a
-    line. Raises ``ValueError`` (:class:`SweepError`, one line) for a request that cannot run,
-    before anything is measured.
+    line. ``wait_loop``: :func:`greenckpt.ckpt.wait.complete` when ``spec.waiting_seconds``
+    asks for the waiting power. Raises ``ValueError`` (:class:`SweepError`, one line) for a
+    request that cannot run, before anything is measured.
     """
+    check_wait_loop(spec, wait_loop)
     request = meters if meters is not None else MeterRequest()
     spec = with_recorded(spec, request, adaptive)
     previous = prepare_profile(spec, out, resume=resume, force=force, note=note)
@@ -352,6 +383,7 @@ def run_profile(
         meters=request,
         chooser=None if adaptive is None else adaptive.chooser(spec),
         progress=progress,
+        wait_loop=wait_loop,
     )
 
 

@@ -12,6 +12,12 @@ Each cell runs ``warmup + repetitions`` times: write (files kept), then read the
 warm-up runs are discarded and a point's throughput and power are the medians of the
 repetitions, with their range (max − min) as the spread.
 
+With ``spec.waiting_seconds > 0`` the power of waiting ranks is measured first, for every CPU
+setting, C-state setting and wait mode (:mod:`greenckpt.profile.waiting`): before the cells, so
+that the adaptive mode's decisions already count it. Its entries are saved with the first cell
+(a profile file needs a point); a resumed sweep keeps the entries its file recorded and
+measures only those it lacks.
+
 Stopped by a batch system (SIGTERM, or SIGHUP when the terminal goes): while the sweep runs
 in the main thread, those signals end it like an exception (``SystemExit`` with status
 128 + the signal), so the cell in progress removes its data files and stops its workers on the
@@ -31,12 +37,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from greenckpt.optimize.profile import Operation, Profile, ProfilePoint, Run
+from greenckpt.optimize.profile import Operation, Profile, ProfilePoint, Run, WaitingPower
 from greenckpt.profile.grid import Cell, SweepError, SweepSpec, cell_key, ops_of
 from greenckpt.profile.measure import Measurer, RunResult, median_and_range
 from greenckpt.profile.meta import now_iso, tool_version
 from greenckpt.profile.progress import Eta, ProgressSink
 from greenckpt.profile.store import save_profile
+from greenckpt.profile.waiting import WaitersFactory, WaitingKey, measure_waiting, wanted
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
@@ -190,6 +197,7 @@ class _State:
     idle: tuple[float, float] | None = None
     io_seconds: float = 0.0
     created: str = ""
+    waiting: dict[WaitingKey, WaitingPower] = field(default_factory=dict)
 
 
 def _resume_state(previous: Profile, spec: SweepSpec, ctx: SweepContext) -> _State:
@@ -230,6 +238,11 @@ def _resume_state(previous: Profile, spec: SweepSpec, ctx: SweepContext) -> _Sta
             state.done[key].append(p)
     if previous.idle_power is not None:
         state.idle = (previous.idle_power, previous.idle_power_spread or 0.0)
+    asked = {(s.key, c, m) for s, c, m in wanted(spec)} if spec.waiting_seconds > 0 else set()
+    for w in previous.waiting:
+        key = (w.setting_key, w.cstates, w.mode)
+        if key in asked:
+            state.waiting[key] = w
     io = previous.sweep.get("io_seconds", 0.0)
     state.io_seconds = float(io) if isinstance(io, int | float) else 0.0
     return state
@@ -271,6 +284,9 @@ def _profile(
         tool=tool_version(),
         status="complete" if status == "complete" else "partial",
         sweep=sweep,
+        waiting=tuple(
+            state.waiting[k] for s, c, m in wanted(spec) if (k := (s.key, c, m)) in state.waiting
+        ),
     )
 
 
@@ -284,14 +300,22 @@ def run_sweep(
     progress: ProgressSink | None = None,
     chooser: CellChooser | None = None,
     clock: Callable[[], float] = time.monotonic,
+    waiters: WaitersFactory | None = None,
 ) -> Profile:
     """Measure the grid (or the chooser's part of it) into the profile file ``out``.
 
     ``resume``: a partial profile of the same sweep (loaded from ``out``); its cells are kept
     and not measured again. The file is valid after every cell; the returned profile is the
-    final one (``status: "complete"``).
+    final one (``status: "complete"``). ``waiters`` opens the waiter processes of the waiting
+    power (:class:`~greenckpt.profile.waiting.ProcessWaiters`), needed when
+    ``spec.waiting_seconds > 0``.
     """
     spec.validate()
+    if spec.waiting_seconds > 0 and waiters is None:
+        raise SweepError(
+            "measuring the waiting power (waiting_seconds > 0) needs waiter processes: "
+            "pass waiters=, or waiting_seconds=0 to skip it"
+        )
     with _signals_end_the_sweep():
         return _run_sweep(
             spec,
@@ -302,7 +326,30 @@ def run_sweep(
             progress=progress,
             chooser=chooser,
             clock=clock,
+            waiters=waiters,
         )
+
+
+def _waiting_phase(
+    spec: SweepSpec,
+    measurer: Measurer,
+    waiters: WaitersFactory | None,
+    state: _State,
+    save: Callable[[], None],
+) -> None:
+    """The waiting power (when the spec asks for it) of every setting the state lacks, each
+    entry kept in ``state`` and saved at once when the file already has a point (else with
+    the first cell)."""
+    if spec.waiting_seconds <= 0:
+        return
+    assert waiters is not None  # run_sweep refuses it
+
+    def keep(entry: WaitingPower) -> None:
+        state.waiting[(entry.setting_key, entry.cstates, entry.mode)] = entry
+        if state.done:  # a profile file needs a point
+            save()
+
+    measure_waiting(spec, measurer, waiters, state.waiting, keep)
 
 
 def _run_sweep(
@@ -315,6 +362,7 @@ def _run_sweep(
     progress: ProgressSink | None,
     chooser: CellChooser | None,
     clock: Callable[[], float],
+    waiters: WaitersFactory | None,
 ) -> Profile:
     choose: CellChooser = chooser or FullGrid()
     state = _resume_state(resume, spec, ctx) if resume is not None else _State()
@@ -337,6 +385,7 @@ def _run_sweep(
     def snapshot(status: str) -> Profile:
         return _profile(spec, ctx, state, choose, power.source, power.keys, power.scope, status)
 
+    _waiting_phase(spec, measurer, waiters, state, lambda: save_profile(snapshot("partial"), out))
     pending = [c for c in cells if c.key not in state.done or c.key in state.quick]
     while pending:
         current = snapshot("partial") if state.done else None

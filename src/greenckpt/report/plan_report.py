@@ -3,7 +3,9 @@
 Every power and energy figure is labelled with where its power came from: ``measured`` (a
 meter), ``estimated`` (a power model) or ``synthetic`` (an example profile). EPE and energies
 are always *modelled* (expectations over failures) from those powers and the given
-application power, and say so.
+application power, and say so. A phase's power is its point's plus the power of the ranks that
+wait meanwhile (``R − n`` of them, per rank from the profile's waiting entries): both parts are
+shown, with the waiting figure's own source and how it was found.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from rich.table import Table
 from greenckpt.model import daly_interval, time_optimal_interval, young_interval
 from greenckpt.optimize import Baseline, Choice, Plan, ProfilePoint
 from greenckpt.optimize.profile import point_to_json
+from greenckpt.optimize.waiting import WaitingUse
 from greenckpt.units import (
     format_duration,
     format_energy,
@@ -28,27 +31,58 @@ from greenckpt.units import (
 
 def power_source(plan: Plan, points: Iterable[ProfilePoint] | None = None) -> str:
     """Provenance of the powers behind a figure: ``synthetic`` for a synthetic profile, else
-    the sources of ``points`` (default: the chosen checkpoint and restart points), e.g.
-    ``measured`` or ``estimated+measured``."""
+    the sources of ``points`` (default: the chosen checkpoint and restart points, with the
+    waiting power added to them when ranks wait), e.g. ``measured`` or
+    ``estimated+measured``."""
     if plan.synthetic:
         return "synthetic"
-    pts = (plan.best.write, plan.best.read) if points is None else points
-    return "+".join(sorted({p.power_source for p in pts}))
+    if points is None:
+        return _sources(plan.best)
+    return "+".join(sorted({p.power_source for p in points}))
+
+
+def _sources(c: Choice) -> str:
+    """The sources of a choice's phase powers: its points' and its waiting figures'."""
+    found: set[str] = {c.write.power_source, c.read.power_source}
+    for use in (c.write_waiting, c.read_waiting):
+        if use.ranks and use.source is not None:
+            found.add(use.source)
+    return "+".join(sorted(found))
 
 
 def _baseline_points(plan: Plan) -> list[ProfilePoint]:
     return [p for b in plan.baselines if b.choice for p in (b.choice.write, b.choice.read)]
 
 
-def _point_dict(p: ProfilePoint) -> dict[str, Any]:
-    return {**point_to_json(p), "energy_per_GB_J": p.energy_per_byte * 1e9}
+def waiting_dict(use: WaitingUse) -> dict[str, Any]:
+    """JSON-ready dict of the waiting power added to a phase."""
+    return {
+        "mode": use.mode,
+        "waiting_ranks": use.ranks,
+        "power_per_rank_W": use.per_rank,
+        "power_W": use.power,
+        "power_source": use.source,
+        "exact": use.exact,
+        "how": use.how,
+    }
+
+
+def _phase_dict(p: ProfilePoint, use: WaitingUse, phase_power: float) -> dict[str, Any]:
+    return {
+        **point_to_json(p),
+        "waiting": waiting_dict(use),
+        "phase_power_W": phase_power,
+        "energy_per_GB_J": phase_power / p.throughput * 1e9,
+    }
 
 
 def choice_dict(c: Choice) -> dict[str, Any]:
-    """JSON-ready dict of a choice (SI units, names with unit suffixes)."""
+    """JSON-ready dict of a choice (SI units, names with unit suffixes). Each phase is its
+    profile point, the waiting ranks' power added to it, and the phase's power
+    (``phase_power_W``, what ``energy_per_GB_J`` and ``epe_W`` are computed from)."""
     return {
-        "checkpoint": _point_dict(c.write),
-        "restart": _point_dict(c.read),
+        "checkpoint": _phase_dict(c.write, c.write_waiting, c.W_C),
+        "restart": _phase_dict(c.read, c.read_waiting, c.W_R),
         "interval_s": c.T_A,
         "T_C_s": c.T_C,
         "T_R_s": c.T_R,
@@ -80,6 +114,7 @@ def plan_to_dict(plan: Plan, *, profile_path: str | None = None) -> dict[str, An
             "nodes": scn.nodes,
             "app_power_W": scn.app_power,
             "app_processes": plan.app_processes,
+            "wait_mode": scn.wait_mode,
             "form": scn.form,
             "max_slowdown": scn.max_slowdown,
             "power_cap_W": scn.power_cap,
@@ -89,6 +124,7 @@ def plan_to_dict(plan: Plan, *, profile_path: str | None = None) -> dict[str, An
         "plan": choice_dict(plan.best),
         "fastest_time_factor": plan.fastest_time_factor,
         "reference_intervals_s": _reference_intervals(plan),
+        "notes": list(plan.notes),
         "baselines": [],
     }
     if scn.work is not None:
@@ -123,6 +159,12 @@ def _reference_intervals(plan: Plan) -> dict[str, float]:
     }
 
 
+_MODE_WORDS = {
+    "polite": "waiting politely (sleeping between tests)",
+    "spin": "spinning in MPI's waits",
+}
+
+
 def _setting(p: ProfilePoint) -> str:
     codec = f", {p.codec}" if p.codec else ""
     cst = "" if p.cstates is None else (", C-states on" if p.cstates else ", C-states off")
@@ -141,17 +183,25 @@ def plan_tables(plan: Plan, *, size_text: str | None = None) -> list[Table]:
     chosen = Table(
         title=f"Chosen settings for {size_text or format_size(size)} per node ({src} power)",
         title_justify="left",
+        caption=f"power: the profile point's (I/O processes busy, other cores idle); waiting: "
+        f"the other ranks of {plan.app_processes} per node, {_MODE_WORDS[plan.scenario.wait_mode]}"
+        "; energy/GB: both",
+        caption_justify="left",
     )
-    for col in ("phase", "CPU", "I/O procs", "time", "power", "energy/GB"):
+    for col in ("phase", "CPU", "I/O procs", "time", "power", "waiting", "energy/GB"):
         chosen.add_column(col)
-    for phase, p, t in (("checkpoint", c.write, c.T_C), ("restart", c.read, c.T_R)):
+    for phase, p, use, t, energy in (
+        ("checkpoint", c.write, c.write_waiting, c.T_C, c.write_energy_per_gb),
+        ("restart", c.read, c.read_waiting, c.T_R, c.read_energy_per_gb),
+    ):
         chosen.add_row(
             phase,
             _setting(p),
             str(p.processes),
             format_duration(t),
             format_power(p.power),
-            format_energy(p.energy_per_byte * 1e9),
+            _waiting_cell(use),
+            format_energy(energy),
         )
     refs = _reference_intervals(plan)
     exp = Table(
@@ -202,7 +252,35 @@ def plan_tables(plan: Plan, *, size_text: str | None = None) -> list[Table]:
     for b in plan.baselines:
         base.add_row(*_baseline_row(plan, b))
         notes.add_row(f"{b.name}:", b.how)
-    return [chosen, exp, base, notes]
+    return [chosen, waiting_table(c), exp, base, notes]
+
+
+def _waiting_cell(use: WaitingUse) -> str:
+    if use.ranks == 0:
+        return "none"
+    if use.source is None:
+        return "not measured"
+    return f"+{format_power(use.power)}"
+
+
+def waiting_line(use: WaitingUse) -> str:
+    """The waiting power of one phase in words: ranks, mode, watts per rank and their source."""
+    if use.ranks == 0:
+        return f"no rank waits ({use.how.removeprefix('no rank waits ')})"
+    return (
+        f"{use.ranks} ranks wait ({use.mode}) × {format_power(use.per_rank)} per rank "
+        f"= {format_power(use.power)}; {use.how}"
+    )
+
+
+def waiting_table(c: Choice) -> Table:
+    """Where each phase's waiting power comes from (a grid of two lines)."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column()
+    grid.add_column()
+    grid.add_row("waiting, checkpoint:", waiting_line(c.write_waiting))
+    grid.add_row("waiting, restart:", waiting_line(c.read_waiting))
+    return grid
 
 
 def _baseline_row(plan: Plan, b: Baseline) -> list[str]:

@@ -20,9 +20,10 @@ import threading
 from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
+from greenckpt.ckpt.wait import polite
 from greenckpt.errors import InvalidValueError
 from greenckpt.optimize.planner import PlanError, Scenario, plan
-from greenckpt.optimize.profile import Profile, ProfileError, ProfilePoint
+from greenckpt.optimize.profile import Profile, ProfileError, ProfilePoint, WaitMode
 from greenckpt.runtime.baselines import (
     DEFAULT_IO_PROCESSES,
     GOVERNOR_POLICIES,
@@ -110,6 +111,11 @@ class ProfilePolicy:
     manifest), else the codec of the last checkpoint of that level decided by this policy.
     See docs/design/runtime.md for the node/storage checks and what is approximate.
 
+    The ranks that do no I/O during a phase wait as the checkpoint library makes them wait:
+    politely, or spinning under ``GREENCKPT_WAIT=spin`` (read once, here, by the library's own
+    :func:`greenckpt.ckpt.wait.polite`); the planner adds their power per rank from the
+    profile for that mode.
+
     ``frequency_control``/``cstate_control`` default to what :class:`Node` detected. Without
     frequency control only points measured without it are used when the profile has them
     (else all, and the notes say the predictions assume a setting not applied), and the
@@ -144,6 +150,7 @@ class ProfilePolicy:
         self.app_processes = app_processes
         self.max_slowdown = max_slowdown
         self.power_cap = power_cap
+        self.wait_mode: WaitMode = "polite" if polite() else "spin"  # a bad value fails here
         self._scenario(1).validate()  # a bad rate or power fails here, not at a checkpoint
         self.frequency = decided_frequency(self.node, frequency_control)
         self.frequency_control = self.frequency.available
@@ -162,6 +169,7 @@ class ProfilePolicy:
             app_processes=self.app_processes,
             max_slowdown=self.max_slowdown,
             power_cap=self.power_cap,
+            wait_mode=self.wait_mode,
         )
 
     def decide(self, request: PhaseRequest) -> Settings:
