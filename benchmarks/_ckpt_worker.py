@@ -150,15 +150,19 @@ def _drop_on_rank0(comm: Any, directory: str, method: str) -> str | None:
 
 
 def checkpointer(directory: str, name: str, codec: str) -> Any:
-    """Level 1 only, in ``directory``, keep 1, no environment overrides."""
+    """Level 1 only, in ``directory``, keep 1, no environment overrides; with
+    ``BENCH_CKPT_NODES=per-rank`` (``bench_ckpt_io.py --nodes``) every rank is an emulated
+    node of its own (``ranks_per_node=1``)."""
     from greenckpt.ckpt.api import Checkpointer  # noqa: PLC0415 - import cost is measured
 
+    per_rank = os.environ.get("BENCH_CKPT_NODES", "one") == "per-rank"
     return Checkpointer(
         local_dir=directory,
         name=name,
         keep=1,
         l1={"enabled": True, "codec": codec},
         env={},
+        **({"ranks_per_node": 1} if per_rank else {}),
     )
 
 

@@ -1,9 +1,9 @@
 """Checkpoint write and restart read throughput vs raw parallel I/O and fio; target ≥ 0.9×.
 
 Run: ``python benchmarks/bench_ckpt_io.py [--size 512MiB] [--writers 1,2,4] [--repeats 15]
-[--dir DIR] [--settle 0] [--busy N|cores] [--no-fio] [--json PATH]``. Not a test: nothing
-here asserts a time; it prints the library's throughput over raw's and fio's (median of
-per-repeat ratios) and PASS/FAIL against 0.9.
+[--dir DIR] [--settle 0] [--busy N|cores] [--nodes one|per-rank] [--no-fio] [--json PATH]``.
+Not a test: nothing here asserts a time; it prints the library's throughput over raw's and
+fio's (median of per-repeat ratios) and PASS/FAIL against 0.9.
 
 Why: a checkpoint library earns its place only if protecting the data (digests, manifest,
 agreement, commit, verification on restart) costs little next to moving the bytes. So the
@@ -159,6 +159,11 @@ def clear(directory: Path) -> None:
             shutil.rmtree(entry)
         else:
             entry.unlink()
+
+
+NODE_LAYOUTS = ("one", "per-rank")
+NODES_ENV = "BENCH_CKPT_NODES"
+"""Tells ``_ckpt_worker.py`` how the library's ranks map to emulated nodes (``--nodes``)."""
 
 
 def _worker_env() -> dict[str, str]:
@@ -435,6 +440,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:  # noqa: PLR0915 �
         help="CPU-bound processes spinning beside every tool while it runs: N, or 'cores' for "
         "one per CPU (issue 19's 'under load' targets; default 0)",
     )
+    parser.add_argument(
+        "--nodes",
+        choices=NODE_LAYOUTS,
+        default="one",
+        help="the library's ranks on one node (default: one directory, one manifest) or "
+        "per-rank (ranks_per_node=1: every rank an emulated node of its own, with its own "
+        "directory, manifest and commit, as on a cluster with one rank per node)",
+    )
     parser.add_argument("--no-fio", action="store_true", help="skip fio even if installed")
     parser.add_argument("--json", default=None, metavar="PATH", help="also write results here")
     args = parser.parse_args(argv)
@@ -520,6 +533,7 @@ def busy_count(text: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     args.busy_n = busy_count(args.busy)
+    os.environ[NODES_ENV] = args.nodes  # the workers inherit it
     try:
         with _pagereport.page_reporting(args.page_reporting) as memory_note, busy(args.busy_n):
             return measure(args, memory_note)
@@ -549,6 +563,16 @@ def measure(args: argparse.Namespace, memory_note: str) -> int:  # noqa: PLR0912
     print(f"storage: {args.directory} -> {storage(args.directory)}")
     print(f"memory: {memory_note}")
     print(f"load beside the tools: {args.busy_n} CPU-bound process(es) spinning (--busy)")
+    print(
+        "library's nodes: "
+        + (
+            "one emulated node per rank (ranks_per_node=1: a directory, manifest and commit "
+            "per rank)"
+            if args.nodes == "per-rank"
+            else "all ranks on one node (one directory and manifest)"
+        )
+        + " (--nodes); raw, plain and fio write one file per writer in one directory"
+    )
     print(
         f"launcher: {args.launcher or 'none (1 writer, plain python)'}; fio: "
         f"{fio_version() if args.use_fio else 'not used'}"
@@ -720,6 +744,7 @@ def measure(args: argparse.Namespace, memory_note: str) -> int:  # noqa: PLR0912
             "cache_drop": sorted(methods),
             "page_reporting": memory_note,
             "busy_processes": args.busy_n,
+            "library_nodes": args.nodes,
             "load_average_start": list(load_start),
             "load_average_end": list(load_end),
             "target": TARGET,
