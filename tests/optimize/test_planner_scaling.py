@@ -4,12 +4,15 @@ Random profiles (seeded numpy, several sizes) draw throughputs and powers from c
 that duplicates and ties in one or both are common, mix codecs and C-state settings, and are
 planned under random constraints (power cap, max slowdown, model form). The plan — chosen
 settings, interval, baselines, every figure — and the Pareto front must be equal, as must any
-refusal (same exception, same message).
+refusal (same exception, same message). With waiting entries (some settings measured, some
+not, some negative), the power pruned on is the phase's, which depends on the process count
+and the CPU setting: the same equalities must hold for either wait mode and any ``R``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -19,6 +22,7 @@ from greenckpt.errors import GreenckptError
 from greenckpt.optimize import Profile, ProfilePoint, Scenario, pareto_front, plan
 from greenckpt.optimize.front import _pareto_front_exhaustive
 from greenckpt.optimize.planner import _plan_exhaustive
+from greenckpt.optimize.profile import WaitingPower
 from greenckpt.optimize.pruning import nondominated
 
 GIB = 2**30
@@ -137,3 +141,78 @@ def test_ties_break_as_the_exhaustive_search_breaks_them() -> None:
     got, want = plan(prof, scn), _plan_exhaustive(prof, scn)
     assert got == want
     assert got.best.write is writes[0] and got.best.read is reads[0]
+
+
+def random_waiting(rng: np.random.Generator, prof: Profile) -> Profile:
+    """``prof`` with SYNTHETIC waiting entries for about two thirds of its (frequency,
+    C-states, mode) combinations, per-rank powers from a coarse grid (ties; a negative one
+    is noise taken as 0 W) or continuous draws."""
+    combos = sorted({(p.frequency, p.cstates) for p in prof.points}, key=repr)
+    entries = []
+    for f, cst in combos:
+        for mode in ("polite", "spin"):
+            if rng.random() > 0.65:
+                continue
+            grid = [-0.1, 0.0, 0.5] if mode == "polite" else [5.0, 10.0, 20.0]
+            w = float(rng.choice(grid)) if rng.random() < 0.5 else float(rng.uniform(0, 25))
+            entries.append(
+                WaitingPower(
+                    mode=mode,  # type: ignore[arg-type]
+                    ranks=8,
+                    power_per_rank=w,
+                    power_source="synthetic",
+                    frequency=f,
+                    cstates=cst,
+                )
+            )
+    return replace(prof, waiting=tuple(entries[i] for i in rng.permutation(len(entries))))
+
+
+def waiting_scenario(rng: np.random.Generator, prof: Profile) -> Scenario:
+    counts = prof.process_counts
+    r = [None, counts[-1], int(rng.integers(1, counts[-1] + 3))][int(rng.integers(3))]
+    return replace(
+        random_scenario(rng),
+        wait_mode="spin" if rng.random() < 0.5 else "polite",
+        app_processes=r,
+    )
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_pruned_plan_with_waiting_ranks_equals_the_exhaustive_search(seed: int) -> None:
+    rng = np.random.default_rng(5000 + seed)
+    prof = random_waiting(rng, random_profile(rng, *SIZES[seed % len(SIZES)]))
+    for _ in range(4):
+        scn = waiting_scenario(rng, prof)
+        got = outcome(plan, prof, scn)
+        want = outcome(_plan_exhaustive, prof, scn)
+        assert got == want
+        if not isinstance(want, tuple):
+            assert got.best.write is want.best.write  # type: ignore[attr-defined]
+            assert got.best.read is want.best.read  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_pruned_pareto_front_with_waiting_ranks_equals_the_exhaustive_one(seed: int) -> None:
+    rng = np.random.default_rng(7000 + seed)
+    prof = random_waiting(rng, random_profile(rng, *SIZES[seed % len(SIZES)]))
+    for _ in range(3):
+        scn = waiting_scenario(rng, prof)
+        got = outcome(pareto_front, prof, scn)
+        assert got == outcome(_pareto_front_exhaustive, prof, scn)
+
+
+def test_the_waiting_ranks_change_what_the_pruning_keeps() -> None:
+    """Why the phase's power is pruned on: one writer beside seven spinning waiters costs
+    more than eight writers, though its own point is the cheaper one."""
+    one = _pt("write", 1e9, 200.0, n=1)
+    eight = _pt("write", 1e9, 210.0, n=8)
+    read = _pt("read", 1e9, 200.0, n=8)
+    spin = WaitingPower(mode="spin", ranks=8, power_per_rank=10.0, power_source="synthetic")
+    prof = Profile(points=(one, eight, read), synthetic=True, machine={"cores": 8})
+    scn = Scenario(ckpt_size=8 * GIB, rate=1e-5, app_power=300.0, wait_mode="spin")
+    assert nondominated((one, eight)) == (one,)  # the points alone: eight is dominated
+    assert plan(prof, scn).best.write is one  # nothing measured: waiting assumed idle
+    spinning = replace(prof, waiting=(spin,))
+    assert plan(spinning, scn).best.write is eight  # 200 + 7 x 10 W > 210 W
+    assert nondominated((one, eight), [270.0, 210.0]) == (eight,)
