@@ -22,8 +22,8 @@ from greenckpt.errors import GreenckptError
 from greenckpt.optimize import Profile, ProfilePoint, Scenario, pareto_front, plan
 from greenckpt.optimize.front import _pareto_front_exhaustive
 from greenckpt.optimize.planner import _plan_exhaustive
-from greenckpt.optimize.profile import WaitingPower
 from greenckpt.optimize.pruning import nondominated
+from greenckpt.optimize.waiting import WaitingPower
 
 GIB = 2**30
 CODECS = (None, None, "zstd", "lz4")

@@ -14,8 +14,7 @@ import pytest
 from greenckpt.model import epe
 from greenckpt.optimize import PlanError, Profile, ProfileError, ProfilePoint, Scenario, plan
 from greenckpt.optimize.planner import _plan_exhaustive
-from greenckpt.optimize.profile import WaitingPower
-from greenckpt.optimize.waiting import WaitingLookup
+from greenckpt.optimize.waiting import WaitingLookup, WaitingPower
 
 GIB = 2**30
 GHZ = 1e9
@@ -100,7 +99,7 @@ def test_the_ranks_on_the_node_are_the_scenarios_app_processes() -> None:
     one = c.write if c.write.processes == 1 else c.read
     use = c.write_waiting if one is c.write else c.read_waiting
     assert use.ranks == 1  # R - n = 2 - 1
-    lookup = WaitingLookup(PROFILE, "spin", 2)
+    lookup = WaitingLookup(PROFILE.waiting, "spin", 2)
     assert lookup.use(POINTS[1]).ranks == 0  # four I/O processes of two ranks: nobody waits
 
 
@@ -158,7 +157,7 @@ def test_the_nearest_entry_has_the_points_c_states_first() -> None:
         waiting("spin", 2.5 * GHZ, 25.0, cstates=False),
     )
     prof = replace(PROFILE, waiting=entries)
-    lookup = WaitingLookup(prof, "spin", 4)
+    lookup = WaitingLookup(prof.waiting, "spin", 4)
     assert lookup.use(point("write", 1.2 * GHZ, 1, 1e9, 200.0)).per_rank == 30.0
     off = point("write", 2.4 * GHZ, 1, 1e9, 200.0, cstates=False)
     assert lookup.use(off).per_rank == 25.0  # among C-states off, 2.5 GHz is nearer than 1
@@ -173,16 +172,16 @@ def test_a_governor_point_without_its_own_entry_is_assumed_idle() -> None:
         power_source="synthetic",
         governor="ondemand",
     )
-    use = WaitingLookup(PROFILE, "spin", 4).use(gov)
+    use = WaitingLookup(PROFILE.waiting, "spin", 4).use(gov)
     assert (use.per_rank, use.source, use.exact) == (0.0, None, False)
     assert "not measured at the ondemand governor for spin waits" in use.how
     own = replace(PROFILE, waiting=(waiting("spin", None, 12.0, governor="ondemand"),))
-    assert WaitingLookup(own, "spin", 4).use(gov).power == pytest.approx(36.0)
+    assert WaitingLookup(own.waiting, "spin", 4).use(gov).power == pytest.approx(36.0)
 
 
 def test_a_negative_measurement_is_noise_and_counts_as_nothing() -> None:
     prof = replace(PROFILE, waiting=(waiting("polite", GHZ, -0.05),))
-    use = WaitingLookup(prof, "polite", 4).use(POINTS[0])
+    use = WaitingLookup(prof.waiting, "polite", 4).use(POINTS[0])
     assert use.per_rank == 0.0 and use.source == "synthetic" and use.exact
     assert "-0.05 W per rank is noise around idle, taken as 0 W" in use.how
 

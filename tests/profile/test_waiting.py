@@ -24,7 +24,7 @@ import pytest
 from greenckpt.ckpt import wait as library_wait
 from greenckpt.cli.profile_flags import SPELLING
 from greenckpt.optimize import Scenario, load_profile, plan
-from greenckpt.optimize.profile import WaitingPower, WaitMode
+from greenckpt.optimize.waiting import WaitingPower, WaitMode
 from greenckpt.platform.restore import NodeSettings
 from greenckpt.platform.sampler import Sampler
 from greenckpt.profile.grid import Cell, CpuSetting, SweepError, SweepSpec

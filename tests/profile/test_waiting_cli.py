@@ -17,8 +17,8 @@ import pytest
 
 from greenckpt.cli.main import main
 from greenckpt.optimize import load_profile
-from greenckpt.optimize.profile import WaitingPower
 from greenckpt.optimize.setting import CpuSetting
+from greenckpt.optimize.waiting import WaitingPower
 from greenckpt.profile.preflight import default_settings
 from greenckpt.profile.waiting import default_waiting_ranks
 

@@ -12,7 +12,8 @@ from dataclasses import replace
 import pytest
 
 from greenckpt.errors import InvalidValueError
-from greenckpt.optimize.profile import Profile, WaitingPower
+from greenckpt.optimize.profile import Profile
+from greenckpt.optimize.waiting import WaitingPower
 from tests.runtime.test_policy import ckpt, fake_profile, profile_policy, pt
 
 GIB = 2**30

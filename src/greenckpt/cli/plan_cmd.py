@@ -26,7 +26,7 @@ from greenckpt.jsonout import dumps
 from greenckpt.model import epe
 from greenckpt.optimize import Plan, pareto_front, plan
 from greenckpt.optimize import native_config as native
-from greenckpt.optimize.profile import WAIT_MODES
+from greenckpt.optimize.waiting import WAIT_MODES
 from greenckpt.report.plan_report import plan_tables, plan_to_dict, power_source
 from greenckpt.units import format_duration, format_power, format_size
 

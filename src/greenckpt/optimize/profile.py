@@ -24,26 +24,51 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from greenckpt.durable import write_atomic
-from greenckpt.errors import GreenckptError
 from greenckpt.files import read_regular
-from greenckpt.optimize.setting import GOVERNORS, CpuSetting
+from greenckpt.optimize.fields import (
+    POWER_SOURCES,
+    PowerSource,
+    ProfileError,
+    choice,
+    flag,
+    number,
+    optional_int,
+    optional_number,
+    optional_str,
+    setting_pair,
+)
+from greenckpt.optimize.setting import CpuSetting
+from greenckpt.optimize.waiting import WaitingPower, waiting_from_json, waiting_to_json
+
+__all__ = [
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "OPERATIONS",
+    "POWER_SOURCES",
+    "READABLE_VERSIONS",
+    "CellKey",
+    "Operation",
+    "PowerSource",
+    "Profile",
+    "ProfileError",
+    "ProfilePoint",
+    "Run",
+    "cell_key",
+    "check_unique_cells",
+    "describe_cell",
+    "load_profile",
+    "point_to_json",
+    "profile_from_json",
+    "profile_to_json",
+    "save_profile",
+]
 
 FORMAT_NAME = "greenckpt-profile"
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 
 Operation = Literal["write", "read"]
-PowerSource = Literal["measured", "estimated", "synthetic"]
-WaitMode = Literal["polite", "spin"]
 OPERATIONS: tuple[Operation, ...] = ("write", "read")
-POWER_SOURCES: tuple[PowerSource, ...] = ("measured", "estimated", "synthetic")
-WAIT_MODES: tuple[WaitMode, ...] = ("polite", "spin")
-"""How ranks that do no I/O wait during a phase: the checkpoint library's polite waits
-(sleeping between tests) or MPI's own busy-polling waits (``GREENCKPT_WAIT=spin``)."""
-
-
-class ProfileError(GreenckptError, ValueError):
-    """A profile file or object is malformed; the message names the field and what is valid."""
 
 
 @dataclass(frozen=True)
@@ -124,63 +149,6 @@ class ProfilePoint:
 
 
 @dataclass(frozen=True)
-class WaitingPower:
-    """What one rank that waits during a phase adds to the node's power, at one CPU setting.
-
-    Why the profile records it: a point's ``power`` was measured with its I/O processes busy
-    and every other core idle, but during a real phase with ``n`` writers of ``R`` ranks the
-    other ``R − n`` ranks wait — politely (sleeping between tests) or spinning in MPI. The
-    profiler runs ``ranks`` processes that wait exactly as the library waits and records
-    ``(node power with them − idle power at the same setting) / ranks``; the planner adds
-    ``(R − n) × power_per_rank`` to the point's power (docs/model.md, section 4).
-
-    ``power_per_rank`` may be slightly negative: polite waiters cost about nothing, and the
-    difference of two measured figures is then noise around zero (``power_spread`` says how
-    much). ``cpu_fraction`` is the CPU time the waiters used per waiting rank as a fraction
-    of one core (from the OS's accounting of the waiter processes).
-    """
-
-    mode: WaitMode
-    ranks: int
-    power_per_rank: float
-    power_source: PowerSource
-    frequency: float | None = None
-    governor: str | None = None
-    cstates: bool | None = None
-    power_spread: float | None = None
-    """Spread (max − min) of the per-rank figure over the window's sub-windows."""
-    cpu_fraction: float | None = None
-    seconds: float | None = None
-    """Length of the metered window."""
-    idle_power: float | None = None
-    """Node idle power at the same setting, subtracted from the window's power."""
-    reliable: bool = True
-
-    def __post_init__(self) -> None:
-        _ = self.setting  # refuses both a frequency and a governor, or an unknown governor
-
-    @cached_property
-    def setting(self) -> CpuSetting:
-        """The CPU setting the waiters were measured under."""
-        return CpuSetting.of(self.frequency, self.governor)
-
-    @property
-    def setting_key(self) -> str:
-        """Machine-readable CPU setting, as :attr:`ProfilePoint.setting_key`."""
-        return self.setting.key
-
-    @property
-    def setting_label(self) -> str:
-        """Human label of the CPU setting, as :attr:`ProfilePoint.setting_label`."""
-        return self.setting.label
-
-
-def waiting_key(w: WaitingPower) -> tuple[str, bool | None, str]:
-    """What identifies a waiting entry: ``(setting_key, cstates, mode)``."""
-    return (w.setting_key, w.cstates, w.mode)
-
-
-@dataclass(frozen=True)
 class Profile:
     """A set of profile points for one machine and storage target, plus their provenance."""
 
@@ -243,39 +211,6 @@ def _where(path: str) -> str:
     return path or "profile"
 
 
-def _number(obj: Mapping[str, Any], key: str, path: str, *, positive: bool = True) -> float:
-    value = obj.get(key)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ProfileError(f"{path}.{key}: expected a number, got {value!r}")
-    v = float(value)
-    if not math.isfinite(v) or (positive and v <= 0) or v < 0:
-        bound = "> 0" if positive else ">= 0"
-        raise ProfileError(f"{path}.{key}: must be a finite number {bound}, got {value!r}")
-    return v
-
-
-def _optional_number(obj: Mapping[str, Any], key: str, path: str) -> float | None:
-    if obj.get(key) is None:
-        return None
-    return _number(obj, key, path, positive=False)
-
-
-def _choice(obj: Mapping[str, Any], key: str, path: str, allowed: Sequence[str]) -> str:
-    value = obj.get(key)
-    if value not in allowed:
-        raise ProfileError(f"{path}.{key}: expected one of {', '.join(allowed)}, got {value!r}")
-    return cast(str, value)
-
-
-def _optional_int(obj: Mapping[str, Any], key: str, path: str) -> int | None:
-    value = obj.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ProfileError(f"{path}.{key}: expected an integer >= 1 or null, got {value!r}")
-    return value
-
-
 def _runs_from_json(obj: Mapping[str, Any], path: str) -> tuple[Run, ...]:
     raw = obj.get("runs", [])
     if not isinstance(raw, list):
@@ -287,9 +222,9 @@ def _runs_from_json(obj: Mapping[str, Any], path: str) -> tuple[Run, ...]:
             raise ProfileError(f"{where}: expected an object")
         runs.append(
             Run(
-                throughput=_number(r, "throughput_Bps", where),
-                power=_number(r, "power_W", where),
-                seconds=_number(r, "seconds", where),
+                throughput=number(r, "throughput_Bps", where),
+                power=number(r, "power_W", where),
+                seconds=number(r, "seconds", where),
             )
         )
     return tuple(runs)
@@ -298,11 +233,11 @@ def _runs_from_json(obj: Mapping[str, Any], path: str) -> tuple[Run, ...]:
 def _point_from_json(obj: Any, path: str, version: int = FORMAT_VERSION) -> ProfilePoint:
     if not isinstance(obj, dict):
         raise ProfileError(f"{path}: expected an object, got {type(obj).__name__}")
-    op = cast(Operation, _choice(obj, "op", path, OPERATIONS))
+    op = cast(Operation, choice(obj, "op", path, OPERATIONS))
     processes = obj.get("processes")
     if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
         raise ProfileError(f"{path}.processes: expected an integer >= 1, got {processes!r}")
-    frequency, governor = _setting_from_json(obj, path)
+    frequency, governor = setting_pair(obj, path)
     if version == 1 and frequency is None and governor is None:
         raise ProfileError(
             f"{path}: give exactly one of frequency_hz (a fixed CPU frequency) and governor "
@@ -320,43 +255,27 @@ def _point_from_json(obj: Any, path: str, version: int = FORMAT_VERSION) -> Prof
     return ProfilePoint(
         op=op,
         processes=processes,
-        throughput=_number(obj, "throughput_Bps", path),
-        power=_number(obj, "power_W", path),
-        power_source=cast(PowerSource, _choice(obj, "power_source", path, POWER_SOURCES)),
+        throughput=number(obj, "throughput_Bps", path),
+        power=number(obj, "power_W", path),
+        power_source=cast(PowerSource, choice(obj, "power_source", path, POWER_SOURCES)),
         frequency=frequency,
         governor=governor,
         codec=codec,
         cstates=cstates,
         repetitions=reps,
-        throughput_spread=_optional_number(obj, "throughput_spread_Bps", path),
-        power_spread=_optional_number(obj, "power_spread_W", path),
-        size=_optional_int(obj, "size_bytes", path),
-        block_size=_optional_int(obj, "block_size_bytes", path),
-        layout=_optional_str(obj, "layout", path),
-        read_method=_optional_str(obj, "read_method", path),
-        reliable=_bool(obj, "reliable", path, default=True),
+        throughput_spread=optional_number(obj, "throughput_spread_Bps", path),
+        power_spread=optional_number(obj, "power_spread_W", path),
+        size=optional_int(obj, "size_bytes", path),
+        block_size=optional_int(obj, "block_size_bytes", path),
+        layout=optional_str(obj, "layout", path),
+        read_method=optional_str(obj, "read_method", path),
+        reliable=flag(obj, "reliable", path, default=True),
         runs=_runs_from_json(obj, path),
-        data=_optional_str(obj, "data", path),
+        data=optional_str(obj, "data", path),
         compression_ratio=(
-            None
-            if obj.get("compression_ratio") is None
-            else _number(obj, "compression_ratio", path)
+            None if obj.get("compression_ratio") is None else number(obj, "compression_ratio", path)
         ),
     )
-
-
-def _optional_str(obj: Mapping[str, Any], key: str, path: str) -> str | None:
-    value = obj.get(key)
-    if value is not None and not (isinstance(value, str) and value):
-        raise ProfileError(f"{path}.{key}: expected a non-empty string or null, got {value!r}")
-    return value
-
-
-def _bool(obj: Mapping[str, Any], key: str, path: str, *, default: bool) -> bool:
-    value = obj.get(key, default)
-    if not isinstance(value, bool):
-        raise ProfileError(f"{path}.{key}: expected true or false, got {value!r}")
-    return value
 
 
 CellKey = tuple[str, str, int, str | None, bool | None, int | None, int | None, str | None]
@@ -455,9 +374,9 @@ def _idle_from_json(
     if not isinstance(idle, dict):
         raise ProfileError('profile.idle_power: expected {"value_W": ..., "source": ...}')
     return (
-        _number(idle, "value_W", "profile.idle_power"),
-        cast(PowerSource, _choice(idle, "source", "profile.idle_power", POWER_SOURCES)),
-        _optional_number(idle, "spread_W", "profile.idle_power"),
+        number(idle, "value_W", "profile.idle_power"),
+        cast(PowerSource, choice(idle, "source", "profile.idle_power", POWER_SOURCES)),
+        optional_number(idle, "spread_W", "profile.idle_power"),
     )
 
 
@@ -486,90 +405,6 @@ def _descriptions_from_json(data: Mapping[str, Any]) -> dict[str, Any]:
     return found
 
 
-def _setting_from_json(obj: Mapping[str, Any], path: str) -> tuple[float | None, str | None]:
-    """The ``frequency_hz``/``governor`` pair of an object, checked as a point's is."""
-    frequency = None if obj.get("frequency_hz") is None else _number(obj, "frequency_hz", path)
-    governor = obj.get("governor")
-    if governor is not None and governor not in GOVERNORS:
-        raise ProfileError(
-            f"{path}.governor: expected one of {', '.join(GOVERNORS)} or null, got {governor!r}"
-        )
-    if frequency is not None and governor is not None:
-        raise ProfileError(
-            f"{path}: give at most one of frequency_hz (a fixed CPU frequency) and governor"
-        )
-    return frequency, governor
-
-
-def _finite(obj: Mapping[str, Any], key: str, path: str) -> float:
-    """A finite number of either sign (a difference of two measured powers)."""
-    value = obj.get(key)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ProfileError(f"{path}.{key}: expected a finite number, got {value!r}")
-    return float(value)
-
-
-def _waiting_entry_from_json(obj: Any, path: str) -> WaitingPower:
-    if not isinstance(obj, dict):
-        raise ProfileError(f"{path}: expected an object, got {type(obj).__name__}")
-    frequency, governor = _setting_from_json(obj, path)
-    cstates = obj.get("cstates")
-    if cstates is not None and not isinstance(cstates, bool):
-        raise ProfileError(f"{path}.cstates: expected true, false or null, got {cstates!r}")
-    ranks = obj.get("ranks")
-    if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
-        raise ProfileError(f"{path}.ranks: expected an integer >= 1 (waiting ranks), got {ranks!r}")
-    return WaitingPower(
-        mode=cast(WaitMode, _choice(obj, "mode", path, WAIT_MODES)),
-        ranks=ranks,
-        power_per_rank=_finite(obj, "power_per_rank_W", path),
-        power_source=cast(PowerSource, _choice(obj, "power_source", path, POWER_SOURCES)),
-        frequency=frequency,
-        governor=governor,
-        cstates=cstates,
-        power_spread=_optional_number(obj, "power_spread_W", path),
-        cpu_fraction=_optional_number(obj, "cpu_fraction", path),
-        seconds=None if obj.get("seconds") is None else _number(obj, "seconds", path),
-        idle_power=None if obj.get("idle_power_W") is None else _number(obj, "idle_power_W", path),
-        reliable=_bool(obj, "reliable", path, default=True),
-    )
-
-
-def check_unique_waiting(entries: Sequence[WaitingPower], where: str = "profile.waiting") -> None:
-    """Raise :class:`ProfileError` when two waiting entries describe the same setting and mode
-    (the planner could not tell which to add)."""
-    first: dict[tuple[str, bool | None, str], int] = {}
-    for i, w in enumerate(entries):
-        j = first.setdefault(waiting_key(w), i)
-        if j != i:
-            raise ProfileError(
-                f"{where}[{j}] and {where}[{i}] both give the {w.mode} waiting power at "
-                f"{w.setting_label}{_cstates_words(w.cstates)}: keep one of them"
-            )
-
-
-def _cstates_words(cstates: bool | None) -> str:
-    return "" if cstates is None else f", C-states {'on' if cstates else 'off'}"
-
-
-def _waiting_from_json(data: Mapping[str, Any], synthetic: bool) -> tuple[WaitingPower, ...]:
-    """The optional ``waiting`` list (absent in files written before it existed)."""
-    raw = data.get("waiting")
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise ProfileError("profile.waiting: expected a list of waiting-power entries")
-    entries = tuple(_waiting_entry_from_json(w, f"profile.waiting[{i}]") for i, w in enumerate(raw))
-    check_unique_waiting(entries)
-    for i, w in enumerate(entries):
-        if w.power_source == "synthetic" and not synthetic:
-            raise ProfileError(
-                f"profile.waiting[{i}].power_source: 'synthetic' needs the profile to say "
-                "synthetic: true"
-            )
-    return entries
-
-
 def profile_from_json(data: Any) -> Profile:
     """Build a :class:`Profile` from parsed JSON, validating every field."""
     version = _version_from_json(data)
@@ -582,7 +417,7 @@ def profile_from_json(data: Any) -> Profile:
         idle_power=idle_power,
         idle_power_source=idle_source,
         idle_power_spread=idle_spread,
-        waiting=_waiting_from_json(data, synthetic),
+        waiting=waiting_from_json(data, synthetic),
         **_descriptions_from_json(data),
     )
 
@@ -647,30 +482,6 @@ def point_to_json(p: ProfilePoint) -> dict[str, Any]:
             {"throughput_Bps": r.throughput, "power_W": r.power, "seconds": r.seconds}
             for r in p.runs
         ]
-    return out
-
-
-def waiting_to_json(w: WaitingPower) -> dict[str, Any]:
-    """The JSON object of one waiting entry (the inverse of the loader)."""
-    out: dict[str, Any] = {
-        "frequency_hz": w.frequency,
-        "governor": w.governor,
-        "cstates": w.cstates,
-        "mode": w.mode,
-        "ranks": w.ranks,
-        "power_per_rank_W": w.power_per_rank,
-        "power_source": w.power_source,
-    }
-    for key, value in (
-        ("power_spread_W", w.power_spread),
-        ("cpu_fraction", w.cpu_fraction),
-        ("seconds", w.seconds),
-        ("idle_power_W", w.idle_power),
-    ):
-        if value is not None:
-            out[key] = value
-    if not w.reliable:
-        out["reliable"] = False
     return out
 
 

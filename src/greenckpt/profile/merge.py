@@ -24,9 +24,8 @@ from greenckpt.optimize.profile import (
     Profile,
     ProfileError,
     ProfilePoint,
-    WaitingPower,
-    waiting_key,
 )
+from greenckpt.optimize.waiting import WaitingPower, waiting_key
 from greenckpt.units import format_size
 
 __all__ = [

@@ -34,12 +34,8 @@ from types import TracebackType
 from typing import Protocol
 
 from greenckpt.errors import GreenckptError
-from greenckpt.optimize.profile import (
-    WAIT_MODES,
-    PowerSource,
-    WaitingPower,
-    WaitMode,
-)
+from greenckpt.optimize.profile import PowerSource
+from greenckpt.optimize.waiting import WAIT_MODES, WaitingPower, WaitMode
 from greenckpt.platform.sampler import Mark
 from greenckpt.profile.grid import Cell, CpuSetting, SweepSpec
 from greenckpt.profile.power import PowerChoice

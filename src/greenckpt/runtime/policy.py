@@ -23,7 +23,8 @@ from typing import Protocol, runtime_checkable
 from greenckpt.ckpt.wait import polite
 from greenckpt.errors import InvalidValueError
 from greenckpt.optimize.planner import PlanError, Scenario, plan
-from greenckpt.optimize.profile import Profile, ProfileError, ProfilePoint, WaitMode
+from greenckpt.optimize.profile import Profile, ProfileError, ProfilePoint
+from greenckpt.optimize.waiting import WaitMode
 from greenckpt.runtime.baselines import (
     DEFAULT_IO_PROCESSES,
     GOVERNOR_POLICIES,
