@@ -321,19 +321,14 @@ def _time_bounds(
 
 @dataclass(frozen=True)
 class _OpPoints:
-    """One operation's candidate points with their waiting ranks' power and the phase power
-    (point power + waiting), aligned."""
+    """One operation's candidate points with their phase power (point power + waiting
+    ranks'), aligned."""
 
     points: tuple[ProfilePoint, ...]
-    waits: tuple[WaitingUse, ...]
     power: np.ndarray
 
     def take(self, index: np.ndarray) -> _OpPoints:
-        return _OpPoints(
-            tuple(self.points[i] for i in index),
-            tuple(self.waits[i] for i in index),
-            self.power[index],
-        )
+        return _OpPoints(tuple(self.points[i] for i in index), self.power[index])
 
 
 @dataclass(frozen=True)
@@ -352,6 +347,8 @@ class _Pairs:
     all_writes: _OpPoints | None = None
     """Every write and read point within the power cap, pruned or not (for the front)."""
     all_reads: _OpPoints | None = None
+    waits: WaitingLookup | None = None
+    """The waiting lookup the phase powers came from (the chosen points' details)."""
 
 
 def _op_points(profile: Profile, scn: Scenario, waits: WaitingLookup) -> tuple[_OpPoints, ...]:
@@ -364,9 +361,8 @@ def _op_points(profile: Profile, scn: Scenario, waits: WaitingLookup) -> tuple[_
                 f"the profile has no '{op}' points: a plan needs {op} ({phase}) measurements; "
                 f"profile the storage target for {op}s"
             )
-        uses = tuple(waits.use(p) for p in points)
-        power = np.array([p.power + u.power for p, u in zip(points, uses, strict=True)])
-        pts = _OpPoints(points, uses, power)
+        power = np.array([p.power for p in points]) + waits.extra_power(points)
+        pts = _OpPoints(points, power)
         if scn.power_cap is not None:
             pts = pts.take(np.flatnonzero(power <= scn.power_cap))
             if not pts.points:
@@ -418,6 +414,7 @@ def _candidates(profile: Profile, scn: Scenario, *, prune: bool = True) -> _Pair
         wr=reads.power[ri],
         all_writes=pool[0],
         all_reads=pool[1],
+        waits=waits,
     )
 
 
@@ -458,12 +455,11 @@ def _plan(profile: Profile, scenario: Scenario, *, prune: bool) -> Plan:
     values = epe(ta, tc, tr, scn.rate, scn.app_power, wc, wr, form=scn.form)
     values = np.where(feasible & np.isfinite(values), values, np.inf)
     k = int(np.argmin(values))
-    i, j = int(wi[k]), int(ri[k])
-    best = _choice(
-        scn, writes.points[i], reads.points[j], float(ta[k]), writes.waits[i], reads.waits[j]
-    )
+    w, r = writes.points[int(wi[k])], reads.points[int(ri[k])]
+    waits = c.waits
+    assert waits is not None  # _candidates sets it
+    best = _choice(scn, w, r, float(ta[k]), waits.use(w), waits.use(r))
     n_app = app_processes(profile, scn.app_processes)
-    waits = WaitingLookup(profile.waiting, scn.wait_mode, n_app)
     baselines = tuple(_baseline(profile, scn, name, n_app, waits) for name in BASELINES)
     return Plan(
         scenario=scn,

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal, cast
 
+import numpy as np
+
 from greenckpt.optimize.fields import (
     POWER_SOURCES,
     PowerSource,
@@ -256,18 +258,39 @@ class WaitingLookup:
                 )
         self._cache: dict[tuple[str, bool | None], tuple[float, PowerSource | None, str, bool]] = {}
 
+    def extra_power(self, points: Sequence[ProfilePoint]) -> np.ndarray:
+        """Watts each point's waiting ranks add (``max(R − n, 0) × w``), as :meth:`use` gives
+        them, without building a :class:`WaitingUse` per point (a profile may have 40k)."""
+        if not self._entries:
+            return np.zeros(len(points))
+        per_rank: dict[tuple[float | None, str | None, bool | None], float] = {}
+        watts = np.empty(len(points))
+        ranks = np.empty(len(points))
+        for i, p in enumerate(points):
+            key = (p.frequency, p.governor, p.cstates)
+            w = per_rank.get(key)
+            if w is None:
+                w = per_rank[key] = self._lookup(p)[0]
+            watts[i] = w
+            ranks[i] = max(self.app_ranks - p.processes, 0)
+        return ranks * watts
+
     def use(self, point: ProfilePoint) -> WaitingUse:
         """What ``point``'s phase adds for its ``max(R − n, 0)`` waiting ranks."""
         ranks = max(self.app_ranks - point.processes, 0)
-        key = (point.setting_key, point.cstates)
-        found = self._cache.get(key)
-        if found is None:
-            found = self._per_rank(point)
-            self._cache[key] = found
-        per_rank, source, how, exact = found
+        per_rank, source, how, exact = self._lookup(point)
         if ranks == 0:
             how = f"no rank waits ({point.processes} I/O processes of {self.app_ranks})"
         return WaitingUse(self.mode, ranks, per_rank, source, how, exact)
+
+    def _lookup(self, point: ProfilePoint) -> tuple[float, PowerSource | None, str, bool]:
+        """The point's per-rank figure, its source, how it was found and whether exactly
+        (cached by CPU setting and C-states)."""
+        key = (point.setting_key, point.cstates)
+        found = self._cache.get(key)
+        if found is None:
+            found = self._cache[key] = self._per_rank(point)
+        return found
 
     def _per_rank(self, point: ProfilePoint) -> tuple[float, PowerSource | None, str, bool]:
         where = _at(point.setting, point.cstates)
