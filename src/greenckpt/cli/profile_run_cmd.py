@@ -375,6 +375,14 @@ def _sweep(
     cells the file keeps) and becomes the exit status."""
     before = file_identity(out)
     progress = progress_sink(quiet=ns.quiet or ns.json)
+    if spec.waiting_seconds > 0 and not (ns.quiet or ns.json):
+        configs = len(spec.settings) * len(spec.cstates)
+        print(
+            f"first the waiting ranks' power: {configs} CPU setting(s), each idle then polite "
+            f"then spinning waiters, {spec.waiting_seconds:g} s apiece (--waiting-seconds; "
+            "0 skips it)",
+            file=sys.stderr,
+        )
     try:
         return measure_profile(
             spec,
