@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from greenckpt.ckpt.wait import polite
 from greenckpt.errors import InvalidValueError
 from greenckpt.optimize.planner import BASELINES, app_processes, baseline_point
 from greenckpt.optimize.profile import Profile
+from greenckpt.optimize.waiting import WaitingLookup, WaitMode
 from greenckpt.platform.capability import FrequencyControl
 from greenckpt.runtime.fit import fixed_codec_label, machine_fit, predictions, storage_fit
 from greenckpt.runtime.node import Node, frequency_note
@@ -92,7 +94,9 @@ class GovernorPolicy:
     given, else the profile's ``machine.cores`` when that count was measured, else the
     largest measured count; without a profile, ``app_processes`` or the node's CPUs. So a run
     under this policy is the measured counterpart of the planner's modelled baseline, and the
-    predictions (when the profile has the governor's point) are the planner's figures.
+    predictions (when the profile has the governor's point) are the planner's figures: every
+    rank does I/O, so the planner's waiting lookup adds nothing, and the settings say that no
+    rank waits.
     """
 
     name: str
@@ -118,6 +122,7 @@ class GovernorPolicy:
         self.profile = profile
         self.node = node if node is not None else Node.detect()
         self.app_processes = app_processes
+        self.wait_mode: WaitMode = "polite" if polite() else "spin"  # a bad value fails here
         self.frequency = decided_frequency(self.node, frequency_control)
         self.frequency_control = self.frequency.available
         self._fit = None if profile is None else machine_fit(profile, self.node)
@@ -166,7 +171,8 @@ class GovernorPolicy:
             elif point is None:
                 notes.append(f"no prediction: {how}")
             else:
-                predicted, more = predictions(profile, point, request.size)
+                waits = WaitingLookup(narrowed.waiting, self.wait_mode, n)
+                predicted, more = predictions(profile, point, request.size, waits.use(point))
                 notes.extend(more)
                 if governor is None:
                     notes.append(f"the prediction is for {how}, which is not applied here")

@@ -4,7 +4,10 @@ Why apart from the policies: the profile lookup and the governor baselines ask t
 questions of a profile — is it for this CPU model and this storage (a mismatch falls back to
 defaults, named in the notes), and what time and energy does a chosen point predict for a
 phase of this size (interpolated in log size between profiled sizes, "extrapolated" outside
-them) — and must answer them the same way. See docs/design/runtime.md.
+them) — and must answer them the same way. The power predicted is the phase's as the planner
+counts it: the point's plus that of the ranks waiting meanwhile, the very figure the planner's
+waiting lookup gave (:class:`~greenckpt.optimize.waiting.WaitingUse`), so a prediction and the
+plan behind it never disagree about what the waiters cost. See docs/design/runtime.md.
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ from typing import Any
 
 from greenckpt.io.codec import CodecError, parse_codec
 from greenckpt.optimize.profile import Profile, ProfilePoint
+from greenckpt.optimize.waiting import WaitingUse
 from greenckpt.platform.root import PlatformError
 from greenckpt.runtime.node import Node
-from greenckpt.runtime.settings import PhaseRequest
+from greenckpt.runtime.settings import NOT_MEASURED, PhaseRequest
 from greenckpt.units import format_size
 
 __all__ = [
@@ -29,6 +33,7 @@ __all__ = [
     "machine_fit",
     "predictions",
     "storage_fit",
+    "waiting_note",
 ]
 
 
@@ -190,21 +195,61 @@ def _figures(profile: Profile, point: ProfilePoint, size: int) -> tuple[float, f
 
 
 def predictions(
-    profile: Profile, point: ProfilePoint, size: int
+    profile: Profile, point: ProfilePoint, size: int, waiting: WaitingUse | None = None
 ) -> tuple[dict[str, Any], list[str]]:
-    """Settings keyword arguments for the phase's predicted time, energy and power."""
+    """Settings keyword arguments for the phase's predicted time, energy and power.
+
+    ``waiting``: what the phase's waiting ranks add, as the planner's lookup gave it for
+    ``point`` (:meth:`~greenckpt.optimize.waiting.WaitingLookup.use`, or the plan's
+    ``Choice.write_waiting``/``read_waiting``); the predicted power and energy then count them
+    and the settings say how many wait, in which mode and from what figure. ``None``: the
+    point's power alone (no waiting fields). A profile without waiting entries adds 0 W, so
+    its predictions are the point's figures exactly.
+    """
     throughput, power, notes = _figures(profile, point, size)
     seconds = size / throughput
     if not point.reliable:
         notes.append("the power figure of the chosen point rests on a failed or degraded reading")
-    return (
-        {
-            "predicted_seconds": seconds,
-            "predicted_energy_j": power * seconds,
-            "predicted_power_w": power,
-            "power_source": point.power_source,
-        },
-        notes,
+    out: dict[str, Any] = {
+        "predicted_seconds": seconds,
+        "predicted_energy_j": power * seconds,
+        "predicted_power_w": power,
+        "power_source": point.power_source,
+    }
+    if waiting is not None:
+        phase = power + waiting.power
+        counted = waiting.source if waiting.ranks and waiting.source is not None else None
+        out.update(
+            predicted_energy_j=phase * seconds,
+            predicted_power_w=phase,
+            power_source=_less_certain(point.power_source, counted),
+            waiting_ranks=waiting.ranks,
+            waiting_power_w=waiting.power,
+            waiting_source=waiting.source or NOT_MEASURED,
+            wait_mode=waiting.mode,
+        )
+        notes.append(waiting_note(power, waiting))
+    return out, notes
+
+
+def _less_certain(source: str, other: str | None) -> str:
+    """The source of a sum of two figures: the less certain one's (synthetic, then estimated)."""
+    for label in ("synthetic", "estimated"):
+        if label in (source, other):
+            return label
+    return source
+
+
+def waiting_note(point_power: float, waiting: WaitingUse) -> str:
+    """The predicted phase power in words: the point's, plus how many ranks wait, how, at what
+    figure per rank and from where (one line, for the settings' notes)."""
+    if waiting.ranks == 0:
+        return f"predicted power: the point's {point_power:.1f} W; {waiting.how}"
+    return (  # ``how`` starts with the figure's source, or says it was not measured
+        f"predicted power {point_power + waiting.power:.1f} W: the point's {point_power:.1f} W "
+        f"+ {waiting.ranks} waiting rank{'' if waiting.ranks == 1 else 's'} ({waiting.mode}) × "
+        f"{waiting.per_rank:.3g} W per rank "
+        f"({waiting.how})"
     )
 
 

@@ -7,9 +7,11 @@ chose, so comparing the observed EPE with the optimum mixes two questions: how g
 is, and how far the interval was from the optimum. This module answers the first: it
 evaluates :func:`greenckpt.model.epe` at the interval the run *used* (``T_A`` observed), with
 the checkpoint and restart figures the profile predicts for the settings the runtime applied;
-``W_A`` and λ are stated by the caller. Where each input comes from, and when there is none:
-docs/design/runtime.md ("The modelled EPE at the run's interval"); every derivation says it in
-:attr:`ModelledEpe.derivation`.
+``W_A`` and λ are stated by the caller. ``W_C`` and ``W_R`` are the phase powers the settings
+predicted — the profile point's plus the ranks waiting meanwhile, as the planner counts them —
+and the derivation says how many ranks waited and where their figure came from. Where each
+input comes from, and when there is none: docs/design/runtime.md ("The modelled EPE at the
+run's interval"); every derivation says it in :attr:`ModelledEpe.derivation`.
 """
 
 from __future__ import annotations
@@ -23,13 +25,68 @@ from greenckpt.model import ModelForm, epe
 from greenckpt.phases import ACCOUNTED_KINDS
 from greenckpt.runtime.policy import Policy
 from greenckpt.runtime.report import PhaseRecord, RunReport
-from greenckpt.runtime.settings import PhaseRequest, Settings
+from greenckpt.runtime.settings import NOT_MEASURED, PhaseRequest, Settings
 from greenckpt.units import format_duration
 
-__all__ = ["ModelledEpe", "modelled_epe", "observed_interval", "with_modelled_epe"]
+__all__ = [
+    "ModelledEpe",
+    "PhaseWaiting",
+    "modelled_epe",
+    "observed_interval",
+    "with_modelled_epe",
+]
 
 _INTERVAL_KINDS = ACCOUNTED_KINDS
 """The records whose seconds make up a checkpoint interval (docs/design/runtime.md)."""
+
+
+@dataclass(frozen=True)
+class PhaseWaiting:
+    """The waiting ranks inside a modelled phase power (``W_C`` or ``W_R``): how many waited
+    (every distinct count among the phases averaged), the time-weighted watts they added, in
+    which mode, and the per-rank figure's source (``measured``, ``estimated``, ``synthetic``,
+    ``not measured``: taken as idle; several joined by ``+``)."""
+
+    ranks: tuple[int, ...]
+    power_w: float
+    mode: str
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "waiting_ranks": list(self.ranks),
+            "power_w": self.power_w,
+            "mode": self.mode,
+            "source": self.source,
+        }
+
+    def words(self) -> str:
+        """E.g. ``incl. 12.0 W for 3 waiting ranks (polite; their figure measured)``."""
+        if self.ranks == (0,):
+            return "no rank waited"
+        ranks = "/".join(map(str, self.ranks)) + (
+            " waiting rank" if self.ranks == (1,) else " waiting ranks"
+        )
+        if self.source == NOT_MEASURED:
+            return f"{ranks} ({self.mode}) taken as idle: their power not measured"
+        return f"incl. {self.power_w:.1f} W for {ranks} ({self.mode}; their figure {self.source})"
+
+
+@dataclass(frozen=True)
+class _Predicted:
+    """The mean prediction of a run's phases of one kind."""
+
+    seconds: float
+    power: float
+    source: str
+    waiting: PhaseWaiting | None
+    """None when some phase's prediction did not count waiting ranks."""
+
+    def words(self) -> str:
+        """The power's source, and its waiting part when counted."""
+        if self.waiting is None:
+            return f"{self.source}; waiting ranks not counted"
+        return f"{self.source}; {self.waiting.words()}"
 
 
 @dataclass(frozen=True)
@@ -39,6 +96,8 @@ class ModelledEpe:
     ``epe_w`` is None when it cannot be computed; ``derivation`` then says why. ``source``:
     where the profile's powers behind it came from (``measured``, ``estimated``,
     ``synthetic``). ``checkpoints``: how many checkpoints the interval was observed over.
+    ``checkpoint_waiting``/``restart_waiting``: the waiting ranks in ``W_C``/``W_R`` (None
+    when the predictions did not count them).
     """
 
     epe_w: float | None
@@ -52,6 +111,8 @@ class ModelledEpe:
     W_R: float | None = None
     rate: float | None = None
     checkpoints: int = 0
+    checkpoint_waiting: PhaseWaiting | None = None
+    restart_waiting: PhaseWaiting | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: the figure, its inputs (SI units) and how each was obtained."""
@@ -66,10 +127,16 @@ class ModelledEpe:
             "app_power_w": self.W_A,
             "app_power_source": None if self.W_A is None else "stated",
             "checkpoint_power_w": self.W_C,
+            "checkpoint_waiting": _waiting_dict(self.checkpoint_waiting),
             "restart_power_w": self.W_R,
+            "restart_waiting": _waiting_dict(self.restart_waiting),
             "rate_per_s": self.rate,
             "checkpoints": self.checkpoints,
         }
+
+
+def _waiting_dict(waiting: PhaseWaiting | None) -> dict[str, Any] | None:
+    return None if waiting is None else waiting.to_dict()
 
 
 def _none(why: str, **known: Any) -> ModelledEpe:
@@ -96,9 +163,10 @@ def observed_interval(records: Sequence[PhaseRecord]) -> tuple[float | None, int
     return total / len(checkpoints), len(checkpoints)
 
 
-def _predicted(settings: Sequence[Settings]) -> tuple[float, float, str] | None:
-    """Mean predicted seconds, time-weighted mean predicted power and the powers' source of
-    ``settings`` that carry a prediction; None when none does."""
+def _predicted(settings: Sequence[Settings]) -> _Predicted | None:
+    """Mean predicted seconds, time-weighted mean predicted power (waiting ranks included, as
+    predicted), the powers' source and the waiting part of ``settings`` that carry a
+    prediction; None when none does."""
     rows = [
         s
         for s in settings
@@ -112,7 +180,26 @@ def _predicted(settings: Sequence[Settings]) -> tuple[float, float, str] | None:
     seconds = [s.predicted_seconds or 0.0 for s in rows]
     energy = sum((s.predicted_power_w or 0.0) * t for s, t in zip(rows, seconds, strict=True))
     sources = {str(s.power_source) for s in rows}
-    return sum(seconds) / len(rows), energy / sum(seconds), _combined(sources)
+    return _Predicted(
+        sum(seconds) / len(rows),
+        energy / sum(seconds),
+        _combined(sources),
+        _waiting(rows, seconds),
+    )
+
+
+def _waiting(rows: Sequence[Settings], seconds: Sequence[float]) -> PhaseWaiting | None:
+    """The waiting part of the phases' predicted power (None unless every one counted it)."""
+    if any(s.waiting_ranks is None or s.waiting_power_w is None for s in rows):
+        return None
+    watts = sum((s.waiting_power_w or 0.0) * t for s, t in zip(rows, seconds, strict=True))
+    waited = [s for s in rows if s.waiting_ranks]
+    return PhaseWaiting(
+        ranks=tuple(sorted({s.waiting_ranks or 0 for s in rows})),
+        power_w=watts / sum(seconds),
+        mode="+".join(sorted({str(s.wait_mode) for s in rows})),
+        source="+".join(sorted({str(s.waiting_source) for s in waited})) or NOT_MEASURED,
+    )
 
 
 def _combined(sources: set[str]) -> str:
@@ -124,7 +211,7 @@ def _combined(sources: set[str]) -> str:
 
 def _restart_prediction(
     records: Sequence[PhaseRecord], checkpoints: Sequence[PhaseRecord], policy: Policy | None
-) -> tuple[tuple[float, float, str] | None, str]:
+) -> tuple[_Predicted | None, str]:
     restarts = [r.settings for r in records if r.kind == "restart" and r.settings is not None]
     found = _predicted(restarts)
     if found is not None:
@@ -210,24 +297,26 @@ def modelled_epe(
             f"profile{why}",
             **known,
         )
-    T_C, W_C, write_source = written
-    known.update(T_C=T_C, W_C=W_C)
+    T_C, W_C = written.seconds, written.power
+    known.update(T_C=T_C, W_C=W_C, checkpoint_waiting=written.waiting)
     read, read_how = _restart_prediction(report.records, checkpoints, policy)
     if read is None:
         return _none(read_how, **known)
-    T_R, W_R, read_source = read
+    T_R, W_R = read.seconds, read.power
     value = float(epe(T_A, T_C, T_R, rate, app_power, W_C, W_R, form=form))
-    source = _combined({write_source, read_source})
+    source = _combined({written.source, read.source})
     levels = sorted({r.level for r in checkpoints if r.level is not None})
     as_one = f", levels {', '.join(map(str, levels))} as one level" if len(levels) > 1 else ""
     derivation = (
         f"modelled EPE {value:.2f} W at the run's own interval: T_A {T_A:.4g} s observed (mean "
         f"compute between {count} checkpoint(s){as_one}); T_C {T_C:.4g} s, W_C "
-        f"{W_C:.1f} W ({write_source}): the profile's prediction at the applied checkpoint "
-        f"settings; T_R {T_R:.4g} s, W_R {W_R:.1f} W ({read_source}): {read_how}; W_A "
+        f"{W_C:.1f} W ({written.words()}): the profile's prediction at the applied checkpoint "
+        f"settings; T_R {T_R:.4g} s, W_R {W_R:.1f} W ({read.words()}): {read_how}; W_A "
         f"{app_power:.1f} W stated; job MTBF {format_duration(1 / rate)} stated"
     )
-    return ModelledEpe(value, derivation, source, T_R=T_R, W_R=W_R, **known)
+    return ModelledEpe(
+        value, derivation, source, T_R=T_R, W_R=W_R, restart_waiting=read.waiting, **known
+    )
 
 
 def with_modelled_epe(report: RunReport, modelled: ModelledEpe) -> RunReport:

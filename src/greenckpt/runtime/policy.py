@@ -24,7 +24,7 @@ from greenckpt.ckpt.wait import polite
 from greenckpt.errors import InvalidValueError
 from greenckpt.optimize.planner import PlanError, Scenario, plan
 from greenckpt.optimize.profile import Profile, ProfileError, ProfilePoint
-from greenckpt.optimize.waiting import WaitMode
+from greenckpt.optimize.waiting import WaitingUse, WaitMode
 from greenckpt.runtime.baselines import (
     DEFAULT_IO_PROCESSES,
     GOVERNOR_POLICIES,
@@ -115,7 +115,8 @@ class ProfilePolicy:
     The ranks that do no I/O during a phase wait as the checkpoint library makes them wait:
     politely, or spinning under ``GREENCKPT_WAIT=spin`` (read once, here, by the library's own
     :func:`greenckpt.ckpt.wait.polite`); the planner adds their power per rank from the
-    profile for that mode.
+    profile for that mode, and the settings' predicted power is that same phase power (the
+    plan's ``W_C``/``W_R``), with how many ranks wait and where their figure came from.
 
     ``frequency_control``/``cstate_control`` default to what :class:`Node` detected. Without
     frequency control only points measured without it are used when the profile has them
@@ -189,11 +190,16 @@ class ProfilePolicy:
             result = plan(candidates, self._scenario(request.size))
         except (PlanError, ProfileError) as exc:
             return self._fallback(request, f"profile lookup failed: {exc}", notes)
-        point = result.best.write if request.op == "write" else result.best.read
+        best = result.best
+        point, waiting = (
+            (best.write, best.write_waiting)
+            if request.op == "write"
+            else (best.read, best.read_waiting)
+        )
         if request.op == "write":
             with self._lock:
                 self._written[request.level] = canonical_codec(point.codec)
-        return self._settings(request, point, notes)
+        return self._settings(request, point, waiting, notes)
 
     def _fallback(self, request: PhaseRequest, reason: str, notes: list[str]) -> Settings:
         settings = self._defaults.settings(
@@ -255,7 +261,12 @@ class ProfilePolicy:
             points = tuple(p for p in points if canonical_codec(p.codec) == codec)
         return replace(self.profile, points=points), notes
 
-    def _settings(self, request: PhaseRequest, point: ProfilePoint, notes: list[str]) -> Settings:
+    def _settings(
+        self, request: PhaseRequest, point: ProfilePoint, waiting: WaitingUse, notes: list[str]
+    ) -> Settings:
+        """The chosen point as settings, with its predictions; ``waiting``: the plan's own
+        figure for the ranks that wait during the phase (the planner resolved ``R`` and looked
+        the per-rank power up), so the predicted power is the ``W_C``/``W_R`` it planned with."""
         frequency: int | None = None
         governor: str | None = None
         if self.frequency_control:
@@ -268,7 +279,7 @@ class ProfilePolicy:
                 )
         else:
             notes.append(frequency_note(self.frequency))
-        predicted, more = predictions(self.profile, point, request.size)
+        predicted, more = predictions(self.profile, point, request.size, waiting)
         notes.extend(more)
         return Settings(
             io_processes=point.processes,

@@ -76,11 +76,16 @@ def settings_to_dict(settings: Settings) -> dict[str, Any]:
         "predicted_energy_j": settings.predicted_energy_j,
         "predicted_power_w": settings.predicted_power_w,
         "power_source": settings.power_source,
+        "waiting_ranks": settings.waiting_ranks,
+        "waiting_power_w": settings.waiting_power_w,
+        "waiting_source": settings.waiting_source,
+        "wait_mode": settings.wait_mode,
     }
 
 
 def settings_from_dict(doc: Mapping[str, Any]) -> Settings:
-    """The inverse of :func:`settings_to_dict`."""
+    """The inverse of :func:`settings_to_dict` (a report saved before the waiting fields
+    existed loads with them ``None``)."""
     fields = dict(doc)
     fields["notes"] = tuple(fields.get("notes", ()))
     return Settings(**fields)

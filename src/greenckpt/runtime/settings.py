@@ -20,13 +20,25 @@ from greenckpt.errors import InvalidValueError
 from greenckpt.io.codec import parse_codec
 from greenckpt.optimize.profile import POWER_SOURCES, Operation, PowerSource
 from greenckpt.optimize.setting import CpuSetting
+from greenckpt.optimize.waiting import WAIT_MODES, WaitMode
 from greenckpt.phases import IO_KINDS, IOKind
 
-__all__ = ["PHASE_KINDS", "PhaseKind", "PhaseRequest", "Settings"]
+__all__ = [
+    "NOT_MEASURED",
+    "PHASE_KINDS",
+    "WAITING_SOURCES",
+    "PhaseKind",
+    "PhaseRequest",
+    "Settings",
+]
 
 PhaseKind = IOKind
 """The I/O phases a policy decides for (``compute`` is not decided: the application owns it)."""
 PHASE_KINDS: tuple[PhaseKind, ...] = IO_KINDS
+NOT_MEASURED = "not measured"
+"""The source of a waiting power the profile has no figure for (the waiters taken as idle)."""
+WAITING_SOURCES: tuple[str, ...] = (*POWER_SOURCES, NOT_MEASURED)
+"""Where a prediction's per-rank waiting power came from (:attr:`Settings.waiting_source`)."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +121,15 @@ class Settings:
     control). Predictions (time, node energy, node power of the phase) are ``None`` when
     nothing backs them; when given, ``power_source`` says whether the power figure behind them
     was measured, estimated or synthetic — never left implicit (DESIGN.md, honesty rules).
+
+    Waiting ranks: ``predicted_power_w`` is the phase's power as the planner counts it — the
+    profile point's (its I/O processes busy, other cores idle) plus ``waiting_power_w`` for
+    the ``waiting_ranks`` other ranks of the node that wait meanwhile in ``wait_mode``
+    (docs/model.md, section 4). ``waiting_source`` says where their per-rank figure came from
+    (``measured``, ``estimated``, ``synthetic``, or ``not measured``: taken as idle, 0 W), and
+    ``power_source`` is then the sum's (the less certain of the two parts). All four are
+    ``None`` when the prediction does not count waiting ranks (none, or a report saved before
+    they were counted).
     """
 
     io_processes: int
@@ -122,6 +143,10 @@ class Settings:
     predicted_energy_j: float | None = None
     predicted_power_w: float | None = None
     power_source: PowerSource | None = None
+    waiting_ranks: int | None = None
+    waiting_power_w: float | None = None
+    waiting_source: str | None = None
+    wait_mode: WaitMode | None = None
 
     def __post_init__(self) -> None:
         if (
@@ -153,6 +178,29 @@ class Settings:
         has_power = self.predicted_energy_j is not None or self.predicted_power_w is not None
         if has_power and self.power_source is None:
             raise InvalidValueError("a predicted energy or power needs its power_source")
+        self._check_waiting()
+
+    def _check_waiting(self) -> None:
+        """Refuse waiting fields out of range, or a waiting power without its source."""
+        ranks = self.waiting_ranks
+        if ranks is not None and (
+            isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 0
+        ):
+            raise InvalidValueError(f"waiting_ranks must be an integer >= 0, got {ranks!r}")
+        watts = self.waiting_power_w
+        if watts is not None and not (math.isfinite(watts) and watts >= 0):
+            raise InvalidValueError(f"waiting_power_w must be a finite number >= 0, got {watts!r}")
+        if self.waiting_source is not None and self.waiting_source not in WAITING_SOURCES:
+            raise InvalidValueError(
+                f"waiting_source must be one of {', '.join(WAITING_SOURCES)}, got "
+                f"{self.waiting_source!r}"
+            )
+        if self.wait_mode is not None and self.wait_mode not in WAIT_MODES:
+            raise InvalidValueError(
+                f"wait_mode must be one of {', '.join(WAIT_MODES)}, got {self.wait_mode!r}"
+            )
+        if watts is not None and self.waiting_source is None:
+            raise InvalidValueError("a waiting power needs its waiting_source")
 
     @property
     def cpu_setting(self) -> CpuSetting:
