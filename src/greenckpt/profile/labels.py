@@ -15,13 +15,18 @@ _SOURCE_TEXT = {
 }
 
 
+def source_words(source: str) -> str:
+    """A power source in the words every report uses (``estimated`` says it is a model)."""
+    return _SOURCE_TEXT.get(source, source)
+
+
 def power_label(profile: Profile) -> str:
     """Where the profile's power figures come from, e.g. ``power: measured (rapl)``."""
     parts = []
     for source in POWER_SOURCES:
         if source not in profile.power_sources:
             continue
-        text = _SOURCE_TEXT[source]
+        text = source_words(source)
         meters = [m for m in profile.meters if m != "synthetic"]
         if source == "measured" and meters:
             text += f" ({', '.join(meters)})"

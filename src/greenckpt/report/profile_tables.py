@@ -16,9 +16,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from greenckpt import units
-from greenckpt.optimize.profile import Profile
+from greenckpt.optimize.profile import POWER_SOURCES, Profile
 from greenckpt.profile.fio import VALIDATION_COLUMNS, ValidationResult
-from greenckpt.profile.labels import power_label
+from greenckpt.profile.labels import power_label, source_words
 from greenckpt.profile.merge import COMPARISON_COLUMNS, Comparison
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "render_comparison",
     "render_profile",
     "render_validation",
+    "waiting_table",
 ]
 
 BYTES_PER_MB = 1e6
@@ -181,10 +182,61 @@ def points_table(profile: Profile) -> Table:
     return table
 
 
+_SOURCE_WORDS = {
+    "measured": "measured",
+    "estimated": "estimated",
+    "synthetic": "SYNTHETIC",
+}
+
+
+def waiting_table(profile: Profile) -> Table:
+    """The profile's waiting entries, one row each: what one waiting rank adds to the node's
+    power at a CPU setting and wait mode, its spread, the CPU share it used and its source.
+
+    Why shown: the planner adds ``(R − n)`` times this figure to every point's power, so a
+    plan's choice of few writers rests on it as much as on the points (docs/model.md, 4).
+    """
+    entries = profile.waiting
+    sources = [source_words(x) for x in POWER_SOURCES if x in {w.power_source for w in entries}]
+    table = _compact_table(
+        "Waiting ranks: power each adds to a phase",
+        caption=f"power: {'; '.join(sources)}. W/rank: (node power with k waiters − idle power "
+        "at the same setting) / k, ± its spread over the window; a negative figure is noise "
+        "around idle (planned as 0 W). CPU: CPU time per waiting rank, share of one core. ! "
+        "marks degraded meter readings.",
+    )
+    table.add_column("setting", no_wrap=True)
+    table.add_column("C-states", no_wrap=True)
+    table.add_column("mode", no_wrap=True)
+    table.add_column("k", justify="right", no_wrap=True)
+    table.add_column("W/rank", justify="right", no_wrap=True)
+    table.add_column("±", justify="right", no_wrap=True, style="dim")
+    table.add_column("CPU", justify="right", no_wrap=True)
+    table.add_column("source", no_wrap=True, min_width=9)
+    table.add_column("!", no_wrap=True, min_width=1)
+    for w in entries:
+        row = [
+            w.setting_label,
+            "as found" if w.cstates is None else ("on" if w.cstates else "off"),
+            w.mode,
+            str(w.ranks),
+            f"{w.power_per_rank:.2f}",
+            "" if w.power_spread is None else f"{w.power_spread:.2f}",
+            "-" if w.cpu_fraction is None else f"{w.cpu_fraction:.1%}",
+            _SOURCE_WORDS[w.power_source],
+            "" if w.reliable else "!",
+        ]
+        table.add_row(*(escape(c) for c in row))
+    return table
+
+
 def render_profile(profile: Profile, path: str, console: Console) -> None:
-    """What ``greenckpt profile show`` prints (also the summary after a sweep)."""
+    """What ``greenckpt profile show`` prints (also the summary after a sweep): the header,
+    the points and, when the profile measured them, the waiting ranks' power."""
     _header(profile, path, console)
     console.print(points_table(profile))
+    if profile.waiting:
+        console.print(waiting_table(profile))
 
 
 def comparison_table(cmp: Comparison) -> Table:
