@@ -205,12 +205,12 @@ def test_no_command_builds_an_argv_for_another() -> None:
 def test_the_demos_sweep_is_the_one_its_flags_would_ask_for(tmp_path: Path) -> None:
     """The demo passes typed values (bytes, Hz); they are the sweep its former argv
     (``--size 32MiB --processes 1,2,4 --repeats 2 --warmup 0 --idle 0`` and the CPU flags)
-    asked ``greenckpt profile run`` for, meters and all; the demo does not measure the waiting
-    power (``--waiting-seconds 0``)."""
+    asked ``greenckpt profile run`` for, meters and all, with the waiting power measured over
+    a short window (``--waiting-seconds 0.5s``)."""
     io_dir = tmp_path / "io"
     argv = ["profile", "run", str(io_dir), "-o", str(tmp_path / "p.json"), "--size", "32MiB"]
     argv += ["--processes", "1,2,4", "--repeats", "2", "--warmup", "0", "--idle", "0"]
-    argv += ["--waiting-seconds", "0"]
+    argv += ["--waiting-seconds", "0.5s"]
     cli_spec, chooser = profile_cmd.build_spec(build_parser().parse_args(argv))
     demo = replace(demo_cmd.PROFILE_SWEEP, path=str(io_dir), settings=cpu_settings())
     assert with_recorded(demo, MeterRequest()) == cli_spec and chooser is None

@@ -148,7 +148,7 @@ def test_the_modelled_epe_uses_the_phase_power_with_its_waiting_ranks(
     assert doc["checkpoint_waiting"]["waiting_ranks"] == [7]
     assert doc["restart_waiting"]["power_w"] == pytest.approx(waiting_w)
     if waiting_w:
-        assert "W_C 201.4 W (synthetic; incl. 1.4 W for 7 waiting ranks (polite; their " in (
+        assert "W_C 201.4 W (synthetic; incl. 1.40 W for 7 waiting ranks (polite; their " in (
             m.derivation
         )
         assert doc["checkpoint_waiting"]["source"] == "synthetic"

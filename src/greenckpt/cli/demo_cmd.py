@@ -6,9 +6,11 @@ saito2013's Figure 5 plus the failure the system exists for:
 
 1. **probe** the node (CPU, frequency and C-state control, energy meters);
 2. **profile** the local disk briefly — write and read throughput and power for 1, 2 and 4
-   I/O processes — or reuse the profile kept from an earlier demo in the same directory;
+   I/O processes, and first what a waiting rank costs (half a second per CPU setting and wait
+   mode) — or reuse the profile kept from an earlier demo in the same directory;
 3. **plan** for stated default parameters: the checkpoint and restart settings and interval
-   that minimise the expected energy per unit of useful work, against the governors;
+   that minimise the expected energy per unit of useful work, against the governors, with the
+   demo's ranks per node that do no I/O charged their waiting power;
 4. **run** the 2-D heat example under ``mpiexec`` with energy-aware checkpoints (levels 1, 2
    and 4 over 2 emulated nodes), once without failures for reference;
 5. **fail and restart**: the same run with rank 2 killed after iteration 170 and node 1's local
@@ -50,6 +52,7 @@ from typing import Any
 from greenckpt.ckpt.comm import find_mpiexec
 from greenckpt.ckpt.inject import ENV as INJECT_ENV
 from greenckpt.ckpt.inject import erase_node_storage
+from greenckpt.ckpt.wait import complete, polite
 from greenckpt.cli import profile_cmd
 from greenckpt.cli.argtypes import add_hidden_alias
 from greenckpt.cli.commands import command_help
@@ -87,6 +90,9 @@ INTERVALS = {
 }
 MTBF_S = 3600.0
 """The whole job's MTBF (both emulated nodes together)."""
+WAITING_SECONDS = 0.5
+"""The waiting-power window per CPU setting and mode (``profile run`` measures 2 s): short,
+so the demo stays quick; its spread says how noisy so short a window is."""
 PROFILE_SWEEP = SweepSpec(
     path="",
     settings=(CpuSetting.uncontrolled(),),
@@ -95,6 +101,7 @@ PROFILE_SWEEP = SweepSpec(
     repetitions=2,
     warmup=0,
     idle_seconds=0.0,
+    waiting_seconds=WAITING_SECONDS,
 )
 """The demo's brief sweep (write and read, the meters auto-detected); its path and CPU settings
 are filled in for this node by :func:`_profile`."""
@@ -157,20 +164,44 @@ def _profile(work: Path, again: bool) -> Profile:
     """The kept profile, or a new one measured by the library's profile run (a partial one
     left by an interrupted demo is continued; ``again`` overwrites). The progress goes to
     stderr as ``greenckpt profile run`` shows it (a line per finished cell, or a bar on a
-    terminal), and the table of points to stdout."""
+    terminal), and the table of points to stdout.
+
+    Waiting ranks: while ``n`` I/O processes write a node's checkpoint, its other ranks wait
+    (docs/model.md, section 4), so the sweep first measures their power over short windows
+    (:data:`WAITING_SECONDS` per wait mode after as long idle: about a second and a half per
+    CPU setting, plus the waiters' start). A kept profile from a demo that did not measure it
+    is reused as it is, and the plan says the waiters were taken as idle (``--reprofile``
+    measures them); a partial one is continued with the window it was begun with, as a
+    resumed sweep must be."""
     path = work / "profile.json"
-    if path.exists() and not again:
-        profile = load_profile(path)
-        if profile.status == "complete":
-            print(f"reusing {path} ({len(profile.points)} points; --reprofile to measure again)")
-            return profile
-    print("profiling takes most of a minute; progress on stderr", flush=True)
+    kept = load_profile(path) if path.exists() and not again else None
+    if kept is not None and kept.status == "complete":
+        print(f"reusing {path} ({len(kept.points)} points; --reprofile to measure again)")
+        if not kept.waiting:
+            print(
+                "  it has no waiting-power entries (kept from a demo that did not measure "
+                "them): the plan takes waiting ranks as idle; --reprofile measures them"
+            )
+        return kept
     io_dir = work / "io"
     io_dir.mkdir(exist_ok=True)
-    spec = replace(PROFILE_SWEEP, path=str(io_dir.absolute()), settings=_cpu_settings(_cpufreq()))
+    spec = replace(
+        PROFILE_SWEEP,
+        path=str(io_dir.absolute()),
+        settings=_cpu_settings(_cpufreq()),
+        waiting_seconds=_waiting_window(kept),
+    )
+    print(f"profiling takes most of a minute{_waiting_words(spec)}; progress on stderr", flush=True)
     progress = profile_cmd.progress_sink()
     try:
-        profile = run_profile(spec, path, resume=not again, force=again, progress=progress)
+        profile = run_profile(
+            spec,
+            path,
+            resume=not again,
+            force=again,
+            progress=progress,
+            wait_loop=complete,  # the waiters wait as the checkpoint library's ranks do
+        )
     except (IOJobError, OSError) as exc:
         raise InvalidValueError(f"profiling {io_dir} failed: {exc}") from None
     finally:
@@ -178,6 +209,27 @@ def _profile(work: Path, again: bool) -> Profile:
     shutil.rmtree(io_dir, ignore_errors=True)
     profile_cmd.render_profile(profile, str(path), make_console())
     return profile
+
+
+def _waiting_window(partial: Profile | None) -> float:
+    """The demo's waiting window, or the one a partial profile left by an earlier demo was
+    begun with (0 from a demo before it was measured): a resumed sweep must be the same."""
+    recorded = None if partial is None else partial.sweep.get("spec")
+    if isinstance(recorded, dict):
+        value = recorded.get("waiting_seconds", 0.0)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    return PROFILE_SWEEP.waiting_seconds
+
+
+def _waiting_words(spec: SweepSpec) -> str:
+    if spec.waiting_seconds <= 0:
+        return " (without the waiting ranks' power: this partial profile was begun without it)"
+    configs = len(spec.settings) * len(spec.cstates)
+    return (
+        f", first the waiting ranks' power ({configs} CPU setting(s), each idle then polite then "
+        f"spinning waiters, {spec.waiting_seconds:g} s apiece)"
+    )
 
 
 def _cpufreq() -> CpufreqPolicy | None:
@@ -224,11 +276,16 @@ def _app_power(profile: Profile) -> float:
     return max(p.power for p in profile.points)
 
 
+_WAIT_WORDS = {"polite": "politely, as the library does", "spin": "spinning, GREENCKPT_WAIT=spin"}
+
+
 def _plan(profile: Profile) -> Plan:
     scenario = Scenario(
         ckpt_size=NX * NY * 8 / (RANKS // RANKS_PER_NODE),
         rate=1.0 / MTBF_S,
         app_power=_app_power(profile),
+        app_processes=RANKS_PER_NODE,
+        wait_mode="polite" if polite() else "spin",
     )
     result = plan(profile, scenario)
     console = make_console()
@@ -236,7 +293,8 @@ def _plan(profile: Profile) -> Plan:
         f"stated parameters: checkpoint {format_size(scenario.ckpt_size)} per node (the heat "
         f"grid {NX}x{NY} float64 over {RANKS // RANKS_PER_NODE} nodes), MTBF "
         f"{format_duration(MTBF_S)} (the job's), W_A {format_power(scenario.app_power)} (the "
-        "profile's highest power, a stand-in for the application's)"
+        f"profile's highest power, a stand-in for the application's), {RANKS_PER_NODE} ranks "
+        f"per node (those not writing wait: {_WAIT_WORDS[scenario.wait_mode]})"
     )
     for table in plan_tables(result):
         console.print(table)
@@ -281,7 +339,12 @@ def _failure_run(
     env = {**os.environ, **INTERVALS}
     log = work / "runs.log"
     policy = make_policy(
-        "profile", profile, node=node, app_power=result.scenario.app_power, mtbf=MTBF_S
+        "profile",
+        profile,
+        node=node,
+        app_power=result.scenario.app_power,
+        mtbf=MTBF_S,
+        app_processes=RANKS_PER_NODE,
     )
     out = work / "restarted.json"
     with Runtime(policy, node=node) as runtime, NotifyServer(runtime) as server:

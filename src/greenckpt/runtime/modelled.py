@@ -26,7 +26,7 @@ from greenckpt.phases import ACCOUNTED_KINDS
 from greenckpt.runtime.policy import Policy
 from greenckpt.runtime.report import PhaseRecord, RunReport
 from greenckpt.runtime.settings import NOT_MEASURED, PhaseRequest, Settings
-from greenckpt.units import format_duration
+from greenckpt.units import format_duration, format_power
 
 __all__ = [
     "ModelledEpe",
@@ -61,7 +61,7 @@ class PhaseWaiting:
         }
 
     def words(self) -> str:
-        """E.g. ``incl. 12.0 W for 3 waiting ranks (polite; their figure measured)``."""
+        """E.g. ``incl. 1.40 W for 7 waiting ranks (polite; their figure measured)``."""
         if self.ranks == (0,):
             return "no rank waited"
         ranks = "/".join(map(str, self.ranks)) + (
@@ -69,7 +69,8 @@ class PhaseWaiting:
         )
         if self.source == NOT_MEASURED:
             return f"{ranks} ({self.mode}) taken as idle: their power not measured"
-        return f"incl. {self.power_w:.1f} W for {ranks} ({self.mode}; their figure {self.source})"
+        watts = format_power(self.power_w)
+        return f"incl. {watts} for {ranks} ({self.mode}; their figure {self.source})"
 
 
 @dataclass(frozen=True)
