@@ -42,6 +42,19 @@ def _direct_or_skip(path: Path) -> SegmentWriter:
     return writer
 
 
+def _fail_direct_writes(monkeypatch: pytest.MonkeyPatch, writer: SegmentWriter, code: int) -> None:
+    """Every write to ``writer``'s O_DIRECT descriptor fails with ``code``."""
+    direct_fd = writer._direct
+    real = os.pwrite
+
+    def failing(fd: int, data: memoryview, offset: int) -> int:
+        if fd == direct_fd:
+            raise OSError(code, os.strerror(code))
+        return real(fd, data, offset)
+
+    monkeypatch.setattr(transfer.os, "pwrite", failing)
+
+
 def test_aligned_segments_go_direct_and_the_tail_buffered(
     tmp_path: Path, pwrites: list[tuple[int, int, int]]
 ) -> None:
@@ -95,15 +108,7 @@ def test_o_direct_refused_at_write_time_falls_back_to_the_page_cache(
 ) -> None:
     path = tmp_path / "copy"
     writer = _direct_or_skip(path)
-    direct_fd = writer._direct
-    real = os.pwrite
-
-    def refuse(fd: int, data: memoryview, offset: int) -> int:
-        if fd == direct_fd:
-            raise OSError(errno.EINVAL, "Invalid argument")
-        return real(fd, data, offset)
-
-    monkeypatch.setattr(transfer.os, "pwrite", refuse)
+    _fail_direct_writes(monkeypatch, writer, errno.EINVAL)
     parts = [_payload(MIB, k) for k in range(3)]
     for k, part in enumerate(parts):
         writer.write_at(k * MIB, part)
@@ -118,15 +123,7 @@ def test_a_failed_background_write_is_raised_and_abandon_removes_the_file(
 ) -> None:
     path = tmp_path / "copy"
     writer = _direct_or_skip(path)
-    direct_fd = writer._direct
-    real = os.pwrite
-
-    def broken(fd: int, data: memoryview, offset: int) -> int:
-        if fd == direct_fd:
-            raise OSError(errno.EIO, "Input/output error")
-        return real(fd, data, offset)
-
-    monkeypatch.setattr(transfer.os, "pwrite", broken)
+    _fail_direct_writes(monkeypatch, writer, errno.EIO)
     writer.write_at(0, _payload(MIB, 7))  # handed to the thread: fails there
     with pytest.raises(OSError, match="Input/output error"):
         writer.write_at(MIB, _payload(MIB, 8))
