@@ -182,6 +182,7 @@ def _runtime(ns: argparse.Namespace) -> Runtime:
         node=node,
         app_power=ns.app_power,
         rate=None if rate is None else rate.rate,
+        app_processes=ns.app_processes,
         fixed=fixed_settings(ns),
     )
     state_file = None if ns.state_file is None else Path(ns.state_file)

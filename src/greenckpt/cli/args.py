@@ -247,8 +247,9 @@ def add_scenario_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--app-processes",
         type=positive_int,
-        help="the application's processes per node, at which the governor baselines write "
-        "and read (default: the profile's core count, else its largest process count)",
+        help="the application's processes per node (R): a plan with n I/O processes has R - n "
+        "ranks waiting (see --waiting), and the governor baselines write and read with all R "
+        "(default: the profile's core count, else its largest process count)",
     )
     p.add_argument(
         "--form",

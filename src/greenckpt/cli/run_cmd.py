@@ -174,6 +174,15 @@ def add_runtime_arguments(p: argparse.ArgumentParser) -> None:
         help="the application's node power while computing, e.g. 200W (profile policy)",
     )
     p.add_argument(
+        "--app-processes",
+        type=positive_int,
+        default=None,
+        help="the application's ranks per node: those not doing a phase's I/O wait through "
+        "it (their power is added to the phase, profile policy), and the governor baselines "
+        "write and read with all of them (default: the profile's core count, else its "
+        "largest process count)",
+    )
+    p.add_argument(
         "--no-control",
         action="store_true",
         help="decide and account, but never change the node's frequency or C-states",
@@ -492,6 +501,7 @@ def run(ns: argparse.Namespace) -> int:
         node=node,
         app_power=ns.app_power,
         rate=None if rate is None else rate.rate,
+        app_processes=ns.app_processes,
         fixed=fixed_settings(ns),
     )
     meter_names(ns)  # the meter flags agree, checked before anything is created

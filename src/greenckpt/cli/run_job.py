@@ -109,6 +109,7 @@ def _agent_args(ns: argparse.Namespace) -> list[str]:
         ("--meter-csv", ns.meter_csv, os.path.abspath),
         ("--tdp", ns.tdp, lambda v: f"{v!r}W"),
         ("--io-processes", ns.io_processes, str),
+        ("--app-processes", ns.app_processes, str),
         ("--frequency", ns.frequency, lambda v: f"{v!r}Hz"),
         ("--cstates", ns.cstates, str),
     )
