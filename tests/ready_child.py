@@ -12,12 +12,27 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+_HANGUP_DEFAULT = (
+    "import os, signal, sys; signal.signal(signal.SIGHUP, signal.SIG_DFL); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+)
+
+
+def python_with_hangup(*args: str) -> list[str]:
+    """``python args...`` started with SIGHUP's default disposition, for children a test sends
+    SIGHUP. Why: under ``nohup`` the suite itself ignores SIGHUP and every child inherits that,
+    and the code keeps an ignored SIGHUP ignored (as nohup means), so a hangup test would hang.
+    A small interpreter resets it and execs the real one (same pid; no ``preexec_fn``, which is
+    unsafe in a process with threads)."""
+    return [sys.executable, "-c", _HANGUP_DEFAULT, *args]
+
+
 def spawn_ready(code: str, *args: str) -> subprocess.Popen[str]:
     """Run ``python -c code args...`` from the repository root (without a fake-sysfs override
     in its environment) and wait for its first line to be ``ready``; fail the test otherwise."""
     env = {k: v for k, v in os.environ.items() if k != "GREENCKPT_SYSROOT"}
     child = subprocess.Popen(
-        [sys.executable, "-c", code, *args],
+        python_with_hangup("-c", code, *args),
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

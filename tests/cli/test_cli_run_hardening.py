@@ -30,6 +30,7 @@ from tests.ckpt.test_mpi import mpiexec
 from tests.cli.test_cli_run import CHILD, greenckpt
 from tests.platform import fake_power
 from tests.platform.fake_cpu import build_tree, load_spec
+from tests.ready_child import python_with_hangup
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -353,7 +354,7 @@ def test_sigterm_is_forwarded_and_the_report_written(
         fake_power.intel_tree(tree)
         env.update(GREENCKPT_SYSROOT=str(tree), XDG_RUNTIME_DIR=str(tmp_path))
     run = subprocess.Popen(
-        [sys.executable, "-m", "greenckpt", "run", "--report", "rep", "--",
+        [*python_with_hangup("-m", "greenckpt", "run", "--report", "rep", "--"),
          sys.executable, "-c", SLEEPER, str(tmp_path), mode],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         start_new_session=True,
@@ -370,6 +371,9 @@ def test_sigterm_is_forwarded_and_the_report_written(
         except subprocess.TimeoutExpired:
             alive = _alive(child_pid)
             run.send_signal(signal.SIGABRT)
+            run.wait(timeout=30)
+            if _alive(child_pid):  # it holds the pipes open: end it so the dump can be read
+                os.kill(child_pid, signal.SIGKILL)
             _, err = run.communicate(timeout=30)
             pytest.fail(
                 f"greenckpt run did not end within 60 s of {sig.name} (the command "
