@@ -60,10 +60,23 @@ def test_show_lists_every_waiting_entry_with_its_source(
     assert "Waiting ranks: power each adds to a phase" in text
     rows = [line.split() for line in text.splitlines() if "polite" in line or "spin" in line]
     assert rows == [
-        ["2.00", "GHz", "as", "found", "polite", "4", "-0.03", "0.12", "3.4%", "estimated"],
-        ["2.00", "GHz", "off", "spin", "4", "6.50", "0.40", "99.1%", "estimated", "!"],
+        [
+            "2.00",
+            "GHz",
+            "as",
+            "found",
+            "polite",
+            "4",
+            "-31.0",
+            "mW",
+            "120.0",
+            "mW",
+            "3.4%",
+            "estimated",
+        ],
+        ["2.00", "GHz", "off", "spin", "4", "6.50", "W", "400.0", "mW", "99.1%", "estimated", "!"],
     ]
-    assert "power: estimated (a model of the node, not a meter). W/rank" in " ".join(text.split())
+    assert "power: estimated (a model of the node, not a meter). per rank" in " ".join(text.split())
     doc = json.loads(_show(path, capsys, "--json"))
     assert [w["mode"] for w in doc["waiting"]] == ["polite", "spin"]
     assert doc["waiting"][1]["reliable"] is False
@@ -75,7 +88,7 @@ def test_a_synthetic_entry_says_so(tmp_path: Path, capsys: pytest.CaptureFixture
     path = tmp_path / "p.json"
     path.write_text(json.dumps(doc))
     text = " ".join(_show(path, capsys).split())
-    assert "9.00 - SYNTHETIC" in text and "power: SYNTHETIC — not a measurement. W/rank" in text
+    assert "9.00 W - SYNTHETIC" in text and "power: SYNTHETIC — not a measurement. per rank" in text
 
 
 def test_show_prints_no_waiting_table_without_entries(
@@ -84,6 +97,6 @@ def test_show_prints_no_waiting_table_without_entries(
     path = tmp_path / "p.json"
     path.write_text(json.dumps(_doc(None)))
     text = _show(path, capsys)
-    assert "Profile points" in text and "Waiting ranks" not in text and "W/rank" not in text
+    assert "Profile points" in text and "Waiting ranks" not in text and "per rank" not in text
     assert "waiting" not in json.loads(_show(path, capsys, "--json"))
     assert load_profile(path).waiting == ()

@@ -200,7 +200,7 @@ def waiting_table(profile: Profile) -> Table:
     sources = [source_words(x) for x in POWER_SOURCES if x in {w.power_source for w in entries}]
     table = _compact_table(
         "Waiting ranks: power each adds to a phase",
-        caption=f"power: {'; '.join(sources)}. W/rank: (node power with k waiters − idle power "
+        caption=f"power: {'; '.join(sources)}. per rank: (node power with k waiters − idle power "
         "at the same setting) / k, ± its spread over the window; a negative figure is noise "
         "around idle (planned as 0 W). CPU: CPU time per waiting rank, share of one core. ! "
         "marks degraded meter readings.",
@@ -209,7 +209,7 @@ def waiting_table(profile: Profile) -> Table:
     table.add_column("C-states", no_wrap=True)
     table.add_column("mode", no_wrap=True)
     table.add_column("k", justify="right", no_wrap=True)
-    table.add_column("W/rank", justify="right", no_wrap=True)
+    table.add_column("per rank", justify="right", no_wrap=True)
     table.add_column("±", justify="right", no_wrap=True, style="dim")
     table.add_column("CPU", justify="right", no_wrap=True)
     table.add_column("source", no_wrap=True, min_width=9)
@@ -220,8 +220,8 @@ def waiting_table(profile: Profile) -> Table:
             "as found" if w.cstates is None else ("on" if w.cstates else "off"),
             w.mode,
             str(w.ranks),
-            f"{w.power_per_rank:.2f}",
-            "" if w.power_spread is None else f"{w.power_spread:.2f}",
+            units.format_power(w.power_per_rank),  # polite waiters: mW, not "0.00"
+            "" if w.power_spread is None else units.format_power(w.power_spread),
             "-" if w.cpu_fraction is None else f"{w.cpu_fraction:.1%}",
             _SOURCE_WORDS[w.power_source],
             "" if w.reliable else "!",
