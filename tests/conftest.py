@@ -17,6 +17,20 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_PROFILE = ROOT / "examples" / "profiles" / "synthetic-pcie-flash.json"
 
+# Under pytest-xdist, tests that start greenckpt sessions on this machine's own root (greenckpt
+# run, demo) in two workers at once race for its one node lock, and the second is refused
+# ("another greenckpt session controls this node's settings"): let them queue instead. The
+# refusal itself is tested with the variable removed (tests/platform/test_node_lock.py).
+NODE_LOCK_WAIT_ENV = "GREENCKPT_NODE_LOCK_WAIT"
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault(NODE_LOCK_WAIT_ENV, "10min")
+
+
+@pytest.fixture
+def refused_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second session on a held node is refused at once (what the lock tests check)."""
+    monkeypatch.delenv(NODE_LOCK_WAIT_ENV, raising=False)
+
 
 def small_profile_doc() -> dict[str, Any]:
     """A tiny SYNTHETIC profile whose optimum is easy to reason about (labelled synthetic)."""

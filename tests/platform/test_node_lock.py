@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,8 @@ from greenckpt.platform.restore import (
 from greenckpt.platform.root import PlatformError, SysRoot
 from tests.platform.fake_cpu import FakeSysfsRoot, build_tree, diff, snapshot
 from tests.platform.test_restore import run_child
+
+pytestmark = pytest.mark.usefixtures("refused_at_once")  # even under xdist (tests/conftest.py)
 
 
 @pytest.fixture
@@ -195,3 +199,44 @@ def test_a_record_this_user_cannot_see_counts_as_left(tmp_path: Path) -> None:
     with pytest.MonkeyPatch.context() as m:
         m.setattr(os, "lstat", denied)
         assert nodelock_mod._left_unrestored(doc, tmp_path / "mine.json") is not None
+
+
+def test_a_second_session_told_to_wait_starts_when_the_first_ends(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``GREENCKPT_NODE_LOCK_WAIT``: a session started while another holds the node waits for
+    it (here the first ends 0.5 s later, restoring the node) instead of being refused."""
+    before = snapshot(tree)
+    child = run_child(tree, tmp_path / "user-a" / "node-state.json", 2.0e9)
+    monkeypatch.setenv(nodelock_mod.SESSION_WAIT_ENV, "30s")
+    ender = threading.Timer(0.5, child.send_signal, args=(signal.SIGTERM,))
+    ender.start()
+    try:
+        start = time.monotonic()
+        with NodeSettings(FakeSysfsRoot(tree), state_file=tmp_path / "b" / "state.json"):
+            waited = time.monotonic() - start
+            assert diff(before, snapshot(tree)) == []  # the first one restored before we began
+    finally:
+        ender.join()
+        child.wait(timeout=10)
+        child.communicate()
+    assert waited >= 0.4
+
+
+def test_a_session_that_waited_in_vain_says_how_long(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    child = run_child(tree, tmp_path / "user-a" / "node-state.json", 2.0e9)
+    try:
+        monkeypatch.setenv(nodelock_mod.SESSION_WAIT_ENV, "300ms")
+        start = time.monotonic()
+        with pytest.raises(PlatformError, match=r"after 0\.3 s \(GREENCKPT_NODE_LOCK_WAIT\)"):
+            NodeSettings(FakeSysfsRoot(tree), state_file=tmp_path / "b" / "state.json").__enter__()
+        assert time.monotonic() - start >= 0.3
+        monkeypatch.setenv(nodelock_mod.SESSION_WAIT_ENV, "soon")
+        with pytest.raises(PlatformError, match="GREENCKPT_NODE_LOCK_WAIT must be a duration"):
+            NodeSettings(FakeSysfsRoot(tree), state_file=tmp_path / "b" / "state.json").__enter__()
+    finally:
+        child.send_signal(signal.SIGTERM)
+        child.wait(timeout=10)
+        child.communicate()

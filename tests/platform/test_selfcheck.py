@@ -375,6 +375,7 @@ with NodeSettings(SysRoot(Path(sys.argv[1])), sys.argv[2], signals=()):
 """
 
 
+@pytest.mark.usefixtures("refused_at_once")
 def test_a_node_held_by_another_session_is_not_checked_and_says_why(
     node: Path, tmp_path: Path
 ) -> None:

@@ -29,20 +29,27 @@ from typing import Any
 from greenckpt.platform.cpufreq_info import CPU_DIR
 from greenckpt.platform.root import PlatformError, SysRoot, process_alive, process_start
 from greenckpt.platform.statefile import make_state_dir
+from greenckpt.units import UnitError, parse_duration
 
 __all__ = [
     "LOCK_WAIT_S",
     "NODE_LOCK",
     "SESSION",
+    "SESSION_WAIT_ENV",
     "acquire_node_lock",
     "keep_lock_record",
     "node_lock_file",
     "release_node_lock",
+    "session_wait_s",
     "state_lock",
 ]
 
 LOCK_WAIT_S = 30.0
 """How long to wait for another process holding the state file's lock before giving up."""
+SESSION_WAIT_ENV = "GREENCKPT_NODE_LOCK_WAIT"
+"""How long a new session waits for another live session to let the node go (a duration;
+default 0: refused at once). For job scripts whose steps each run under ``greenckpt run`` and
+may start while the last one is still restoring the node, and for test runs in parallel."""
 _LOCK_POLL_S = 0.02
 
 NODE_LOCK = Path("/run/greenckpt-node.lock")
@@ -268,12 +275,28 @@ def _record_holder(fd: int, purpose: str, state_file: Path) -> None:
         os.pwrite(fd, (json.dumps(doc) + "\n").encode(), 0)
 
 
+def session_wait_s() -> float:
+    """Seconds a new session waits for a live one (:data:`SESSION_WAIT_ENV`); refuses a value
+    that is not a duration in one line."""
+    text = os.environ.get(SESSION_WAIT_ENV, "").strip()
+    if not text or text == "0":
+        return 0.0
+    try:
+        return float(parse_duration(text, allow_zero=True))
+    except (UnitError, ValueError):
+        raise PlatformError(
+            f"{SESSION_WAIT_ENV} must be a duration such as 30s or 5min (0 to refuse at once), "
+            f"got {text!r}"
+        ) from None
+
+
 def acquire_node_lock(root: SysRoot, purpose: str, state_file: Path) -> Path | None:
     """Take the node lock of ``root`` (nested when this process holds it already).
 
     Returns the lock file to pass to :func:`release_node_lock`, or None when no lock was taken
-    (none needed, or a file system without ``flock``). A session holding it refuses at once;
-    a restorer at work (it holds the lock for a moment) is waited for up to ``LOCK_WAIT_S``.
+    (none needed, or a file system without ``flock``). A session holding it refuses at once
+    (or after :data:`SESSION_WAIT_ENV`, when that says to wait); a restorer at work (it holds
+    the lock for a moment) is waited for up to ``LOCK_WAIT_S``.
     Raises PlatformError naming the holder: pid, user, start, and its state file.
     """
     lock = node_lock_file(root)
@@ -282,10 +305,12 @@ def acquire_node_lock(root: SysRoot, purpose: str, state_file: Path) -> Path | N
         if held is not None and held.pid == os.getpid():
             held.count += 1
             return lock
+        patience = session_wait_s() if purpose == SESSION else 0.0
         fd = _open_node_lock(lock, root)
         if fd is None:
             return None
-        deadline = time.monotonic() + LOCK_WAIT_S
+        start = time.monotonic()
+        deadline = start + LOCK_WAIT_S
         try:
             while True:
                 try:
@@ -299,10 +324,11 @@ def acquire_node_lock(root: SysRoot, purpose: str, state_file: Path) -> Path | N
                         return None
                     raise PlatformError(f"cannot lock {lock}: {exc.strerror or exc}") from exc
                 who, is_session = _describe_holder(_holder_record(fd))
-                if is_session or time.monotonic() >= deadline:
+                if time.monotonic() >= (start + patience if is_session else deadline):
+                    waited = f" after {patience:g} s ({SESSION_WAIT_ENV})" if patience else ""
                     raise PlatformError(
-                        f"another {who} controls this node's settings (node lock {lock}); "
-                        "wait for it to end, or stop it"
+                        f"another {who} controls this node's settings (node lock {lock})"
+                        f"{waited}; wait for it to end, or stop it"
                     )
                 time.sleep(_LOCK_POLL_S)
             left = _left_unrestored(_holder_record(fd), state_file)
