@@ -30,12 +30,12 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from types import TracebackType
 from typing import Protocol
 
 from greenckpt.errors import GreenckptError
 from greenckpt.optimize.profile import PowerSource
 from greenckpt.optimize.waiting import WAIT_MODES, WaitingPower, WaitMode
+from greenckpt.platform.root import ClosesOnExit
 from greenckpt.platform.sampler import Mark
 from greenckpt.profile.grid import Cell, CpuSetting, SweepSpec
 from greenckpt.profile.power import PowerChoice
@@ -109,7 +109,7 @@ def default_waiting_ranks() -> int:
     return max(1, min(cpus, MAX_WAITING_RANKS))
 
 
-class ProcessWaiters:
+class ProcessWaiters(ClosesOnExit):
     """``ranks`` spawned processes that wait with ``loop`` (see :mod:`.waiters`), kept for a
     whole waiting phase (started once, released once per window, stopped on leaving).
 
@@ -152,14 +152,6 @@ class ProcessWaiters:
             self.close()
             raise
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def release(self, mode: WaitMode, seconds: float) -> None:
         deadline = time.monotonic() + seconds
