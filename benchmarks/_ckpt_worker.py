@@ -6,8 +6,9 @@ line it prints last, ``RESULT {json}`` (rank 0 only). Modes::
     _ckpt_worker.py io        DIR NAME BYTES_PER_RANK SEED SETTLE_S DROP(fadvise|global)
     _ckpt_worker.py raw       DIR NAME BYTES_PER_RANK SEED SETTLE_S DROP(fadvise|global)
     _ckpt_worker.py plain     DIR NAME BYTES_PER_RANK SEED SETTLE_S DROP(fadvise|global)
-    _ckpt_worker.py mem-write DIR NAME BYTES CODEC SEED TRACEMALLOC(0|1)
-    _ckpt_worker.py mem-read  DIR NAME BYTES CODEC SEED TRACEMALLOC(0|1)
+    _ckpt_worker.py mem-write   DIR NAME BYTES CODEC SEED TRACEMALLOC(0|1) [LEVEL]
+    _ckpt_worker.py mem-read    DIR NAME BYTES CODEC SEED TRACEMALLOC(0|1) [LEVEL]
+    _ckpt_worker.py mem-rebuild DIR NAME BYTES CODEC SEED TRACEMALLOC(0|1) LEVEL
 
 ``io``: every rank protects one float64 array of BYTES_PER_RANK bytes (uniform random doubles:
 incompressible), level 1 in DIR, codec none, keep 1, and calls
@@ -41,6 +42,15 @@ one checkpoint (or recovery); the peak minus the baseline is what that call cost
 beyond the protected data. With TRACEMALLOC=1 it then repeats the call under ``tracemalloc``
 (Python and NumPy allocations only) after the resident measurement, so tracing does not
 disturb it.
+
+LEVEL (default ``L1``: one process, level 1): ``L2`` (partner copy), ``L3-xor`` (level 3,
+parity 1) or ``L3-rs2`` (level 3, parity 2, Reed–Solomon) run as the ranks of ``mpiexec``, one
+emulated node per rank, erasure groups of all ranks, each rank with its own array (the seed
+plus its rank); every rank measures itself and rank 0 reports the rank with the largest
+overhead, and every rank's. ``mem-rebuild`` is a recovery after emulated node 1 lost its
+storage (:func:`greenckpt.ckpt.inject.erase_node_storage`, before the baseline): node 1's
+files are rebuilt from the partner copy or the group's parity, the path that moves the most
+data between ranks.
 """
 
 from __future__ import annotations
@@ -149,12 +159,33 @@ def _drop_on_rank0(comm: Any, directory: str, method: str) -> str | None:
     return done
 
 
-def checkpointer(directory: str, name: str, codec: str) -> Any:
+REDUNDANT_LEVELS: dict[str, tuple[int, dict[str, Any]]] = {
+    "L2": (2, {}),
+    "L3-xor": (3, {"parity": 1}),
+    "L3-rs2": (3, {"parity": 2}),
+}
+"""The multi-rank levels of the memory modes: level number and settings beyond ``enabled``."""
+
+
+def checkpointer(directory: str, name: str, codec: str, level: str = "L1", ranks: int = 1) -> Any:
     """Level 1 only, in ``directory``, keep 1, no environment overrides; with
     ``BENCH_CKPT_NODES=per-rank`` (``bench_ckpt_io.py --nodes``) every rank is an emulated
-    node of its own (``ranks_per_node=1``)."""
+    node of its own (``ranks_per_node=1``). ``level`` other than ``L1``: that level alone
+    (:data:`REDUNDANT_LEVELS`), one emulated node per rank, erasure groups of ``ranks``."""
     from greenckpt.ckpt.api import Checkpointer  # noqa: PLC0415 - import cost is measured
 
+    if level != "L1":
+        number, extra = REDUNDANT_LEVELS[level]
+        if number == 3:
+            extra = {**extra, "group_size": ranks}
+        return Checkpointer(
+            local_dir=directory,
+            name=name,
+            keep=1,
+            ranks_per_node=1,
+            env={},
+            **{f"l{number}": {"enabled": True, "codec": codec, **extra}},
+        )
     per_rank = os.environ.get("BENCH_CKPT_NODES", "one") == "per-rank"
     return Checkpointer(
         local_dir=directory,
@@ -164,6 +195,11 @@ def checkpointer(directory: str, name: str, codec: str) -> Any:
         env={},
         **({"ranks_per_node": 1} if per_rank else {}),
     )
+
+
+def level_number(level: str) -> int:
+    """The level a ``LEVEL`` argument checkpoints to."""
+    return 1 if level == "L1" else REDUNDANT_LEVELS[level][0]
 
 
 # --------------------------------------------------------------------------- io modes
@@ -337,47 +373,98 @@ def _reset_hwm() -> bool:
     return True
 
 
+def _lose_node(comm: Any, directory: str) -> None:
+    """Emulated node 1 loses its storage (rank 0 erases it; every rank waits)."""
+    from greenckpt.ckpt.inject import erase_node_storage  # noqa: PLC0415 - rebuild only
+
+    comm.barrier()
+    if comm.rank == 0:
+        erase_node_storage(directory, node=1)
+    comm.barrier()
+
+
+def _call(mode: str, ck: Any, level: str) -> Any:
+    """The measured call of a memory mode (a rebuild's node loss comes before it)."""
+    if mode == "mem-write":
+        return ck.checkpoint(level_number(level))
+    return ck.recover(missing_ok=False)
+
+
+def _job_result(comm: Any, mine: dict[str, Any], mode: str, trace: bool) -> dict[str, Any] | None:
+    """On rank 0, the job's figures: the rank with the largest overhead, the largest of every
+    other figure, and every rank's; None on the other ranks."""
+    everyone = comm.gather(mine, 0)
+    if everyone is None:
+        return None
+    worst = max(everyone, key=lambda r: int(r["overhead_hwm"]))
+    job = {
+        **worst,  # the rank with the largest overhead; the others' maxima below
+        "overhead_maxrss": max(int(r["overhead_maxrss"]) for r in everyone),
+        "hwm_reset": all(r["hwm_reset"] for r in everyone),
+        "ranks": everyone,
+    }
+    if trace:
+        job["tracemalloc_peak"] = max(int(r["tracemalloc_peak"]) for r in everyone)
+    if mode == "mem-write":
+        job["logical_bytes"] = sum(int(r["logical_bytes"]) for r in everyone)
+        job["stored_bytes"] = sum(int(r["stored_bytes"]) for r in everyone)
+    else:
+        job["verified"] = all(r["verified"] for r in everyone)
+    return job
+
+
 def memory(
-    mode: str, directory: str, name: str, nbytes: int, codec: str, seed: int, trace: bool
-) -> dict[str, Any]:
+    mode: str,
+    directory: str,
+    name: str,
+    nbytes: int,
+    codec: str,
+    seed: int,
+    trace: bool,
+    level: str = "L1",
+) -> dict[str, Any] | None:
     rss_start = _status()["VmRSS"]
     import greenckpt.ckpt.api  # noqa: F401, PLC0415 - its cost is reported apart
 
     import_rss = _status()["VmRSS"]
+    comm = _rank_comm() if level != "L1" else None
+    rank = 0 if comm is None else comm.rank
     if mode == "mem-write":
-        arr = field_array(nbytes, seed)
+        arr = field_array(nbytes, seed + rank)
     else:
         arr = np.empty(nbytes // 8, dtype=np.float64)
         arr.fill(0.0)
     allocated_rss = _status()["VmRSS"]
-    ck = checkpointer(directory, name, codec)
+    ck = checkpointer(directory, name, codec, level, 1 if comm is None else comm.size)
     ck.protect("data", arr)
+    if mode == "mem-rebuild":
+        _lose_node(comm, directory)
     trimmed = _trim_heap()
+    if comm is not None:
+        comm.barrier()
     reset = _reset_hwm()
     before = _status()
     maxrss_before = _maxrss()
-    if mode == "mem-write":
-        info: Any = ck.checkpoint(1)
-        extra = {"logical_bytes": info.logical_bytes, "stored_bytes": info.stored_bytes}
-    else:
-        info = ck.recover(missing_ok=False)
+    info: Any = _call(mode, ck, level)
     after = _status()
     maxrss_after = _maxrss()
-    if mode == "mem-read":  # checked after the measurement: comparing needs temporaries
-        extra = {"verified": info is not None and matches_field(arr, seed)}
+    if mode == "mem-write":
+        extra = {"logical_bytes": info.logical_bytes, "stored_bytes": info.stored_bytes}
+    else:  # checked after the measurement: comparing needs temporaries
+        extra = {"verified": info is not None and matches_field(arr, seed + rank)}
     traced: int | None = None
     if trace:
         import tracemalloc  # noqa: PLC0415 - only when asked
 
+        if mode == "mem-rebuild":
+            _lose_node(comm, directory)
         tracemalloc.start()
-        if mode == "mem-write":
-            ck.checkpoint(1)
-        else:
-            ck.recover(missing_ok=False)
+        _call(mode, ck, level)
         traced = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
     ck.finalize()
-    return {
+    mine = {
+        "rank": rank,
         "data_bytes": arr.nbytes,
         "rss_start": rss_start,
         "import_bytes": import_rss - rss_start,
@@ -395,6 +482,7 @@ def memory(
         "tracemalloc_peak": traced,
         **extra,
     }
+    return mine if comm is None else _job_result(comm, mine, mode, trace)
 
 
 def main(argv: list[str]) -> int:
@@ -402,9 +490,11 @@ def main(argv: list[str]) -> int:
     result: dict[str, Any] | None
     if mode in ("io", "raw", "plain"):
         result = io(mode, rest[0], rest[1], int(rest[2]), int(rest[3]), float(rest[4]), rest[5])
-    elif mode in ("mem-write", "mem-read"):
-        directory, name, size, codec, seed, trace = rest
-        result = memory(mode, directory, name, int(size), codec, int(seed), trace == "1")
+    elif mode in ("mem-write", "mem-read", "mem-rebuild"):
+        directory, name, size, codec, seed, trace, *level = rest
+        result = memory(
+            mode, directory, name, int(size), codec, int(seed), trace == "1", *level[:1]
+        )
     else:
         print(f"_ckpt_worker.py: unknown mode {mode!r}", file=sys.stderr)
         return 2

@@ -14,6 +14,13 @@ Rank 0 prints ``RESULT {json}``: per level, the list of (seconds, cpu_s) over th
 the bytes the level's last checkpoint stores on all nodes together (data, copies, parity): on
 one host every emulated node writes to the same device, so a level that stores twice L1's
 bytes cannot take less than about twice L1's time where the device is the bottleneck.
+
+That floor is measured too, in the same rounds: for each level's storage factor f (bytes
+stored over L1's: 2 for a partner copy, 1 + t/(G − t) for parity t over groups of G), a
+level-1 checkpoint of f times the bytes (the array and a second random array of (f − 1) times
+its size; ``floors`` in the result maps each level to its floor's name). The level's time
+over its floor's says how far it is from what level 1's own path needs to store its bytes on
+this machine.
 """
 
 from __future__ import annotations
@@ -30,6 +37,15 @@ from greenckpt.ckpt import Checkpointer
 from greenckpt.ckpt.comm import world
 
 LEVELS = ("L1", "L2", "L3-xor", "L3-rs2")
+
+
+def storage_factors(ranks: int) -> dict[str, float]:
+    """Bytes each level stores over level 1's, with erasure groups of all ``ranks``."""
+    return {"L2": 2.0, "L3-xor": 1 + 1 / (ranks - 1), "L3-rs2": 1 + 2 / (ranks - 2)}
+
+
+def floor_name(factor: float) -> str:
+    return f"L1x{factor:.2f}"
 
 
 def _cpu() -> float:
@@ -70,10 +86,19 @@ def main() -> None:
     for ck in (a, b):
         ck.protect("field", data)
     calls = {"L1": (a, 1), "L2": (a, 2), "L3-xor": (a, 3), "L3-rs2": (b, 3)}
-    results: dict[str, list[tuple[float, float]]] = {name: [] for name in LEVELS}
+    floors = {level: floor_name(f) for level, f in storage_factors(size).items()}
+    extra_rng = np.random.default_rng(seed + size + comm.rank)
+    for factor in sorted(set(storage_factors(size).values())):
+        name = floor_name(factor)
+        ck = Checkpointer(name=f"floor{len(calls)}", l1={"enabled": True}, **common)
+        ck.protect("field", data)
+        ck.protect("extra", extra_rng.random(round((factor - 1) * nbytes) // 8))
+        calls[name] = (ck, 1)
+    runs = tuple(calls)
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name in runs}
     stored: dict[str, int] = {}
     for r in range(rounds + 1):  # round 0 warms up (files, page cache, zfec import)
-        order = LEVELS[r % len(LEVELS) :] + LEVELS[: r % len(LEVELS)]
+        order = runs[r % len(runs) :] + runs[: r % len(runs)]
         for name in order:
             ck, level = calls[name]
             comm.barrier()
@@ -86,10 +111,16 @@ def main() -> None:
                 results[name].append((wall, sum(g[2] for g in got)))
             if r == 1 and comm.rank == 0:  # after the call: a later level may retire it
                 stored[name] = stored_bytes(root / "local", level, ck.config.name)
-    for ck in (a, b):
+    for ck in {id(c): c for c, _ in calls.values()}.values():
         ck.finalize()
     if comm.rank == 0:
-        doc = {"ranks": size, "bytes_per_rank": nbytes, "results": results, "stored": stored}
+        doc = {
+            "ranks": size,
+            "bytes_per_rank": nbytes,
+            "results": results,
+            "stored": stored,
+            "floors": floors,
+        }
         print("RESULT " + json.dumps(doc))
 
 

@@ -1,8 +1,8 @@
 """Peak memory of one checkpoint and one recovery beyond the protected data; target ≤ 64 MiB.
 
 Run: ``python benchmarks/bench_ckpt_memory.py [--sizes 64MiB,256MiB,1GiB,2GiB]
-[--codecs none,lz4,zstd] [--dir DIR] [--json PATH]``. Not a test: it prints measured
-overheads and PASS/FAIL against 64 MiB.
+[--codecs none,lz4,zstd] [--levels L1,L2,L3-xor,L3-rs2] [--ranks 4] [--dir DIR]
+[--json PATH]``. Not a test: it prints measured overheads and PASS/FAIL against 64 MiB.
 
 Why: the library promises never to copy the protected data (the write streams from the
 arrays, the restart reads straight back into them), so what a checkpoint costs in memory must
@@ -21,6 +21,14 @@ allocations only, from a repeat of the same call after the resident measurement 
 memory itself, so it never runs during it). Importing the library and building the
 Checkpointer are per process, not per checkpoint: shown apart, not counted in the overhead.
 
+Levels 2 and 3 (``--levels``: ``L2`` partner copy, ``L3-xor`` parity 1, ``L3-rs2`` parity 2)
+move every byte between ranks as well: their case is an ``mpiexec`` job of ``--ranks`` ranks,
+one emulated node each and each with an array of the given size, measured the same way on
+every rank; the rank with the largest overhead counts. They have a third op, ``rebuild``: a
+recovery after emulated node 1 lost its storage, whose files are rebuilt from the partner copy
+or the group's parity while every rank reads its own. The promise is the same: memory beyond
+the protected data that does not grow with them.
+
 A case passes when its resident overhead (VmHWM) is ≤ 64 MiB. Memory is not noisy the way
 time is, so each case runs once by default; with ``--repeats`` the worst run counts.
 """
@@ -35,7 +43,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench_ckpt_io import BenchError, _Parser, machine, run_worker, storage
+from bench_ckpt_io import BenchError, _Parser, machine, mpiexec, run_worker, storage
 from greenckpt.io import parse_codec
 from greenckpt.io.codec import CodecError
 from greenckpt.platform.root import PlatformError
@@ -47,9 +55,33 @@ LIMIT = 64 * MiB
 SPACE_MARGIN = 256 * MiB
 MEMORY_MARGIN = 512 * MiB
 OPS = ("checkpoint", "recovery")
+LEVELS = ("L1", "L2", "L3-xor", "L3-rs2")
+REBUILD = "rebuild"
+WORKER_MODES = {"checkpoint": "mem-write", "recovery": "mem-read", REBUILD: "mem-rebuild"}
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def ops_of(level: str) -> tuple[str, ...]:
+    """What is measured for ``level``: a lost node's rebuild where the level can rebuild."""
+    return OPS if level == "L1" else (*OPS, REBUILD)
+
+
+def _check_levels(parser: argparse.ArgumentParser, args: argparse.Namespace) -> bool:
+    """``--levels`` and ``--ranks`` checked (``args.level_list`` set): whether a level 2 or 3
+    case (an ``mpiexec`` job) is among them."""
+    levels = [text.strip() for text in args.levels.split(",")]
+    unknown = [x for x in levels if x not in LEVELS]
+    if unknown or len(set(levels)) != len(levels):
+        parser.error(f"--levels {args.levels!r}: give each of {', '.join(LEVELS)} at most once")
+    args.level_list = levels
+    multi = any(x != "L1" for x in levels)
+    if multi and args.ranks < 3:
+        parser.error(f"--ranks must be >= 3 (level 3 with parity 2 needs 3), not {args.ranks}")
+    if multi and mpiexec() is None:
+        parser.error("levels 2 and 3 need mpiexec (pip install '.[mpi]'); or --levels L1")
+    return multi
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:  # noqa: PLR0915 — one add_argument per flag
     parser = _Parser(
         prog="bench_ckpt_memory.py",
         description="Peak memory of a checkpoint and a recovery beyond the protected data.",
@@ -58,6 +90,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--sizes", default="64MiB,256MiB,1GiB,2GiB", help="comma-separated data sizes"
     )
     parser.add_argument("--codecs", default="none,lz4,zstd", help="comma-separated codecs")
+    parser.add_argument(
+        "--levels",
+        default=",".join(LEVELS),
+        help=f"comma-separated levels among {', '.join(LEVELS)} (levels 2 and 3 run --ranks "
+        "ranks, one emulated node each)",
+    )
+    parser.add_argument(
+        "--ranks", type=int, default=4, help="ranks of a level 2 or 3 case (>= 3; default 4)"
+    )
     parser.add_argument("--repeats", type=int, default=1, help="runs per case (worst counts)")
     parser.add_argument(
         "--dir",
@@ -90,6 +131,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.codec_list = codecs
     if args.repeats < 1:
         parser.error(f"--repeats must be >= 1, not {args.repeats}")
+    multi = _check_levels(parser, args)
+    copies = args.ranks if multi else 1  # processes, each with its own array
     default_dir = os.environ.get("TMPDIR") or (
         "/var/tmp" if os.path.isdir("/var/tmp") else tempfile.gettempdir()
     )
@@ -99,23 +142,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     biggest = max(sizes)
     st = os.statvfs(directory)
     free = st.f_bavail * st.f_frsize
-    need = 2 * biggest + SPACE_MARGIN  # keep 1: the traced repeat commits before removing
+    # keep 1: the traced repeat commits before removing; a level 2 or 3 checkpoint stores at
+    # most twice the data (a partner copy, or parity 2 over groups of 4)
+    need = 2 * (2 if multi else 1) * copies * biggest + SPACE_MARGIN
     if free < need:
         parser.error(
             f"--dir {directory} has {format_size(free)} free, {format_size(biggest)} needs "
             f"{format_size(need)}; give smaller --sizes or another --dir"
         )
     available = _mem_available()
-    if available is not None and available < biggest + MEMORY_MARGIN:
+    if available is not None and available < copies * biggest + MEMORY_MARGIN:
         parser.error(
-            f"{format_size(biggest)} of data needs {format_size(biggest + MEMORY_MARGIN)} of "
-            f"memory, {format_size(available)} is available; give smaller --sizes"
+            f"{copies} x {format_size(biggest)} of data needs "
+            f"{format_size(copies * biggest + MEMORY_MARGIN)} of memory, "
+            f"{format_size(available)} is available; give smaller --sizes or fewer --ranks"
         )
     try:
         ram = identify_storage(directory).kind == "memory"
     except PlatformError:
         ram = False
-    if ram and available is not None and available < 3 * biggest + MEMORY_MARGIN:
+    if ram and available is not None and available < 3 * copies * biggest + MEMORY_MARGIN:
         parser.error(f"--dir {directory} is RAM-backed and too small; give a disk directory")
     args.directory = directory
     return args
@@ -129,15 +175,20 @@ def _mem_available() -> int | None:
         return None
 
 
-def run_case(work: Path, size: int, codec: str, trace: bool, tag: str) -> dict[str, Any]:
-    """Checkpoint in one fresh process, recover in another; both workers' figures."""
+def run_case(
+    work: Path, size: int, codec: str, trace: bool, tag: str, level: str, ranks: int
+) -> dict[str, Any]:
+    """Checkpoint in one fresh job, recover in another (and rebuild a lost node in a third,
+    levels 2 and 3); every job's figures by op."""
     seed = 7
     base = work / tag
     base.mkdir()
-    args = [str(base), "mem", str(size), codec, str(seed), "1" if trace else "0"]
+    args = [str(base), "mem", str(size), codec, str(seed), "1" if trace else "0", level]
+    launcher, n = (None, 1) if level == "L1" else (mpiexec(), ranks)
+    out: dict[str, Any] = {}
     try:
-        written = run_worker(None, 1, ["mem-write", *args])
-        read = run_worker(None, 1, ["mem-read", *args])
+        for op in ops_of(level):
+            out[op] = run_worker(launcher, n, [WORKER_MODES[op], *args])
     finally:
         for entry in sorted(base.rglob("*"), reverse=True):
             if entry.is_dir() and not entry.is_symlink():
@@ -145,9 +196,12 @@ def run_case(work: Path, size: int, codec: str, trace: bool, tag: str) -> dict[s
             else:
                 entry.unlink()
         base.rmdir()
-    if not read.get("verified"):
-        raise BenchError(f"recovery of {format_size(size)} with codec {codec} gave wrong data")
-    return {"checkpoint": written, "recovery": read}
+    for op in ops_of(level)[1:]:
+        if not out[op].get("verified"):
+            raise BenchError(
+                f"{op} of {format_size(size)} ({level}, codec {codec}) gave wrong data"
+            )
+    return out
 
 
 def _mib(value: float | None) -> str:
@@ -166,21 +220,28 @@ def main(argv: list[str] | None = None) -> int:
     print(f"storage: {args.directory} -> {storage(args.directory)}")
     print(
         f"sizes: {', '.join(format_size(s) for s in args.size_list)}; codecs: "
-        f"{', '.join(args.codec_list)}; one process per case and op; "
-        f"{args.repeats} run(s) per case, worst counts; limit {format_size(LIMIT)}"
+        f"{', '.join(args.codec_list)}; levels: {', '.join(args.level_list)} (levels 2 and 3: "
+        f"{args.ranks} ranks, one emulated node each, size per rank); one job per case and "
+        f"op; {args.repeats} run(s) per case, worst counts; limit {format_size(LIMIT)} per "
+        "process"
     )
     sys.stdout.flush()
-    runs: dict[tuple[int, str, str], list[dict[str, Any]]] = {}
+    runs: dict[tuple[str, int, str, str], list[dict[str, Any]]] = {}
     try:
         with tempfile.TemporaryDirectory(prefix="bench-ckpt-mem-", dir=args.directory) as tmp:
             for rep in range(args.repeats):
-                for size in args.size_list:
-                    for codec in args.codec_list:
-                        tag = f"case-{rep}-{size}-{codec.replace(':', '-')}"
-                        out = run_case(Path(tmp), size, codec, trace, tag)
-                        for op in OPS:
-                            runs.setdefault((size, codec, op), []).append(out[op])
-                        print(f"  {format_size(size)} {codec} done", file=sys.stderr, flush=True)
+                for level in args.level_list:
+                    for size in args.size_list:
+                        for codec in args.codec_list:
+                            tag = f"case-{rep}-{level}-{size}-{codec.replace(':', '-')}"
+                            out = run_case(Path(tmp), size, codec, trace, tag, level, args.ranks)
+                            for op, result in out.items():
+                                runs.setdefault((level, size, codec, op), []).append(result)
+                            print(
+                                f"  {level} {format_size(size)} {codec} done",
+                                file=sys.stderr,
+                                flush=True,
+                            )
     except (BenchError, OSError) as exc:
         print(f"bench_ckpt_memory.py: {exc}", file=sys.stderr)
         return 1
@@ -192,50 +253,48 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"overhead = peak - baseline ({hwm_method}); MiB = 2^20 B")
     print(
-        f"{'size':>8} {'codec':<7}{'op':<11}{'baseline':>9}{'VmHWM+':>8}{'maxrss+':>8}"
-        f"{'traced':>8}{'import':>8}{'stored':>8}  verdict"
+        f"{'level':<7}{'size':>8} {'codec':<7}{'op':<11}{'baseline':>9}{'VmHWM+':>8}"
+        f"{'maxrss+':>8}{'traced':>8}{'import':>8}{'stored':>8}  verdict"
     )
     cases: list[dict[str, Any]] = []
     all_pass = True
-    for size in args.size_list:
-        for codec in args.codec_list:
-            for op in OPS:
-                rs = runs[(size, codec, op)]
-                worst = max(rs, key=lambda r: int(r["overhead_hwm"]))
-                over = max(int(r["overhead_hwm"]) for r in rs)
-                over_maxrss = max(int(r["overhead_maxrss"]) for r in rs)
-                traced_all = [
-                    r["tracemalloc_peak"] for r in rs if r["tracemalloc_peak"] is not None
-                ]
-                traced = max(traced_all) if traced_all else None
-                written = runs[(size, codec, "checkpoint")][0]
-                ratio = written["logical_bytes"] / max(1, written["stored_bytes"])
-                ok = over <= LIMIT
-                all_pass = all_pass and ok
-                print(
-                    f"{format_size(size):>8} {codec:<7}{op:<11}"
-                    f"{_mib(worst['baseline_rss']):>9}{_mib(over):>8}{_mib(over_maxrss):>8}"
-                    f"{_mib(traced):>8}{_mib(worst['import_bytes']):>8}"
-                    f"{ratio:>7.2f}x  {'PASS' if ok else 'FAIL'}"
-                )
-                cases.append(
-                    {
-                        "size_bytes": size,
-                        "codec": codec,
-                        "op": op,
-                        "overhead_hwm_bytes": over,
-                        "overhead_maxrss_bytes": over_maxrss,
-                        "tracemalloc_peak_bytes": traced,
-                        "compression_ratio": ratio,
-                        "pass": ok,
-                        "runs": rs,
-                    }
-                )
+    for (level, size, codec, op), rs in runs.items():
+        worst = max(rs, key=lambda r: int(r["overhead_hwm"]))
+        over = max(int(r["overhead_hwm"]) for r in rs)
+        over_maxrss = max(int(r["overhead_maxrss"]) for r in rs)
+        traced_all = [r["tracemalloc_peak"] for r in rs if r["tracemalloc_peak"] is not None]
+        traced = max(traced_all) if traced_all else None
+        written = runs[(level, size, codec, "checkpoint")][0]
+        ratio = written["logical_bytes"] / max(1, written["stored_bytes"])
+        ok = over <= LIMIT
+        all_pass = all_pass and ok
+        print(
+            f"{level:<7}{format_size(size):>8} {codec:<7}{op:<11}"
+            f"{_mib(worst['baseline_rss']):>9}{_mib(over):>8}{_mib(over_maxrss):>8}"
+            f"{_mib(traced):>8}{_mib(worst['import_bytes']):>8}"
+            f"{ratio:>7.2f}x  {'PASS' if ok else 'FAIL'}"
+        )
+        cases.append(
+            {
+                "level": level,
+                "ranks": 1 if level == "L1" else args.ranks,
+                "size_bytes": size,
+                "codec": codec,
+                "op": op,
+                "overhead_hwm_bytes": over,
+                "overhead_maxrss_bytes": over_maxrss,
+                "tracemalloc_peak_bytes": traced,
+                "compression_ratio": ratio,
+                "pass": ok,
+                "runs": rs,
+            }
+        )
     print(
         "baseline: resident MiB after import, allocation and Checkpointer set-up; VmHWM+ / "
         "maxrss+: peak resident growth during the call; traced: tracemalloc peak of the call; "
         "import: resident growth of importing greenckpt.ckpt (per process, not counted); "
-        "stored: logical/stored bytes of the checkpoint"
+        "stored: logical/stored bytes of the checkpoint; levels 2 and 3: the rank with the "
+        "largest VmHWM+, and the largest of every other figure over the ranks"
     )
     print(f"overall: {'PASS' if all_pass else 'FAIL'} (limit {format_size(LIMIT)})")
     if args.json is not None:

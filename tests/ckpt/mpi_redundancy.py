@@ -35,9 +35,17 @@ MIXED = os.environ.get("MIXED") == "1"
 """Also level 1, with three level-1 checkpoints (4, 5, 6) after checkpoint 3: with keep = 3
 they must not push the older level-LEVEL checkpoint 3 out (each level keeps its own)."""
 
+SCALE = int(os.environ.get("SCALE", "1"))
+"""Arrays SCALE times longer: with 30, every rank file is 9.6–14.6 MB, so partner copies and
+parity pieces move in several segments, the last one short (the default keeps one segment)."""
+
+
+def length(rank: int) -> int:
+    return (40_000 + 7_000 * rank) * SCALE
+
 
 def data(rank: int, it: int) -> np.ndarray:
-    return np.arange(40_000 + 7_000 * rank, dtype=np.float64) * (rank + 1) + it
+    return np.arange(length(rank), dtype=np.float64) * (rank + 1) + it
 
 
 def make(
@@ -56,7 +64,7 @@ def make(
         **{f"l{level}": settings},  # type: ignore[arg-type]
         **extra,  # type: ignore[arg-type]
     )
-    u = np.zeros(40_000 + 7_000 * ck.rank)
+    u = np.zeros(length(ck.rank))
     ck.protect("u", u)
     return ck, u
 

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def run(tmp_path: Path, *args: str, mixed: bool = False) -> dict[str, Any]:
+def run(tmp_path: Path, *args: str, mixed: bool = False, scale: int = 1) -> dict[str, Any]:
     (tmp_path / "local").mkdir()
     (tmp_path / "global").mkdir()
     launcher = mpiexec()
@@ -36,7 +36,12 @@ def run(tmp_path: Path, *args: str, mixed: bool = False) -> dict[str, Any]:
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "MIXED": "1" if mixed else "0"},
+        env={
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "MIXED": "1" if mixed else "0",
+            "SCALE": str(scale),
+        },
         check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -106,6 +111,27 @@ def test_failure_matrix(case: tuple[Any, ...], tmp_path: Path) -> None:
         assert (again["id"], again["level"], again["rebuilt"]) == want2, again
         assert again["all_ok"] is True
     assert out["leftovers"] == []  # no staging, no half-rebuilt hidden files
+
+
+# files of several exchange segments (4 MiB each for groups of 4), of different lengths per
+# rank: the last segment of every piece is short, and pieces of a stripe differ in length
+SEGMENTED = [
+    ("2", "1", "1", "none", "erase:1", "erase:2", (3, 2, [1]), (3, 2, [2])),
+    ("3", "1", "1", "none", "erase:2", "erase:0", (3, 3, [2]), (3, 3, [0])),
+    ("3", "1", "2", "none", "erase:1,3", "erase:0,2", (3, 3, [1, 3]), (3, 3, [0, 2])),
+]
+
+
+@pytest.mark.parametrize("case", SEGMENTED, ids=[_ids(c) for c in SEGMENTED])
+def test_rebuild_of_files_spanning_several_segments(case: tuple[Any, ...], tmp_path: Path) -> None:
+    level, rpn, parity, codec, first, second, want1, want2 = case
+    out = run(tmp_path, level, rpn, parity, codec, first, second, scale=30)
+    for key, want in (("first", want1), ("second", want2)):
+        got = out[key]
+        assert "error" not in got, got
+        assert (got["id"], got["level"], got["rebuilt"]) == want, got
+        assert got["all_ok"] is True  # every rank bit-identical to its state at iteration 3
+    assert out["leftovers"] == []
 
 
 @pytest.mark.parametrize("level", ["2", "3"])

@@ -16,14 +16,16 @@ saito2013's slides). The arithmetic and the rotating placement of data and parit
   pieces; segment by segment, every member holding parity receives its stripe's data pieces
   in one all-to-all exchange over the group's communicator (all members encode at the same
   time, each only the parity piece it stores) and writes it into its parity file.
-* **Rebuilding** (:func:`rebuild_data`): a lost member gathers, for each stripe where it held
-  data, the surviving pieces (data and parity) segment by segment and decodes its own. Its
-  parity is then re-encoded with :func:`encode_parity` (``roots``), so the group is fully
-  protected again.
+* **Rebuilding** (:func:`rebuild_data`): a lost member receives, for each stripe where it held
+  data, the surviving pieces (data and parity) segment by segment — one all-to-all per segment
+  in which every survivor sends its piece to it — and decodes its own. Its parity is then
+  re-encoded with :func:`encode_parity` (``roots``), so the group is fully protected again.
 
-Every member takes part in every gather (sending ``None`` when it has nothing for that round):
-the loops depend only on values all members know (the group's file lengths, who is lost), so
-nobody can wait on a peer that skipped a round.
+Every member takes part in every exchange (sending no piece when it has nothing for that
+round): the loops depend only on values all members know (the group's file lengths, who is
+lost), so nobody can wait on a peer that skipped a round. The exchanges move raw bytes between
+buffers reused for the whole file, so a member holds a bounded few MiB
+(:func:`group_segment`) whatever the size of the files.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from greenckpt.ckpt.agree import PEER, one_line
 from greenckpt.ckpt.comm import Comm
 from greenckpt.ckpt.erasure import Buffer, ErasureCode, ErasureError, GroupLayout, Scheme, Stripe
 from greenckpt.ckpt.topology import Topology
-from greenckpt.ckpt.transfer import SEGMENT, SegmentWriter, read_into, read_segment
+from greenckpt.ckpt.transfer import SEGMENT, SegmentWriter, read_into
 from greenckpt.errors import GreenckptError
 from greenckpt.io.checksum import file_digest
 
@@ -52,7 +54,9 @@ __all__ = [
 
 PARITY_PREFIX: Final = "parity-"
 _GATHER_BUDGET: Final = 32 * 1024 * 1024
-"""Bytes a gathering member may hold per round: one segment from every member."""
+"""Bytes of exchange buffers a member may hold: one segment per member to send and one per
+member received (with the writer's and the coder's few segments, an erasure level stays within
+the library's 64 MiB beyond the protected data whatever the group size)."""
 
 
 class GroupError(GreenckptError, ValueError):
@@ -65,8 +69,11 @@ def parity_name(rank_file: str) -> str:
 
 
 def group_segment(members: int) -> int:
-    """Segment size for a group: a gathering member holds one segment per member."""
-    return max(64 * 1024, min(SEGMENT, _GATHER_BUDGET // members))
+    """Segment size for a group: a member holds one segment per member to send and one per
+    member received. Why both count: with groups of 8 and the budget spent on the received
+    side alone, a level-3 checkpoint held 80 MiB and a rebuild 110 MiB beyond the data
+    (benchmarks/bench_ckpt_memory.py --ranks 8); groups of up to 4 keep full segments."""
+    return max(64 * 1024, min(SEGMENT, _GATHER_BUDGET // (2 * members)))
 
 
 def erasure_groups(
@@ -283,19 +290,21 @@ def _survivor_piece(
     me: int,
     s: int,
     at: tuple[int, int, int, int],
-) -> bytearray | None:
-    """What surviving member ``me`` sends for one segment of stripe ``s``: its data piece, or
-    its parity piece (``longest`` bytes), or None; ``at`` is (piece size, offset, segment,
-    longest). Raises OSError when its file cannot be read."""
+    out: bytearray,
+) -> int:
+    """Read what surviving member ``me`` sends for one segment of stripe ``s`` into the start
+    of ``out``: its data piece, or its parity piece (``longest`` bytes); how many bytes, or -1
+    when it sends nothing. ``at`` is (piece size, offset, segment, longest). Raises OSError
+    when its file cannot be read."""
     size, off, segment, longest = at
     stripe = layout.stripe(s)
     if me in stripe.data and "data" in fds:
         start, n = _piece_segment(layout, lengths, me, s, size, off, segment)
-        return read_segment(fds["data"], start, n)
+        return read_into(fds["data"], start, out, n)
     if me in stripe.parity and "parity" in fds:
         index = layout.parity_stripes(me).index(s)
-        return read_segment(fds["parity"], index * size + off, longest)
-    return None
+        return read_into(fds["parity"], index * size + off, out, longest)
+    return -1
 
 
 def _present(
@@ -397,6 +406,10 @@ def rebuild_data(
     if me in lost and out is not None:
         writer, failed = _create_writer(out, checksum)
         error = failed or error
+    # a survivor sends one piece per round, to the member being rebuilt: one all-to-all
+    # (counts, then bytes into reused buffers, no pickling); only lost members receive
+    send = bytearray(segment)
+    recv = bytearray(g * segment if me in lost else 0)
     try:
         for root in sorted(lost):
             for s in layout.stripes():
@@ -410,19 +423,19 @@ def rebuild_data(
                         for d in stripe.data
                     ]
                     longest = max(seg_lengths)
-                    mine: bytearray | None = None
+                    counts = [-1] * g  # -1: no piece (none to send, or an error)
                     if me not in lost and error is None:
                         try:
-                            mine = _survivor_piece(
-                                layout, lengths, fds, me, s, (size, off, segment, longest)
+                            counts[root] = _survivor_piece(
+                                layout, lengths, fds, me, s, (size, off, segment, longest), send
                             )
                         except OSError as exc:
                             error = one_line(exc)
-                    pieces = comm.gather(mine, root)
-                    if pieces is None or writer is None or error is not None:
+                    got = comm.alltoall_into(send, counts, recv)
+                    if me != root or writer is None or error is not None:
                         continue
                     at, _ = _piece_segment(layout, lengths, root, s, size, off, segment)
-                    present = _present(code, stripe, pieces, seg_lengths, longest)
+                    present = _present(code, stripe, _unpack(recv, got), seg_lengths, longest)
                     error = _write_rebuilt(code, stripe, s, root, present, seg_lengths, writer, at)
     finally:
         for fd in fds.values():

@@ -38,7 +38,6 @@ __all__ = [
     "first_cause",
     "one_line",
     "read_into",
-    "read_segment",
     "shift_file",
 ]
 
@@ -59,14 +58,6 @@ def read_into(fd: int, offset: int, out: bytearray | memoryview, length: int) ->
             break
         done += got
     return done
-
-
-def read_segment(fd: int, offset: int, length: int) -> bytearray:
-    """Up to ``length`` bytes at ``offset`` in a new buffer (fewer only at the end of the
-    file): for pieces that travel pickled (a rebuild's gathers)."""
-    out = bytearray(length)
-    del out[read_into(fd, offset, out, length) :]
-    return out
 
 
 DIRECT_ALIGN: Final = 4096
