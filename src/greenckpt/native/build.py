@@ -25,11 +25,12 @@ NATIVE_DIR = Path(__file__).resolve().parent
 """Where the C sources, headers and the Fortran module are (inside the installed package)."""
 
 LIBRARIES: dict[str, tuple[str, ...]] = {
-    "libgreenckpt.so": ("c/greenckpt.c",),
-    "libgreenckpt_front.so": ("c/front.c", "c/front_json.c"),
+    "libgreenckpt.so": ("c/greenckpt.c", "c/json_line.c"),
+    "libgreenckpt_front.so": ("c/front.c", "c/json_line.c"),
     "libgreenckpt_gf.so": ("c/gf.c",),
     "libgreenckpt_intercept.so": (
         "c/greenckpt.c",
+        "c/json_line.c",
         "c/intercept_common.c",
         "c/intercept_fti.c",
         "c/intercept_scr.c",

@@ -30,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "front_json.h"
+#include "json_line.h"
 
 #define GCF_MAX_KINDS 16
 #define GCF_BUCKETS 1024
@@ -136,24 +136,27 @@ static struct req parse(const struct gcf *f, const char *line, size_t n) {
     const char *v;
     size_t vl;
     int k;
-    if (!gcf_member(line, n, "v", &v, &vl) || !gcf_is_literal(v, vl, "1")) return r;
-    if (!gcf_member(line, n, "kind", &v, &vl) || vl < 3 || v[0] != '"') return r;
+    if (!gcj_member(line, n, "v", &v, &vl) || !gcj_is_literal(v, vl, "1")) return r;
+    if (!gcj_member(line, n, "kind", &v, &vl) || vl < 3 || v[0] != '"') return r;
     for (k = 0; k < f->nkinds; ++k)
         if (vl == strlen(f->kinds[k]) + 2 && memcmp(v + 1, f->kinds[k], vl - 2) == 0) break;
     if (k == f->nkinds) return r;
     r.kind = k;
-    if (!gcf_member(line, n, "event", &v, &vl)) return r;
-    if (gcf_is_literal(v, vl, "\"begin\"")) {
+    if (!gcj_member(line, n, "event", &v, &vl)) return r;
+    if (gcj_is_literal(v, vl, "\"begin\"")) {
         r.event = EV_BEGIN;
-        r.scope_conn = gcf_member(line, n, "scope", &v, &vl) && gcf_is_literal(v, vl, "\"connection\"");
-    } else if (gcf_is_literal(v, vl, "\"end\"")) {
+        r.scope_conn =
+            gcj_member(line, n, "scope", &v, &vl) && gcj_is_literal(v, vl, "\"connection\"");
+    } else if (gcj_is_literal(v, vl, "\"end\"")) {
         r.event = EV_END;
         r.end_ok = 1;
-        if (gcf_member(line, n, "ok", &v, &vl) && !gcf_is_literal(v, vl, "true") &&
-            !gcf_is_literal(v, vl, "false"))
+        if (gcj_member(line, n, "ok", &v, &vl) && !gcj_is_literal(v, vl, "true") &&
+            !gcj_is_literal(v, vl, "false"))
             r.end_ok = 0;
-        if (gcf_member(line, n, "node", &v, &vl) && !gcf_non_negative_number(v, vl, 1)) r.end_ok = 0;
-        if (gcf_member(line, n, "seconds", &v, &vl) && !gcf_non_negative_number(v, vl, 0)) r.end_ok = 0;
+        if (gcj_member(line, n, "node", &v, &vl) && !gcj_non_negative_number(v, vl, 1))
+            r.end_ok = 0;
+        if (gcj_member(line, n, "seconds", &v, &vl) && !gcj_non_negative_number(v, vl, 0))
+            r.end_ok = 0;
     }
     return r;
 }

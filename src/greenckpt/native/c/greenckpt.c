@@ -12,6 +12,7 @@
  */
 #define _GNU_SOURCE
 #include "greenckpt.h"
+#include "json_line.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -283,65 +284,22 @@ static int recv_line(void) {
     }
 }
 
-/* Skip one JSON value starting at p (whitespace before it allowed); NULL if malformed. */
-static const char *skip_value(const char *p) {
-    int depth = 0;
-    while (*p == ' ') ++p;
-    do {
-        if (*p == '"') {
-            for (++p; *p && *p != '"'; ++p)
-                if (*p == '\\' && p[1]) ++p;
-            if (*p != '"') return NULL;
-            ++p;
-        } else if (*p == '{' || *p == '[') {
-            ++depth;
-            ++p;
-        } else if (*p == '}' || *p == ']') {
-            if (--depth < 0) return NULL;
-            ++p;
-        } else if (*p == '\0') {
-            return NULL;
-        } else {
-            ++p;
-            while (depth == 0 && *p && *p != ',' && *p != '}' && *p != ']') ++p;
-        }
-    } while (depth > 0);
-    return p;
-}
-
-/* The top-level member `key` of the reply object: a pointer to its value, or NULL. */
-static const char *member(const char *obj, const char *key) {
-    size_t klen = strlen(key);
-    const char *p = obj;
-    while (*p == ' ') ++p;
-    if (*p++ != '{') return NULL;
-    for (;;) {
-        const char *name;
-        while (*p == ' ' || *p == ',') ++p;
-        if (*p != '"') return NULL;
-        name = p + 1;
-        p = skip_value(p);
-        if (p == NULL) return NULL;
-        while (*p == ' ') ++p;
-        if (*p++ != ':') return NULL;
-        while (*p == ' ') ++p;
-        if ((size_t)(p - name) >= klen + 2 && strncmp(name, key, klen) == 0 && name[klen] == '"')
-            return p;
-        p = skip_value(p);
-        if (p == NULL) return NULL;
-    }
+/* The top-level member `key` of the reply line: its value's first byte and length, or NULL. */
+static const char *member(const char *key, size_t *len) {
+    const char *value;
+    return gcj_member(g_reply, strlen(g_reply), key, &value, len) ? value : NULL;
 }
 
 /* The reply's "error" text, unescaped enough for one line on stderr. */
 static void reply_error(char *out, size_t size) {
-    const char *p = member(g_reply, "error");
-    size_t n = 0;
+    size_t len, n = 0;
+    const char *p = member("error", &len), *end;
     if (p == NULL || *p != '"') {
         snprintf(out, size, "no reason given");
         return;
     }
-    for (++p; *p && *p != '"' && n + 1 < size; ++p) {
-        if (*p == '\\' && p[1]) ++p;
+    for (end = p + len - 1, ++p; p < end && n + 1 < size; ++p) { /* end: the closing quote */
+        if (*p == '\\' && p + 1 < end) ++p;
         out[n++] = *p;
     }
     out[n] = '\0';
@@ -351,6 +309,7 @@ static void reply_error(char *out, size_t size) {
  * GREENCKPT_NO_RUNTIME (nothing listens) or GREENCKPT_ERUNTIME (refused or broken). */
 static int exchange(const struct gc_buf *request, const char *what) {
     const char *ok;
+    size_t ok_len;
     char why[400];
     if (!ensure_link()) return GREENCKPT_NO_RUNTIME;
     if (request->overflow) /* cannot happen with the limits checked, but never send half */
@@ -363,17 +322,18 @@ static int exchange(const struct gc_buf *request, const char *what) {
         snprintf(tl_error, sizeof tl_error, "the runtime at %s %s", g_socket, why);
         return GREENCKPT_ERUNTIME;
     }
-    ok = member(g_reply, "ok");
-    if (ok != NULL && strncmp(ok, "true", 4) == 0) return GREENCKPT_OK;
+    ok = member("ok", &ok_len);
+    if (ok != NULL && gcj_is_literal(ok, ok_len, "true")) return GREENCKPT_OK;
     reply_error(why, sizeof why);
     return fail(GREENCKPT_ERUNTIME, "the runtime refused %s: %s", what, why);
 }
 
 /* The reply's io_processes: the advice, or 0 for null/absent/malformed. */
 static int reply_io_processes(void) {
-    const char *p = member(g_reply, "io_processes");
+    size_t len;
+    const char *p = member("io_processes", &len);
     long value;
-    if (p == NULL || *p < '0' || *p > '9') return 0;
+    if (p == NULL || !gcj_non_negative_number(p, len, 1)) return 0;
     value = strtol(p, NULL, 10);
     return value >= 1 && value <= 0x7fffffff ? (int)value : 0;
 }

@@ -1,7 +1,7 @@
 /*
- * front_json.c - the few JSON readings the native front needs (see front_json.h).
+ * json_line.c - the few JSON readings of one wire-format line (see json_line.h).
  */
-#include "front_json.h"
+#include "json_line.h"
 
 #include <string.h>
 
@@ -49,7 +49,7 @@ static const char *skip_value(const char *p, const char *end) {
 
 /* The value of top-level member `key` in the object line[0..n): its first byte and length;
  * 0 when absent or when the object is malformed before it. */
-int gcf_member(const char *line, size_t n, const char *key, const char **val, size_t *vlen) {
+int gcj_member(const char *line, size_t n, const char *key, const char **val, size_t *vlen) {
     const char *p = blanks(line, line + n), *end = line + n;
     size_t klen = strlen(key);
     if (p >= end || *p++ != '{') return 0;
@@ -76,12 +76,12 @@ int gcf_member(const char *line, size_t n, const char *key, const char **val, si
     }
 }
 
-int gcf_is_literal(const char *v, size_t n, const char *lit) {
+int gcj_is_literal(const char *v, size_t n, const char *lit) {
     return n == strlen(lit) && memcmp(v, lit, n) == 0;
 }
 
 /* A JSON number >= 0 (what "node" and "seconds" must be): digits, one '.', an exponent. */
-int gcf_non_negative_number(const char *v, size_t n, int integer) {
+int gcj_non_negative_number(const char *v, size_t n, int integer) {
     size_t i = 0;
     int digits = 0;
     if (n == 0) return 0;
