@@ -166,9 +166,9 @@ def _write_parity(
     at: int,
     length: int,
 ) -> str | None:
-    """Encode ``root``'s parity of one segment of stripe ``s`` from the gathered ``pieces``
+    """Encode ``root``'s parity of one segment of stripe ``s`` from the received ``pieces``
     and write it at ``at``, zero-padded to ``length``: the error, or None (local work only:
-    an error must not stop this rank's gathers)."""
+    an error must not stop this rank's exchanges)."""
     missing = [m for m in stripe.data if pieces[m] is None]
     if missing:
         return PEER + f"members {missing} sent no data for stripe {s}"
@@ -314,7 +314,7 @@ def _present(
     seg_lengths: Sequence[int],
     longest: int,
 ) -> dict[int, Buffer]:
-    """The gathered pieces a decode can use (those of the expected length), by code index."""
+    """The received pieces a decode can use (those of the expected length), by code index."""
     present: dict[int, Buffer] = {}
     for q, member in enumerate(stripe.data):
         piece = pieces[member]
@@ -338,7 +338,7 @@ def _write_rebuilt(
     at: int,
 ) -> str | None:
     """Decode ``root``'s piece of one segment of stripe ``s`` and write it at ``at``: the
-    error, or None (local work only: an error must not stop this rank's gathers)."""
+    error, or None (local work only: an error must not stop this rank's exchanges)."""
     try:
         decoded = code.decode(present, seg_lengths)
         writer.write_at(at, decoded[stripe.data.index(root)])
