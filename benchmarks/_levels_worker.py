@@ -36,8 +36,6 @@ import numpy as np
 from greenckpt.ckpt import Checkpointer
 from greenckpt.ckpt.comm import world
 
-LEVELS = ("L1", "L2", "L3-xor", "L3-rs2")
-
 
 def storage_factors(ranks: int) -> dict[str, float]:
     """Bytes each level stores over level 1's, with erasure groups of all ``ranks``."""

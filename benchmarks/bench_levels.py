@@ -110,6 +110,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     _pagereport.add_argument(parser)
     ns = parser.parse_args()
+    if ns.ranks < 3:
+        parser.error(f"--ranks must be >= 3 (level 3 with parity 2 needs 3 nodes), not {ns.ranks}")
+    if ns.rounds < 1 or any(m < 1 for m in ns.mib):
+        parser.error("--rounds and every --mib must be >= 1")
     print(f"bench_levels: {ns.ranks} ranks, one emulated node each, in {ns.dir} "
           f"(cores: {os.cpu_count()})")  # fmt: skip
     try:
