@@ -410,6 +410,7 @@ def _job_result(comm: Any, mine: dict[str, Any], mode: str, trace: bool) -> dict
         job["stored_bytes"] = sum(int(r["stored_bytes"]) for r in everyone)
     else:
         job["verified"] = all(r["verified"] for r in everyone)
+        job["rebuilt"] = sorted({int(x) for r in everyone for x in r["rebuilt"]})
     return job
 
 
@@ -452,6 +453,7 @@ def memory(
         extra = {"logical_bytes": info.logical_bytes, "stored_bytes": info.stored_bytes}
     else:  # checked after the measurement: comparing needs temporaries
         extra = {"verified": info is not None and matches_field(arr, seed + rank)}
+        extra["rebuilt"] = [] if info is None else list(info.rebuilt)
     traced: int | None = None
     if trace:
         import tracemalloc  # noqa: PLC0415 - only when asked

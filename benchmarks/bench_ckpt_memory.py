@@ -201,6 +201,8 @@ def run_case(
             raise BenchError(
                 f"{op} of {format_size(size)} ({level}, codec {codec}) gave wrong data"
             )
+    if REBUILD in out and not out[REBUILD].get("rebuilt"):
+        raise BenchError(f"the {level} recovery after a lost node rebuilt nothing")
     return out
 
 
