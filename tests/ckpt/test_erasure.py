@@ -23,6 +23,8 @@ from greenckpt.ckpt.erasure import (
     encode_group,
     rebuild_group,
 )
+from greenckpt.ckpt.groups import group_segment
+from greenckpt.ckpt.transfer import DIRECT_ALIGN, SEGMENT
 
 
 def _naive_xor(pieces: list[bytes]) -> bytes:
@@ -441,3 +443,16 @@ def test_large_groups_need_reed_solomon_within_its_limit() -> None:
     assert GroupLayout(300, 1).code().scheme == "xor"
     with pytest.raises(ErasureError, match="at most 256 pieces"):
         GroupLayout(300, 2).code()
+
+
+def test_group_segments_are_whole_pages_within_the_exchange_budget() -> None:
+    """A member's send and receive buffers (one segment per member each) stay within 32 MiB
+    for any group size (groups of 8 used to hold 64 MiB of them), and segments are whole
+    pages so that parity written segment by segment can go past the page cache (found in
+    review: groups of 5 or more had unaligned segments)."""
+    for members in range(2, 257):
+        segment = group_segment(members)
+        assert segment % DIRECT_ALIGN == 0, members
+        assert 64 * 1024 <= segment <= SEGMENT
+        assert 2 * members * segment <= 32 * 1024 * 1024 or segment == 64 * 1024, members
+    assert group_segment(4) == SEGMENT  # up to groups of 4: full segments

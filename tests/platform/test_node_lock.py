@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -238,5 +240,70 @@ def test_a_session_that_waited_in_vain_says_how_long(
             NodeSettings(FakeSysfsRoot(tree), state_file=tmp_path / "b" / "state.json").__enter__()
     finally:
         child.send_signal(signal.SIGTERM)
+        child.wait(timeout=10)
+        child.communicate()
+
+
+_SESSION_THEN_RESTORER = """
+import sys, time
+from pathlib import Path
+import greenckpt.platform.nodelock as nl
+from greenckpt.platform.root import SysRoot
+lock = nl.acquire_node_lock(SysRoot(Path(sys.argv[1])), nl.SESSION, Path(sys.argv[2]))
+print("ready", flush=True)
+time.sleep(float(sys.argv[3]))
+# still holding the lock, the holder becomes a restorer (as a session's own restore does)
+nl._record_holder(nl._held_node_locks[lock].fd, "restoring the node's settings", Path(sys.argv[2]))
+time.sleep(float(sys.argv[4]))
+nl.release_node_lock(lock)
+"""
+
+
+def test_a_waiting_session_gives_a_restorer_its_own_time(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found in review: a session waiting (``GREENCKPT_NODE_LOCK_WAIT``) longer than
+    ``LOCK_WAIT_S`` for another session gave up at once when a restorer then held the lock,
+    because the restorer's allowance counted from the start of the wait (and the message
+    named the session's patience). Here the session holds 0.6 s, then restores for 0.3 s;
+    a restorer is allowed 0.4 s from when it appears."""
+    monkeypatch.setattr(nodelock_mod, "LOCK_WAIT_S", 0.4)
+    monkeypatch.setenv(nodelock_mod.SESSION_WAIT_ENV, "20s")
+    child = subprocess.Popen(
+        [sys.executable, "-c", _SESSION_THEN_RESTORER, str(tree), str(tmp_path / "a.json"),
+         "0.6", "0.3"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        start = time.monotonic()
+        lock = nodelock_mod.acquire_node_lock(
+            SysRoot(tree), nodelock_mod.SESSION, tmp_path / "b.json"
+        )
+        waited = time.monotonic() - start
+        nodelock_mod.release_node_lock(lock)
+    finally:
+        child.wait(timeout=10)
+        child.communicate()
+    assert child.returncode == 0
+    assert waited >= 0.8  # through the session's 0.6 s and into the restorer's 0.3 s
+
+
+def test_a_restorer_that_stays_too_long_is_named_with_its_own_allowance(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(nodelock_mod, "LOCK_WAIT_S", 0.3)
+    monkeypatch.setenv(nodelock_mod.SESSION_WAIT_ENV, "20s")
+    child = subprocess.Popen(
+        [sys.executable, "-c", _SESSION_THEN_RESTORER, str(tree), str(tmp_path / "a.json"),
+         "0.2", "5"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        with pytest.raises(PlatformError, match=r"restoring the node's settings.*after 0\.3 s;"):
+            nodelock_mod.acquire_node_lock(SysRoot(tree), nodelock_mod.SESSION, tmp_path / "b")
+    finally:
+        child.kill()
         child.wait(timeout=10)
         child.communicate()

@@ -39,7 +39,7 @@ from greenckpt.ckpt.agree import PEER, one_line
 from greenckpt.ckpt.comm import Comm
 from greenckpt.ckpt.erasure import Buffer, ErasureCode, ErasureError, GroupLayout, Scheme, Stripe
 from greenckpt.ckpt.topology import Topology
-from greenckpt.ckpt.transfer import SEGMENT, SegmentWriter, read_into
+from greenckpt.ckpt.transfer import DIRECT_ALIGN, SEGMENT, SegmentWriter, read_into
 from greenckpt.errors import GreenckptError
 from greenckpt.io.checksum import file_digest
 
@@ -73,7 +73,9 @@ def group_segment(members: int) -> int:
     member received. Why both count: with groups of 8 and the budget spent on the received
     side alone, a level-3 checkpoint held 80 MiB and a rebuild 110 MiB beyond the data
     (benchmarks/bench_ckpt_memory.py --ranks 8); groups of up to 4 keep full segments."""
-    return max(64 * 1024, min(SEGMENT, _GATHER_BUDGET // (2 * members)))
+    segment = min(SEGMENT, _GATHER_BUDGET // (2 * members))
+    # whole pages: a parity piece's segments then start where O_DIRECT can write them
+    return max(64 * 1024, segment - segment % DIRECT_ALIGN)
 
 
 def erasure_groups(

@@ -167,7 +167,10 @@ class _HeldLock:
 _held_node_locks: dict[Path, _HeldLock] = {}
 """Node locks this process holds, by lock file: a second session in the same process nests
 (``flock`` would refuse a second open of the file even within one process)."""
-_held_guard = threading.Lock()
+_held_guard = threading.RLock()
+"""Guards :data:`_held_node_locks`. Re-entrant: a handler that restores the node on a signal
+(it releases its lock) runs in the main thread, possibly while that thread waits in
+:func:`acquire_node_lock` for another lock file with this guard held."""
 
 
 def _may_change_node(root: SysRoot) -> bool:
@@ -290,6 +293,19 @@ def session_wait_s() -> float:
         ) from None
 
 
+def _wait_limit(
+    start: float, patience: float, other: tuple[str, float] | None
+) -> tuple[float, str]:
+    """Until when :func:`acquire_node_lock` waits for the holder now seen, and the words
+    saying so. A session: ``patience`` from the start of the wait. Anyone else (a restorer
+    at work, or a record being rewritten as the lock changes hands; ``other`` = (who, first
+    seen)): :data:`LOCK_WAIT_S` from when it appeared, so a restorer that follows a long
+    session gets its own allowance."""
+    if other is None:
+        return start + patience, f" after {patience:g} s ({SESSION_WAIT_ENV})" if patience else ""
+    return other[1] + LOCK_WAIT_S, f" after {LOCK_WAIT_S:g} s"
+
+
 def acquire_node_lock(root: SysRoot, purpose: str, state_file: Path) -> Path | None:
     """Take the node lock of ``root`` (nested when this process holds it already).
 
@@ -310,7 +326,7 @@ def acquire_node_lock(root: SysRoot, purpose: str, state_file: Path) -> Path | N
         if fd is None:
             return None
         start = time.monotonic()
-        deadline = start + LOCK_WAIT_S
+        other: tuple[str, float] | None = None  # a holder that is not a session: since when
         try:
             while True:
                 try:
@@ -324,8 +340,10 @@ def acquire_node_lock(root: SysRoot, purpose: str, state_file: Path) -> Path | N
                         return None
                     raise PlatformError(f"cannot lock {lock}: {exc.strerror or exc}") from exc
                 who, is_session = _describe_holder(_holder_record(fd))
-                if time.monotonic() >= (start + patience if is_session else deadline):
-                    waited = f" after {patience:g} s ({SESSION_WAIT_ENV})" if patience else ""
+                now = time.monotonic()
+                other = None if is_session else other if other and other[0] == who else (who, now)
+                limit, waited = _wait_limit(start, patience, other)
+                if now >= limit:
                     raise PlatformError(
                         f"another {who} controls this node's settings (node lock {lock})"
                         f"{waited}; wait for it to end, or stop it"

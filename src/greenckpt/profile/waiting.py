@@ -156,8 +156,15 @@ class ProcessWaiters(ClosesOnExit):
     def release(self, mode: WaitMode, seconds: float) -> None:
         deadline = time.monotonic() + seconds
         self._round_s = seconds
-        for conn in self._conns:
-            conn.send((mode, deadline))
+        for i, (conn, proc) in enumerate(zip(self._conns, self._procs, strict=True)):
+            try:
+                conn.send((mode, deadline))
+            except OSError:  # BrokenPipeError: it died since the last window
+                proc.join(1.0)
+                raise WaitersError(
+                    f"waiter {i} of {self._ranks} died before a {mode} window (exit code "
+                    f"{proc.exitcode}): the waiting power was not measured"
+                ) from None
 
     def collect(self) -> float:
         reports = self._receive_all(self._round_s + START_TIMEOUT_S, "report its wait")
