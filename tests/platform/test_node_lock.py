@@ -259,6 +259,19 @@ nl.release_node_lock(lock)
 """
 
 
+def _session_then_restorer(
+    tree: Path, state: Path, session_s: float, restore_s: float
+) -> subprocess.Popen[str]:
+    """A child holding the node lock as a session, then as a restorer; started and holding."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", _SESSION_THEN_RESTORER, str(tree), str(state), str(session_s),
+         str(restore_s)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+    return child
+
+
 def test_a_waiting_session_gives_a_restorer_its_own_time(
     tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -269,13 +282,8 @@ def test_a_waiting_session_gives_a_restorer_its_own_time(
     a restorer is allowed 0.4 s from when it appears."""
     monkeypatch.setattr(nodelock_mod, "LOCK_WAIT_S", 0.4)
     monkeypatch.setenv(nodelock_mod.SESSION_WAIT_ENV, "20s")
-    child = subprocess.Popen(
-        [sys.executable, "-c", _SESSION_THEN_RESTORER, str(tree), str(tmp_path / "a.json"),
-         "0.6", "0.3"],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    child = _session_then_restorer(tree, tmp_path / "a.json", 0.6, 0.3)
     try:
-        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
         start = time.monotonic()
         lock = nodelock_mod.acquire_node_lock(
             SysRoot(tree), nodelock_mod.SESSION, tmp_path / "b.json"
@@ -294,13 +302,8 @@ def test_a_restorer_that_stays_too_long_is_named_with_its_own_allowance(
 ) -> None:
     monkeypatch.setattr(nodelock_mod, "LOCK_WAIT_S", 0.3)
     monkeypatch.setenv(nodelock_mod.SESSION_WAIT_ENV, "20s")
-    child = subprocess.Popen(
-        [sys.executable, "-c", _SESSION_THEN_RESTORER, str(tree), str(tmp_path / "a.json"),
-         "0.2", "5"],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    child = _session_then_restorer(tree, tmp_path / "a.json", 0.2, 5)
     try:
-        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
         with pytest.raises(PlatformError, match=r"restoring the node's settings.*after 0\.3 s;"):
             nodelock_mod.acquire_node_lock(SysRoot(tree), nodelock_mod.SESSION, tmp_path / "b")
     finally:
