@@ -5,7 +5,8 @@ a program on each node. It parses the node's flags, builds that node's runtime (
 flags of ``run``; a sysfs root and state file of its own for an emulated node) and runs
 :class:`~greenckpt.runtime.agent.NodeAgent`. The job token comes from the environment
 (``GREENCKPT_JOB_TOKEN``), never from the command line, where every user could read it. An
-agent that cannot start prints one line naming its node and why, and exits 1.
+agent that cannot start prints one line naming its node and why, sends the same line to the
+leader (which prints it at once), and exits 1.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from greenckpt.cli.run_cmd import (
 from greenckpt.errors import InvalidValueError
 from greenckpt.platform.root import SysRoot
 from greenckpt.report.run_files import write_report_safely
-from greenckpt.runtime.agent import AgentIdentity, NodeAgent, parse_address
+from greenckpt.runtime.agent import AgentIdentity, NodeAgent, parse_address, tell_unable
 from greenckpt.runtime.job import TOKEN_ENV, JobError
+from greenckpt.runtime.launch import AGENT_ERROR
 from greenckpt.runtime.modelled import ModelledEpe
 from greenckpt.runtime.policy import Node
 from greenckpt.runtime.profiles import make_storage_policy
@@ -117,13 +119,12 @@ def run(ns: argparse.Namespace) -> int:
         )
     parse_address(ns.leader)
     _place_node(ns)
+    identity = AgentIdentity(ns.node, ns.job_id, ns.socket, ns.leader, token)
     try:
         _socket_dir(ns.socket)
         runtime = _runtime(ns)
     except (ValueError, OSError) as exc:
-        print(f"greenckpt agent: error: node {ns.node}: {exc}", file=sys.stderr)
-        return 1
-    identity = AgentIdentity(ns.node, ns.job_id, ns.socket, ns.leader, token)
+        return _cannot_start(identity, str(exc))
     output = Path(ns.output)
 
     def write(report: RunReport) -> list[str]:
@@ -144,11 +145,19 @@ def run(ns: argparse.Namespace) -> int:
     try:
         return NodeAgent(identity, runtime, write, modelled=modelled).run()
     except JobError as exc:
-        print(f"greenckpt agent: error: {exc}", file=sys.stderr)
-        return 1
+        return _cannot_start(identity, str(exc))
     finally:
         with contextlib.suppress(OSError):
             os.rmdir(os.path.dirname(ns.socket))  # a job's own directory, when empty
+
+
+def _cannot_start(identity: AgentIdentity, reason: str) -> int:
+    """This node cannot take part: its one line on stderr (the launcher's log) and to the
+    leader, which prints it at once instead of waiting for a hello that will not come."""
+    reason = reason.removeprefix(f"node {identity.node}: ")
+    print(f"{AGENT_ERROR}node {identity.node}: {reason}", file=sys.stderr, flush=True)
+    tell_unable(identity, reason)
+    return 1
 
 
 def _socket_dir(path: str) -> None:

@@ -15,6 +15,7 @@ report is under ``OUTPUT/nodes/node<k>/``. Design: docs/design/cluster.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import secrets
 import shutil
@@ -44,6 +45,7 @@ from greenckpt.cli.run_cmd import (
     prepare_report_dir,
     run_forwarded,
 )
+from greenckpt.durable import write_atomic
 from greenckpt.errors import InvalidValueError
 from greenckpt.jsonout import dumps
 from greenckpt.report.job_plot import plot_job
@@ -58,6 +60,7 @@ from greenckpt.runtime.launch_slurm import (
     cpu_freq_request,
     slurm_socket,
 )
+from greenckpt.runtime.report import REPORT_MODE
 
 HELLO_SECONDS = 60.0
 """How long the leader waits for every agent's hello before running the command anyway."""
@@ -300,9 +303,11 @@ def run_job(ns: argparse.Namespace, command: list[str]) -> int:
                 _await_agents(collector, handles)
                 with greenckpt_on_path() as own:
                     env = {**os.environ, **own, **environ, SOCKET_ENV: spec.socket_template}
+                    collector.go_all()  # the agents' start-up ends: the command's time
                     outcome = _run_command(command, env, stdout=2 if ns.json else None)
             finally:
                 _stop_agents(collector, handles)
+            kept = _keep_agent_logs(collector, Path(sock_dir), directory)
             report = JobReport.build(
                 job_id=setup.job_id,
                 launcher=setup.label,
@@ -312,7 +317,7 @@ def run_job(ns: argparse.Namespace, command: list[str]) -> int:
                 started_unix=collector.started_unix,
                 ended_unix=time.time(),
                 exit_status=outcome.status,
-                notes=[*notes, *collector.notes],
+                notes=[*notes, *collector.notes, *([kept] if kept else [])],
                 baselines=baselines,
             )
             if setup.scheduler is not None:
@@ -326,19 +331,22 @@ def run_job(ns: argparse.Namespace, command: list[str]) -> int:
 
 
 def _await_agents(collector: JobCollector, handles: Sequence[AgentHandle]) -> None:
-    """Wait (bounded) for every agent's hello; one line per node that could not start."""
+    """Wait (bounded) for every agent's hello; one line per node that could not start, the
+    moment its reason is known (the agent's own ``unable`` message, or its launcher's end)."""
     deadline = time.monotonic() + HELLO_SECONDS
     pending = {h.node: h for h in handles}
     while pending and time.monotonic() < deadline:
-        states = {v.node: v.state for v in collector.nodes()}
+        views = {v.node: v for v in collector.nodes()}
         for node, handle in list(pending.items()):
-            if states[node] != "starting":
-                del pending[node]
-                continue
-            reason = handle.failure()
-            if reason is not None:
+            view = views[node]
+            if view.state == "unmanaged":  # its agent said why
+                _say_unmanaged(node, view.reason)
+            elif view.state == "starting":
+                reason = handle.failure()
+                if reason is None:
+                    continue
                 _unmanaged(collector, node, reason)
-                del pending[node]
+            del pending[node]
         collector.wait_for({"running", "died", "unmanaged"}, 0.1, pending)
     for node in pending:
         _unmanaged(collector, node, f"no hello within {HELLO_SECONDS:g} s")
@@ -346,7 +354,34 @@ def _await_agents(collector: JobCollector, handles: Sequence[AgentHandle]) -> No
 
 def _unmanaged(collector: JobCollector, node: int, reason: str) -> None:
     collector.mark_unmanaged(node, reason)
+    _say_unmanaged(node, reason)
+
+
+def _say_unmanaged(node: int, reason: str) -> None:
     print(f"greenckpt run: node {node} unmanaged: {reason}", file=sys.stderr, flush=True)
+
+
+def _keep_agent_logs(collector: JobCollector, logs: Path, directory: Path) -> str | None:
+    """When any node did not finish, the agents' output (their one-line reasons, tracebacks
+    of a crash) is copied to ``<report>/agents.log`` before the temporary folder goes; the
+    note that says so, or None when every node finished (nothing is kept)."""
+    if all(v.state == "finished" for v in collector.nodes()):
+        return None
+    parts = []
+    for log in sorted(logs.glob("*.log")):
+        with contextlib.suppress(OSError):
+            text = log.read_text(errors="replace").strip()
+            parts.append(
+                f"==> {log.name} <==\n{text}\n" if text else f"==> {log.name} <== (empty)\n"
+            )
+    if not parts:
+        return None
+    target = directory / "agents.log"
+    try:
+        write_atomic(target, "".join(parts), mode=REPORT_MODE)
+    except OSError as exc:
+        return f"the agents' output could not be kept in {target}: {exc.strerror or exc}"
+    return f"not every node finished: the agents' output is kept in {target}"
 
 
 def _run_command(command: list[str], env: dict[str, str], stdout: int | None) -> RunOutcome:

@@ -36,6 +36,8 @@ _COLORS: dict[str, str] = {
     "checkpoint": "tab:blue",
     "restart": "tab:red",
     "flush": "tab:purple",
+    "startup": "tab:olive",
+    "teardown": "tab:brown",
 }
 
 

@@ -39,11 +39,12 @@ from greenckpt.runtime.notify import NotifyServer
 from greenckpt.runtime.report import PhaseRecord, RunReport
 from greenckpt.runtime.session import Runtime
 
-__all__ = ["NodeAgent", "downsample", "parse_address"]
+__all__ = ["NodeAgent", "downsample", "parse_address", "tell_unable"]
 
 PROGRESS_SECONDS = 2.0
 """How often an agent sends its progress snapshot."""
 _CONNECT_SECONDS = 10.0
+_UNABLE_SECONDS = 5.0
 
 WriteFiles = Callable[[RunReport], Sequence[str]]
 """Writes a node's report files (report/ does it; the runtime layer cannot import it)."""
@@ -83,6 +84,31 @@ class AgentIdentity:
     token: str
 
 
+def tell_unable(identity: AgentIdentity, reason: str) -> bool:
+    """Send the leader this node's one-line reason it cannot take part (an ``unable``
+    message), so the leader prints it the moment it is known instead of waiting out its
+    hello timeout. Best effort within a few seconds; whether it was sent."""
+    try:
+        host, port = parse_address(identity.leader)
+        with socket.create_connection((host, port), timeout=_UNABLE_SECONDS) as conn:
+            conn.settimeout(_UNABLE_SECONDS)
+            conn.sendall(
+                encode_message(
+                    {
+                        "type": "unable",
+                        "token": identity.token,
+                        "job": identity.job_id,
+                        "node": identity.node,
+                        "host": socket.gethostname(),
+                        "reason": reason[:1000],
+                    }
+                )
+            )
+    except (OSError, GreenckptError):
+        return False
+    return True
+
+
 class NodeAgent:
     """A node's agent (see the module docstring). ``runtime``: this node's runtime, not yet
     started; ``write_files``: writes the node's report files and returns their paths."""
@@ -118,7 +144,7 @@ class NodeAgent:
         try:
             t0_unix = time.time()
             try:
-                self.runtime.start()
+                self.runtime.start(application=False)  # start-up until the leader's go
             except (PlatformError, OSError, GreenckptError) as exc:
                 raise JobError(f"node {node}: its runtime cannot start: {one_line(exc)}") from None
             try:
@@ -167,7 +193,8 @@ class NodeAgent:
         )
 
     def _serve(self) -> None:
-        """Progress every few seconds until ``stop``, a signal, or the leader is gone."""
+        """Progress every few seconds until ``stop``, a signal, or the leader is gone; the
+        leader's ``go`` (its command starts) ends this node's start-up."""
         assert self._leader is not None
         self._leader.settimeout(0.2)
         started = time.monotonic()
@@ -178,7 +205,8 @@ class NodeAgent:
                 self._send(self._progress(now - started))
                 next_progress = now + self.progress_seconds
             if self._receive_stop():
-                return
+                break
+        self.runtime.application_ended()
 
     def _receive_stop(self) -> bool:
         assert self._leader is not None
@@ -195,7 +223,10 @@ class NodeAgent:
             line, _, rest = bytes(self._buffer).partition(b"\n")
             self._buffer = bytearray(rest)
             with contextlib.suppress(InvalidValueError):
-                if decode_message(line).get("type") == "stop":
+                kind = decode_message(line).get("type")
+                if kind == "go":
+                    self.runtime.application_started()
+                elif kind == "stop":
                     return True
         return False
 

@@ -102,6 +102,8 @@ class NodeView:
     summary: dict[str, Any] | None = None
     series: dict[str, Any] | None = None
     t0_unix: float | None = None
+    told: bool = False
+    """Whether the agent itself sent the reason it is unmanaged (an ``unable`` message)."""
 
     def ends_at(self) -> str:
         """Where a died node's accounting ends (its last progress), in words."""
@@ -301,9 +303,17 @@ class JobCollector:
                 view.state, view.reason = "unmanaged", reason
                 self._changed.notify_all()
 
+    def go_all(self) -> None:
+        """Send ``go`` to every connected agent: the job's command starts now (their
+        start-up ends; what follows is the application's time)."""
+        self._broadcast("go")
+
     def stop_all(self) -> None:
         """Send ``stop`` to every connected agent (they close and send their final)."""
-        data = encode_message({"type": "stop"})
+        self._broadcast("stop")
+
+    def _broadcast(self, kind: str) -> None:
+        data = encode_message({"type": kind})
         with self._lock:
             for conn in self._conns.values():
                 if conn.node is not None:
@@ -436,6 +446,9 @@ class JobCollector:
     def _handle(self, conn: _Conn, msg: dict[str, Any]) -> None:
         kind = msg.get("type")
         if conn.node is None:
+            if kind == "unable":
+                self._unable(conn, msg)
+                return
             if kind != "hello":
                 raise InvalidValueError(f"{kind!r} before hello")
             self._hello(conn, msg)
@@ -450,13 +463,32 @@ class JobCollector:
         else:
             raise InvalidValueError(f"unknown message type {kind!r}")
 
-    def _hello(self, conn: _Conn, msg: Mapping[str, Any]) -> None:
+    def _member(self, msg: Mapping[str, Any]) -> int:
+        """The node a first message (hello, unable) is from, after its token is checked."""
+        kind = msg.get("type")
         token = str(msg.get("token", ""))
         if not hmac.compare_digest(token.encode(), self.token.encode()):
-            raise InvalidValueError("hello with a wrong job token")
+            raise InvalidValueError(f"{kind} with a wrong job token")
         node = msg["node"]
-        if not isinstance(node, int) or node not in self._nodes:
-            raise InvalidValueError(f"hello from node {node!r}, not a node of this job")
+        if not isinstance(node, int) or isinstance(node, bool) or node not in self._nodes:
+            raise InvalidValueError(f"{kind} from node {node!r}, not a node of this job")
+        return node
+
+    def _unable(self, conn: _Conn, msg: Mapping[str, Any]) -> None:
+        """An agent that cannot take part says why: its node is unmanaged with that reason
+        at once (the leader prints it), and the connection is closed."""
+        node = self._member(msg)
+        reason = " ".join(str(msg.get("reason", "")).split())[:1000] or "no reason given"
+        with self._changed:
+            view = self._nodes[node]
+            if view.state == "starting":
+                view.state, view.reason, view.told = "unmanaged", reason, True
+                view.host = str(msg.get("host", ""))[:200]
+                self._changed.notify_all()
+        self._drop(conn, "")
+
+    def _hello(self, conn: _Conn, msg: Mapping[str, Any]) -> None:
+        node = self._member(msg)
         with self._changed:
             view = self._nodes[node]
             if view.state != "starting":

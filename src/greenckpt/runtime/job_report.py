@@ -30,6 +30,7 @@ from greenckpt.files import read_regular
 from greenckpt.jsonout import dumps
 from greenckpt.runtime.job import JobPhase, NodeView
 from greenckpt.runtime.records import percent_difference
+from greenckpt.runtime.report import REPORT_MODE
 
 __all__ = ["JOB_REPORT_FORMAT", "JOB_REPORT_VERSION", "JobReport", "load_job_report"]
 
@@ -137,7 +138,7 @@ class JobReport:
     def write_json(self, path: str | os.PathLike[str]) -> Path:
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(target, dumps(self.to_dict()) + "\n")
+        write_atomic(target, dumps(self.to_dict()) + "\n", mode=REPORT_MODE)
         return target
 
     def write_csv(self, path: str | os.PathLike[str]) -> Path:
@@ -150,7 +151,7 @@ class JobReport:
             writer.writerow(["" if row[c] is None else row[c] for c in _CSV])
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(target, buf.getvalue())
+        write_atomic(target, buf.getvalue(), mode=REPORT_MODE)
         return target
 
 

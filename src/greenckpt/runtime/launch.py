@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from greenckpt.errors import InvalidValueError
 from greenckpt.runtime.job import TOKEN_ENV
 
 __all__ = [
+    "AGENT_ERROR",
     "AgentHandle",
     "AgentSpec",
     "Launcher",
@@ -32,8 +34,21 @@ __all__ = [
     "StepHandle",
     "agent_socket",
     "parse_launcher",
+    "reason_of",
     "start_step",
 ]
+
+
+AGENT_ERROR = "greenckpt agent: error: "
+"""How an agent's one line on stderr begins when it cannot start (then ``node K: REASON``)."""
+_AGENT_LINE = re.compile(r"greenckpt agent: error: node \d+: ")
+
+
+def reason_of(line: str) -> str:
+    """An agent's log line as the reason its node is unmanaged: without the prefix that
+    names the agent and its node (the leader's line names the node), so the reason reads
+    the same whether the agent's own message or its log told the leader."""
+    return _AGENT_LINE.sub("", line, count=1)
 
 
 def agent_socket(template: str, node: int) -> str:
@@ -104,7 +119,7 @@ class AgentHandle:
             with contextlib.suppress(OSError):
                 lines = self.log.read_text(errors="replace").strip().splitlines()
                 last = lines[-1].strip() if lines else ""
-        return last or f"its agent exited with status {code} before it reported"
+        return reason_of(last) or f"its agent exited with status {code} before it reported"
 
     def stop(self, timeout: float) -> None:
         """SIGTERM (the agent restores its node and reports), then SIGKILL after ``timeout``."""
@@ -138,7 +153,7 @@ class StepHandle(AgentHandle):
             with contextlib.suppress(OSError):
                 lines = self.log.read_text(errors="replace").strip().splitlines()
         own = [x.strip() for x in lines if x.strip() and self.own_line(x.strip())]
-        return own[-1] if own else super().failure()
+        return reason_of(own[-1]) if own else super().failure()
 
 
 def start_step(argv: Sequence[str], spec: AgentSpec, handle: type[StepHandle]) -> list[AgentHandle]:

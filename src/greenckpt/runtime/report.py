@@ -48,6 +48,7 @@ from greenckpt.runtime.records import (
 __all__ = [
     "CPU_DEFINITION",
     "REPORT_FORMAT",
+    "REPORT_MODE",
     "RUN_KINDS",
     "USEFUL_KINDS",
     "BaselineRun",
@@ -62,6 +63,10 @@ __all__ = [
     "settings_from_dict",
     "settings_to_dict",
 ]
+
+REPORT_MODE = 0o644
+"""The mode of every report file (JSON, CSV, plots, logs kept), less the umask: what the plot
+library gives its images, so a report folder's files read alike (they hold no secret)."""
 
 REPORT_FORMAT = "greenckpt-run-report"
 REPORT_VERSION = 2
@@ -342,7 +347,7 @@ class RunReport:
         """Write :meth:`to_json` atomically; return the path."""
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(target, self.to_json(include_trace=include_trace) + "\n")
+        write_atomic(target, self.to_json(include_trace=include_trace) + "\n", mode=REPORT_MODE)
         return target
 
     def csv_columns(self) -> list[str]:
@@ -392,7 +397,7 @@ class RunReport:
             )
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(target, buf.getvalue())
+        write_atomic(target, buf.getvalue(), mode=REPORT_MODE)
         return target
 
 

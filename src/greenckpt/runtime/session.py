@@ -26,7 +26,7 @@ from types import TracebackType
 from typing import Literal, Self, overload
 
 from greenckpt.errors import InvalidValueError
-from greenckpt.phases import AccountedKind
+from greenckpt.phases import OVERHEAD_KINDS, AccountedKind, SegmentKind
 from greenckpt.platform.meters.base import Meter
 from greenckpt.platform.meters.detect import Selection
 from greenckpt.platform.root import PlatformError, SysRoot
@@ -63,6 +63,8 @@ __all__ = [
 ]
 
 AccountingKind = AccountedKind
+_AppState = Literal["before", "running", "after"]
+"""Where the application is: time before it counts as start-up, after it as teardown."""
 """Phases that change nothing and are only accounted."""
 
 
@@ -117,14 +119,18 @@ class Runtime:
         self._notes: list[str] = []
         self._node_control = NodeControl(self.root, state_file, self._notes)
         self._start_mark: Reading | None = None
+        self._app: _AppState = "running"
         self._end_mark: Reading | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def start(self) -> Self:
+    def start(self, *, application: bool = True) -> Self:
         """Open node control (restoring what a crashed session left), start sampling, and
-        begin accounting compute."""
+        begin accounting compute — or, with ``application=False``, start-up until
+        :meth:`application_started` (a job's agent starts before the application does, and
+        the wait for the other nodes' agents is not useful compute)."""
         with self._lock:
+            self._app = "running" if application else "before"
             if self._state != "new":
                 raise PlatformError(f"the runtime is already {self._state}; make a new one")
             self._notes.extend(run_notes(self.node, control=self.control))
@@ -136,7 +142,9 @@ class Runtime:
                 self._node_control.close()
                 raise
             self._start_mark = mark
-            self._segment = Segment("compute", self._take_index(), mark)
+            self._segment = Segment(
+                "compute" if application else "startup", self._take_index(), mark
+            )
             self._state = "running"
         return self
 
@@ -172,6 +180,24 @@ class Runtime:
             self._meter.stop()
             if failure is not None:
                 raise failure
+
+    def application_started(self) -> None:
+        """The application starts now: start-up ends and compute begins (a no-op when it is
+        already running or has ended)."""
+        self._application("before", "running")
+
+    def application_ended(self) -> None:
+        """The application has ended: what follows until :meth:`close` is teardown, never
+        useful compute (a no-op unless it was running or starting)."""
+        self._application("before", "after")
+        self._application("running", "after")
+
+    def _application(self, was: _AppState, now: _AppState) -> None:
+        with self._lock:
+            if self._state != "running" or self._app != was:
+                return
+            self._app = now
+            self._resegment(self._meter.mark())
 
     def __enter__(self) -> Self:
         return self.start()
@@ -548,11 +574,14 @@ class Runtime:
         if newest is not None and "restart" not in self._spans:
             relabel_lost(self._records, newest, level)
 
-    def _foreground(self) -> AccountingKind | None:
+    def _foreground(self) -> SegmentKind | None:
         """What the time now counts as: None during a foreground I/O phase (it has its own
-        record), rework while one is open, else compute."""
+        record), start-up before the application started and teardown after it ended,
+        rework while one is open, else compute."""
         if any(k in PHASE_KINDS and not s.background for k, s in self._spans.items()):
             return None
+        if self._app != "running":
+            return "startup" if self._app == "before" else "teardown"
         return "rework" if "rework" in self._spans else "compute"
 
     def _resegment(self, mark: Reading, *, split: bool = False) -> PhaseRecord | None:
@@ -582,6 +611,11 @@ def _request(
     an unknown kind, ``lost``, and an I/O phase without its path or size."""
     if kind not in RUN_KINDS:
         raise InvalidValueError(f"phase kind must be one of {', '.join(RUN_KINDS)}, got {kind!r}")
+    if kind in OVERHEAD_KINDS:
+        raise InvalidValueError(
+            f"{kind} is not a phase to begin: the runtime accounts it itself around the "
+            "application (Runtime.start(application=False), application_started/_ended)"
+        )
     if kind == "lost":
         raise InvalidValueError(
             "lost is not a phase to begin: the runtime accounts the work lost to a failure "

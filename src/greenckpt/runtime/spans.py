@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from greenckpt.phases import AccountedKind
+from greenckpt.phases import SegmentKind
 from greenckpt.runtime.metering import Reading
 from greenckpt.runtime.report import RunKind
 from greenckpt.runtime.settings import Settings
@@ -82,8 +82,8 @@ class Span:
 
 @dataclass
 class Segment:
-    """The open compute or rework span between I/O phases."""
+    """The open compute, rework, start-up or teardown span between I/O phases."""
 
-    kind: AccountedKind
+    kind: SegmentKind
     index: int
     start: Reading
