@@ -107,7 +107,10 @@ def test_heat_over_four_emulated_nodes_gives_one_job_report(tmp_path: Path) -> N
     assert all(p["nodes"] == 4 for p in checkpoints)
     assert {lv["level"] for lv in doc["by_level"]} == {1, 4}
     assert doc["total"]["source"] in ("measured", "estimated")
-    assert any("counts it once per node" in n for n in doc["notes"])  # one machine's meters
+    assert any("are one machine" in n for n in doc["notes"])  # one machine's meters, once
+    assert doc["machines"] == 1 and len({r["host_id"] for r in doc["nodes"]}) == 1
+    node_energy = [r["energy_j"] for r in doc["nodes"]]
+    assert doc["total"]["energy_j"] == pytest.approx(max(node_energy))
     for k in range(4):
         node = json.loads((tmp_path / "rep" / "nodes" / f"node{k}" / "report.json").read_text())
         assert [r["nodes"] for r in node["records"] if r["kind"] == "checkpoint"] == [[k], [k]]

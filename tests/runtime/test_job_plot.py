@@ -11,6 +11,7 @@ import pytest
 
 from greenckpt.errors import InvalidValueError
 from greenckpt.report.job_plot import job_figure, plot_job
+from greenckpt.report.job_text import render_job_text
 from greenckpt.runtime.job import JobPhase, NodeView
 from greenckpt.runtime.job_report import JobReport
 
@@ -90,3 +91,63 @@ def test_no_series_is_refused_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(InvalidValueError, match="no power series"):
         plot_job(_report(series=False), tmp_path / "job-power.png")
     assert not (tmp_path / "job-power.png").exists()
+
+
+def _one_machine(nodes: int, host_id: str | None) -> JobReport:
+    views = [_view(k) for k in range(nodes)]
+    for v in views:
+        v.host_id = host_id
+    return JobReport.build(
+        job_id="host-1",
+        launcher="test",
+        command=["app"],
+        nodes=views,
+        phases=[],
+        started_unix=1000.0,
+        ended_unix=1041.0,
+    )
+
+
+def test_nodes_that_are_one_machine_count_its_energy_once() -> None:
+    """Three Slurm nodes on one host (own host names, one machine id and boot id): their
+    meters all read the machine, so the job total is the largest figure, not the sum."""
+    shared = _one_machine(4, "abc123")
+    energies = [r["energy_j"] for r in shared.doc["nodes"]]
+    assert shared.doc["total"]["energy_j"] == pytest.approx(max(energies))
+    assert shared.doc["machines"] == 1 and shared.doc["series"]["machines"] == 1
+    assert max(x for x in shared.doc["series"]["sum_w"] if x is not None) <= 350.0 + 1e-6
+    assert any("nodes 0-3 are one machine (host id abc123" in n for n in shared.doc["notes"])
+    apart = _one_machine(4, None)  # no host id: each node its own machine
+    assert apart.doc["total"]["energy_j"] == pytest.approx(sum(energies))
+    assert apart.doc["machines"] == 4 and not any("one machine" in n for n in apart.doc["notes"])
+
+
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_one_or_two_nodes_have_no_outlier(nodes: int) -> None:
+    report = _one_machine(nodes, None)
+    assert report.doc["series"]["outlier_node"] is None
+    assert not any("outlier" in t for t in _texts(report))
+    assert "outlier" not in render_job_text(report)
+    assert "job W = job energy / wall time" in render_job_text(report)
+
+
+def test_the_job_plot_shades_compute_and_tells_levels_apart() -> None:
+    phases = []
+    for ordinal, (kind, level, start) in enumerate(
+        [("compute", None, 1.0), ("checkpoint", 1, 10.0), ("checkpoint", 4, 20.0)]
+    ):
+        phase = JobPhase(kind, ordinal)
+        record = {"start_s": start, "end_s": start + 2.0, "node_energy_j": 1.0, "level": level}
+        phase.add(record, 1000.0)
+        phases.append(phase)
+    report = JobReport.build(
+        job_id="levels-1",
+        launcher="test",
+        command=["app"],
+        nodes=[_view(k) for k in range(3)],
+        phases=phases,
+        started_unix=1000.0,
+        ended_unix=1041.0,
+    )
+    texts = _texts(report)
+    assert {"job compute", "job checkpoint L1", "job checkpoint L4"} <= set(texts)

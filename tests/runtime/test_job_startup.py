@@ -9,6 +9,7 @@ already failed, printed the wrong reason, and booked the wait as compute on node
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -20,6 +21,7 @@ from greenckpt.errors import InvalidValueError
 from greenckpt.platform.root import SysRoot
 from greenckpt.runtime.job import TOKEN_ENV, JobCollector
 from greenckpt.runtime.launch import reason_of
+from greenckpt.runtime.notify_socket import sweep_dead_jobs
 from greenckpt.runtime.report import USEFUL_KINDS
 from greenckpt.runtime.session import Runtime
 from tests.runtime.test_job_collector import TOKEN, FakeAgent
@@ -132,3 +134,27 @@ def test_an_agent_that_cannot_start_tells_the_leader_its_reason_within_5_s(
 def test_a_log_line_and_an_unable_message_give_the_same_reason() -> None:
     assert reason_of("greenckpt agent: error: node 12: cannot create it") == "cannot create it"
     assert reason_of("Traceback (most recent call last):") == "Traceback (most recent call last):"
+
+
+def test_a_dead_agents_job_folder_is_swept_and_nothing_else(tmp_path: Path) -> None:
+    base = tmp_path / "greenckpt-0"
+    dead, young, busy, live = (base / f"job-{n}" for n in ("1", "2", "3", "4"))
+    for d in (dead, young, busy, live):
+        d.mkdir(parents=True)
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(str(dead / "agent.sock"))
+    stale.close()  # bound, nobody listens: what a SIGKILLed agent leaves
+    (busy / "report.json").write_text("{}")  # something that is not ours to remove
+    listening = socket.socket(socket.AF_UNIX)
+    listening.bind(str(live / "agent.sock"))
+    listening.listen(1)
+    (base / "job-link").symlink_to(dead)
+    old = time.time() - 3600
+    for d in (dead, busy, live):
+        os.utime(d, (old, old))
+    try:
+        assert sweep_dead_jobs(str(base)) == [str(dead)]
+    finally:
+        listening.close()
+    assert not dead.exists() and young.exists() and busy.exists() and live.exists()
+    assert sweep_dead_jobs(str(tmp_path)) == []  # not greenckpt's folder: never swept

@@ -36,6 +36,7 @@ from greenckpt.runtime.agent import AgentIdentity, NodeAgent, parse_address, tel
 from greenckpt.runtime.job import TOKEN_ENV, JobError
 from greenckpt.runtime.launch import AGENT_ERROR
 from greenckpt.runtime.modelled import ModelledEpe
+from greenckpt.runtime.notify_socket import sweep_dead_jobs
 from greenckpt.runtime.policy import Node
 from greenckpt.runtime.profiles import make_storage_policy
 from greenckpt.runtime.report import RunReport
@@ -163,9 +164,10 @@ def _cannot_start(identity: AgentIdentity, reason: str) -> int:
 def _socket_dir(path: str) -> None:
     """The socket's directory, private to this user (a job's node-local one may not exist)."""
     directory = os.path.dirname(path) or "."
+    parent = os.path.dirname(directory)
+    sweep_dead_jobs(parent)  # folders of agents killed in earlier jobs
     if os.path.isdir(directory):
         return
-    parent = os.path.dirname(directory)
     old = os.umask(0o077)
     try:
         os.makedirs(directory, exist_ok=True)

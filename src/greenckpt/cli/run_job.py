@@ -137,7 +137,7 @@ def _node_args(ns: argparse.Namespace, notes: list[str]) -> tuple[str, ...] | No
     if template is None and ns.nodes_emulated > 1:
         notes.append(
             "the emulated nodes share this machine: each node's meters read the whole "
-            "machine, so the job's energy counts it once per node (an upper bound)"
+            "machine, which the job total counts once"
         )
     if template is None and not ns.no_control and ns.nodes_emulated > 1:
         notes.append(
@@ -429,7 +429,7 @@ def _show(ns: argparse.Namespace, report: JobReport, directory: Path, outcome: R
         print(render_job_text(report), flush=True)
         if paths:
             print("job report: " + ", ".join(str(p) for p in paths))
-            print(f"node reports: {directory / 'nodes'}/node<k>/")
+            print(_node_reports_line(directory / "nodes"))
     if problem is not None:
         print(f"greenckpt run: error: {problem}", file=sys.stderr)
     if outcome.status != 0:
@@ -439,3 +439,13 @@ def _show(ns: argparse.Namespace, report: JobReport, directory: Path, outcome: R
             file=sys.stderr,
         )
     return outcome.status
+
+
+def _node_reports_line(nodes: Path) -> str:
+    """Where the nodes' own reports are: only folders that exist (a node that died before
+    writing one has none)."""
+    found = sorted((p for p in nodes.glob("node*") if p.is_dir()), key=lambda p: p.name)
+    if not found:
+        return f"node reports: none (no node wrote one under {nodes})"
+    names = ", ".join(p.name for p in found)
+    return f"node reports: {nodes}/ ({names})"

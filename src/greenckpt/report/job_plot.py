@@ -3,10 +3,12 @@
 Why two panels: the job's sum is N times a node's power, so on one axis the nodes would be a
 flat line at the bottom. The top panel is the sum over nodes (what the site pays for); the
 bottom one the min/max envelope across nodes with the outlier node (mean power farthest from
-the nodes' median, chosen by :mod:`greenckpt.runtime.job_report`) drawn and named in the
-legend, so a reader finds the node that behaved differently. Job checkpoints and restarts
-are shaded. Titles and axes say where the power came from (measured, estimated) and
-SYNTHETIC for a fake platform. matplotlib is imported only when a figure is drawn.
+the nodes' median, chosen by :mod:`greenckpt.runtime.job_report`; none below three nodes,
+where no node stands out from the others) drawn and named in the legend, so a reader finds the
+node that behaved differently. Job compute, checkpoints (hatched per level, as in the node
+plot), restarts and flushes are shaded. Titles and axes say where the power came from
+(measured, estimated) and SYNTHETIC for a fake platform. matplotlib is imported only when a
+figure is drawn.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from greenckpt.errors import InvalidValueError
-from greenckpt.report.run_plot import power_limits
+from greenckpt.report.run_plot import LEVEL_HATCHES, power_limits
 from greenckpt.runtime.job_report import JobReport
 
 if TYPE_CHECKING:
@@ -27,8 +29,16 @@ if TYPE_CHECKING:
 
 __all__ = ["job_figure", "plot_job"]
 
-_SHADED = {"checkpoint": "tab:blue", "restart": "tab:red", "flush": "tab:purple"}
-"""Job phases shaded behind the power (compute is the unshaded rest)."""
+_SHADED = {
+    "compute": "tab:green",
+    "checkpoint": "tab:blue",
+    "restart": "tab:red",
+    "flush": "tab:purple",
+}
+"""Job phases shaded behind the power, in the node plot's colours (start-up, teardown and
+lost work are the unshaded rest)."""
+_ALPHA = {"compute": 0.08}
+"""Compute is most of a run: shaded faintly so the checkpoints stand out on it."""
 _MAX_SPANS = 2000
 """Job phases shaded at most (beyond that they would be sub-pixel; the CSV has them all)."""
 
@@ -82,6 +92,19 @@ def _nodes_panel(ax: Axes, series: Mapping[str, Any], source: str) -> None:
     """The min/max envelope across nodes and the outlier node, named in the legend."""
     t = [float(x) for x in series["t_s"]]
     low, high = _values(series["min_w"]), _values(series["max_w"])
+    if series.get("outlier_node") is None:  # one or two nodes: none stands out from others
+        (line,) = ax.plot(t, high, color="tab:red", linewidth=1.0, label="highest node")
+        handles: list[Any] = [line]
+        if series["nodes"] > 1:
+            handles.append(
+                ax.fill_between(
+                    t, low, high, color="tab:gray", alpha=0.35, linewidth=0, label="min-max"
+                )
+            )
+        ax.set_ylabel(f"node power (W, {source})")
+        ax.set_ylim(*power_limits([*low, *high]))
+        ax.legend(handles=handles, loc="best", fontsize=8)
+        return
     outlier = _values(series["outlier_w"])
     band = ax.fill_between(
         t, low, high, color="tab:gray", alpha=0.35, linewidth=0, label="min-max across nodes"
@@ -106,10 +129,15 @@ def _shade(ax: Axes, phases: Sequence[Mapping[str, Any]]) -> list[Any]:
     kinds: dict[str, Patch] = {}
     spans = [p for p in phases if p["kind"] in _SHADED and p.get("start_s") is not None]
     for p in spans[:_MAX_SPANS]:
-        color = _SHADED[p["kind"]]
-        ax.axvspan(p["start_s"], p["end_s"], color=color, alpha=0.2, linewidth=0)
-        kinds.setdefault(p["kind"], Patch(color=color, alpha=0.2, label=f"job {p['kind']}"))
-    return list(kinds.values())
+        kind = p["kind"]
+        levels = p.get("levels") or []
+        level = levels[0] if len(levels) == 1 else None
+        hatch = LEVEL_HATCHES.get(level) if kind == "checkpoint" and level is not None else None
+        color, alpha = _SHADED[kind], _ALPHA.get(kind, 0.2)
+        ax.axvspan(p["start_s"], p["end_s"], color=color, alpha=alpha, linewidth=0, hatch=hatch)
+        name = f"job {kind}" + (f" L{level}" if kind == "checkpoint" and level else "")
+        kinds.setdefault(name, Patch(color=color, alpha=alpha, hatch=hatch, label=name))
+    return [kinds[k] for k in sorted(kinds)]
 
 
 def _values(column: Sequence[float | None]) -> list[float]:

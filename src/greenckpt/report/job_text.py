@@ -59,11 +59,17 @@ def render_job_text(report: JobReport) -> str:
             f"{_pct(c['runtime_pct'])}, power {_pct(c['power_pct'])}, energy "
             f"{_pct(c['energy_pct'])}, EPE {_pct(c['epe_pct'])}"
         )
+    lines.append(
+        "  job W = job energy / wall time (from the leader's start to its end, start-up "
+        "included); a node's W = its energy / the span its agent accounted"
+    )
     series = doc.get("series")
     if series:
+        odd = series.get("outlier_node")
         lines.append(
-            f"power over time: job sum with min/max across {series['nodes']} node(s); "
-            f"outlier node {series['outlier_node']} ({series['source'] or 'n/a'})"
+            f"power over time: job sum with min/max across {series['nodes']} node(s)"
+            + (f"; outlier node {odd}" if odd is not None else "")
+            + f" ({series['source'] or 'n/a'})"
         )
     if doc["notes"]:
         lines.append("notes:")

@@ -24,9 +24,9 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
-__all__ = ["plot_run", "power_limits", "run_figure"]
+__all__ = ["LEVEL_HATCHES", "plot_run", "power_limits", "run_figure"]
 
-_HATCHES: dict[int, str] = {2: "..", 3: "xx", 4: "//"}
+LEVEL_HATCHES: dict[int, str] = {2: "..", 3: "xx", 4: "//"}
 """Hatching per checkpoint level (level 1 plain), to tell levels apart without labels."""
 
 _COLORS: dict[str, str] = {
@@ -156,5 +156,5 @@ def _shade(kind: str, level: int | None, background: bool) -> dict[str, Any]:
         "facecolor": _COLORS[kind],
         "edgecolor": _COLORS[kind],
         "alpha": 0.15 if background else 0.3,
-        "hatch": _HATCHES.get(level or 0),
+        "hatch": LEVEL_HATCHES.get(level or 0),
     }

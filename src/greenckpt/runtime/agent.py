@@ -27,6 +27,7 @@ from typing import Any
 
 from greenckpt.ckpt.notify_client import NotifyError, one_line
 from greenckpt.errors import GreenckptError, InvalidValueError
+from greenckpt.platform.hostid import host_id
 from greenckpt.platform.root import PlatformError
 from greenckpt.runtime.job import (
     MAX_SERIES_POINTS,
@@ -184,6 +185,7 @@ class NodeAgent:
                 "job": self.identity.job_id,
                 "node": self.identity.node,
                 "host": socket.gethostname(),
+                "host_id": host_id(self.runtime.root),
                 "pid": os.getpid(),
                 "socket": self.identity.socket_path,
                 "power_source": None if power is None else power.source,

@@ -92,6 +92,8 @@ class NodeView:
     node: int
     state: NodeState = "starting"
     host: str = ""
+    host_id: str | None = None
+    """Which machine the node is (``platform.hostid``); None: its own (a fake tree)."""
     pid: int | None = None
     socket: str = ""
     power_source: str | None = None
@@ -120,6 +122,7 @@ class NodeView:
             "node": self.node,
             "state": self.state,
             "host": self.host,
+            "host_id": self.host_id,
             "pid": self.pid,
             "socket": self.socket,
             "power_source": self.power_source,
@@ -322,6 +325,50 @@ class JobCollector:
         with contextlib.suppress(OSError):
             self._wake_w.send(b"s")
 
+    def accept_final(
+        self,
+        node: int,
+        summary: Mapping[str, Any],
+        *,
+        host: str = "",
+        pid: int | None = None,
+        power_source: str | None = None,
+        control: bool | None = None,
+    ) -> None:
+        """Take ``node``'s hello fields and final summary offline (read from the files a
+        node's agent wrote, e.g. under the Slurm plugin): the same aggregation as a final
+        received over the wire; no thread or listener is needed."""
+        if node not in self._nodes:
+            raise InvalidValueError(f"node {node} is not a node of this job")
+        with self._changed:
+            view = self._nodes[node]
+            view.host, view.pid = host[:200], pid
+            view.power_source, view.control = power_source, control
+        self._final(node, summary)
+
+    def accept_died(
+        self,
+        node: int,
+        reason: str,
+        progress: Mapping[str, Any] | None,
+        *,
+        host: str = "",
+        pid: int | None = None,
+        power_source: str | None = None,
+        control: bool | None = None,
+    ) -> None:
+        """``node``'s agent ended without a final summary (offline, as :meth:`accept_final`):
+        ``died``, with its last progress (where its accounting ends), if any."""
+        if node not in self._nodes:
+            raise InvalidValueError(f"node {node} is not a node of this job")
+        with self._changed:
+            view = self._nodes[node]
+            view.host, view.pid = host[:200], pid
+            view.power_source, view.control = power_source, control
+            view.progress = None if progress is None else _bounded_progress(progress)
+            view.state, view.reason = "died", reason
+            self._changed.notify_all()
+
     def note(self, text: str) -> None:
         with self._lock:
             if text not in self._notes:
@@ -496,6 +543,7 @@ class JobCollector:
             conn.node = node
             view.state = "running"
             view.host = str(msg.get("host", ""))[:200]
+            view.host_id = str(msg["host_id"])[:64] if msg.get("host_id") else None
             view.pid = int(msg["pid"]) if isinstance(msg.get("pid"), int) else None
             view.socket = str(msg.get("socket", ""))[:1000]
             view.power_source = msg.get("power_source")

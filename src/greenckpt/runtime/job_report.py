@@ -84,9 +84,9 @@ class JobReport:
         """The report of a job from the leader's view of its nodes and phases."""
         rows = [_node_row(v) for v in nodes]
         accounted = [r for r in rows if r["state"] in ("finished", "died")]
-        energies = [r["energy_j"] for r in accounted]
         missing = [r["node"] for r in accounted if r["energy_j"] is None]
-        energy = sum(e for e in energies if e is not None) if accounted else None
+        machines = _machines(accounted)
+        energy = sum(_machine_energy(m) for m in machines) if accounted else None
         seconds = max(ended_unix - started_unix, 0.0)
         useful = [r["useful_compute_s"] for r in rows if r["state"] == "finished"]
         useful_s = sum(useful) / len(useful) if useful else None
@@ -121,7 +121,8 @@ class JobReport:
             "by_level": _by_level(nodes),
             "phases": [p.to_dict(started_unix) for p in phases],
             "series": _series(nodes, started_unix, ended_unix),
-            "notes": [*dict.fromkeys(notes), *_node_notes(rows)],
+            "machines": len(machines),
+            "notes": [*dict.fromkeys(notes), *_node_notes(rows), *_shared_notes(machines)],
         }
         doc["comparisons"] = [_compare(doc, label, b.doc) for label, b in baselines]
         return cls(doc)
@@ -168,6 +169,7 @@ def _node_row(v: NodeView) -> dict[str, Any]:
         "node": v.node,
         "state": v.state,
         "host": v.host,
+        "host_id": v.host_id,
         "pid": v.pid,
         "socket": v.socket,
         "control": v.control,
@@ -263,6 +265,32 @@ def _bad(note: str) -> bool:
     return any(w in note for w in ("fail", "degraded", "lower bound", "unavailable"))
 
 
+def _machines(rows: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+    """The accounted nodes grouped by machine (their host id; a node without one is its own
+    machine), in node order."""
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(r["host_id"] or f"node-{r['node']}", []).append(r)
+    return list(groups.values())
+
+
+def _machine_energy(nodes: Sequence[Mapping[str, Any]]) -> float:
+    """One machine's energy in the job: every node on it read the whole machine over (almost)
+    the same span, so the largest of their figures, not their sum."""
+    return max((float(r["energy_j"]) for r in nodes if r["energy_j"] is not None), default=0.0)
+
+
+def _shared_notes(machines: Sequence[Sequence[Mapping[str, Any]]]) -> list[str]:
+    return [
+        f"nodes {node_list([r['node'] for r in m])} are one machine (host id "
+        f"{m[0]['host_id']}, whatever their host names): each node's meters read the whole "
+        "machine, so the job total counts it once (the largest of their figures); the node "
+        "rows and the per-kind sums show each node's own reading"
+        for m in machines
+        if len(m) > 1
+    ]
+
+
 def _node_notes(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     out = []
     for r in rows:
@@ -329,12 +357,14 @@ def _series(nodes: Sequence[NodeView], t0: float, t1: float) -> dict[str, Any] |
     """The job's power on one grid: the sum over nodes, min and max across nodes, and the
     outlier node (mean power farthest from the nodes' median)."""
     curves = []
+    machines: list[str] = []
     for v in nodes:
         s = v.series
         if not s or not s["t_s"] or v.t0_unix is None:
             continue
         t = np.asarray(s["t_s"]) + (v.t0_unix - t0)
         curves.append((v.node, t, np.asarray(s["power_w"]), s.get("source")))
+        machines.append(v.host_id or f"node-{v.node}")
     if not curves or t1 <= t0:
         return None
     grid = np.linspace(0.0, t1 - t0, GRID_POINTS)
@@ -344,7 +374,7 @@ def _series(nodes: Sequence[NodeView], t0: float, t1: float) -> dict[str, Any] |
         stack[i, inside] = np.interp(grid[inside], t, w)
     covered = ~np.all(np.isnan(stack), axis=0)
     means = np.array([float(np.mean(w)) for _, _, w, _ in curves])
-    outlier = int(np.argmax(np.abs(means - np.median(means))))
+    outlier = int(np.argmax(np.abs(means - np.median(means)))) if len(curves) > 2 else None
 
     def col(values: np.ndarray) -> list[float | None]:
         return [
@@ -354,18 +384,34 @@ def _series(nodes: Sequence[NodeView], t0: float, t1: float) -> dict[str, Any] |
 
     with warnings.catch_warnings():  # a grid point no node covers: left None below
         warnings.simplefilter("ignore", RuntimeWarning)
-        total = np.nansum(stack, axis=0)
+        total = _machine_sum(stack, machines)
         low, high = np.nanmin(stack, axis=0), np.nanmax(stack, axis=0)
     return {
         "t_s": [float(x) for x in grid],
         "sum_w": col(total),
         "min_w": col(low),
         "max_w": col(high),
-        "outlier_node": curves[outlier][0],
-        "outlier_w": [None if math.isnan(x) else float(x) for x in stack[outlier]],
+        "outlier_node": None if outlier is None else curves[outlier][0],
+        "outlier_w": (
+            None
+            if outlier is None
+            else [None if math.isnan(x) else float(x) for x in stack[outlier]]
+        ),
+        "machines": len(set(machines)),
         "nodes": len(curves),
         "source": _combine(src for *_, src in curves),
     }
+
+
+def _machine_sum(stack: np.ndarray, machines: Sequence[str]) -> np.ndarray:
+    """The job's power at each grid point: per machine the largest of its nodes' curves (they
+    all read that whole machine), summed over machines."""
+    per_machine = [
+        np.nanmax(stack[[i for i, m in enumerate(machines) if m == name]], axis=0)
+        for name in dict.fromkeys(machines)
+    ]
+    total: np.ndarray = np.nansum(np.vstack(per_machine), axis=0)
+    return total
 
 
 def _compare(doc: Mapping[str, Any], label: str, base: Mapping[str, Any]) -> dict[str, Any]:

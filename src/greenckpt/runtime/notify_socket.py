@@ -14,12 +14,16 @@ import errno
 import os
 import socket
 import stat
+import time
 
 from greenckpt.ckpt.notify_client import NotifyError, one_line
 
-__all__ = ["bind_socket", "replace_stale", "unlink_own"]
+__all__ = ["bind_socket", "replace_stale", "sweep_dead_jobs", "unlink_own"]
 
 _LIVE_PROBE_SECONDS = 1.0
+DEAD_JOB_SECONDS = 60.0
+"""A job folder younger than this is left alone: its agent may be starting (folder made,
+socket not yet bound)."""
 
 Identity = tuple[int, int]
 
@@ -89,3 +93,32 @@ def unlink_own(path: str, identity: Identity) -> None:
             os.unlink(path)
     except FileNotFoundError:
         pass
+
+
+def sweep_dead_jobs(base: str, *, older_than_s: float = DEAD_JOB_SECONDS) -> list[str]:
+    """Remove the per-job socket folders (``base/job-*``) that a killed agent left: those
+    older than ``older_than_s`` whose socket nobody listens on. Only a stale socket file and
+    then the empty folder are removed (nothing else, nothing through a link, only this
+    user's); the folders removed. An agent calls it as it starts, ``greenckpt restore`` (the
+    epilog's) too."""
+    removed: list[str] = []
+    if not os.path.basename(os.path.normpath(base)).startswith("greenckpt-"):
+        return removed  # only greenckpt's own per-user folder holds job folders
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return removed
+    now = time.time()
+    for entry in entries:
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        own = st.st_uid == os.getuid() and stat.S_ISDIR(st.st_mode)
+        if not (entry.name.startswith("job-") and own and now - st.st_mtime > older_than_s):
+            continue
+        with contextlib.suppress(NotifyError, OSError):
+            replace_stale(os.path.join(entry.path, "agent.sock"))
+            os.rmdir(entry.path)  # fails, and keeps it, when anything else is inside
+            removed.append(entry.path)
+    return removed
