@@ -1,27 +1,41 @@
-"""The ``slurm`` fixture: one real one-node Slurm per test session (tests/cluster/
-slurm_cluster.py), or a skip with the one-line reason it could not be installed or started;
-after each test, the jobs it left running are killed."""
+"""The ``slurm`` fixture: one real 3-node Slurm per test session (tests/cluster/slurm_cluster.py),
+or a skip with the one-line reason it could not be installed or started; after each test, the
+jobs it left running are killed.
+
+The cluster's directory is under /var/tmp, not pytest's temp directory: that is under /tmp,
+which each node replaces by its own. Pytest's base temp directory is shared with every node
+instead (bound back in at its path), so a test's ``tmp_path`` is seen by its jobs on any node,
+as a shared file system would be.
+"""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.cluster.slurm_cluster import SlurmCluster, SlurmUnavailable, start_slurm
 
+NODES = 3
+
 
 @pytest.fixture(scope="session")
 def slurm_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    directory = Path(tempfile.mkdtemp(prefix="greenckpt-slurm-", dir="/var/tmp"))
     try:
-        cluster = start_slurm(tmp_path_factory.mktemp("slurm"))
+        cluster = start_slurm(directory, NODES, shared=(tmp_path_factory.getbasetemp(),))
     except (SlurmUnavailable, OSError, subprocess.SubprocessError) as exc:
+        shutil.rmtree(directory, ignore_errors=True)
         pytest.skip(f"no Slurm: {exc}")
     try:
         yield cluster
     finally:
         cluster.stop()
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.fixture

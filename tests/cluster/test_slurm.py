@@ -1,4 +1,4 @@
-"""``greenckpt run --launcher slurm`` under a real one-node Slurm (the ``slurm`` fixture).
+"""``greenckpt run --launcher slurm`` under a real Slurm (the ``slurm`` fixture; one node each).
 
 The documented sbatch script runs the heat example with checkpoints and one job report that
 carries the Slurm job id and node list; ``scancel`` during a checkpoint leaves the node as found
@@ -80,6 +80,12 @@ def _state(cluster: SlurmCluster, job: str) -> str:
     return next((w.split("=", 1)[1] for w in out.split() if w.startswith("JobState=")), "GONE")
 
 
+def _node(cluster: SlurmCluster, job: str) -> str:
+    """The node ``job`` ran on (the cluster has several; these jobs take one)."""
+    out = cluster.run("scontrol", "show", "job", "-o", job).stdout
+    return next(w.split("=", 1)[1] for w in out.split() if w.startswith("NodeList="))
+
+
 def _wait_end(cluster: SlurmCluster, job: str, seconds: float = 240.0) -> str:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -114,9 +120,10 @@ def test_sbatch_of_the_documented_script_gives_a_job_report_with_slurm_id_and_no
     doc = json.loads((tmp_path / "rep" / "job-report.json").read_text())
     assert doc["states"]["finished"] == [0], out
     assert doc["job"]["id"] == job and doc["job"]["launcher"] == "slurm"
-    assert doc["job"]["scheduler"]["node_list"] == [slurm.host]
+    node_name = _node(slurm, job)
+    assert doc["job"]["scheduler"]["node_list"] == [node_name]
     assert doc["job"]["scheduler"]["job_id"] == job
-    assert doc["job"]["node_list"] == [slurm.host]
+    assert doc["job"]["node_list"] == [node_name]
     assert doc["states"]["finished"] == [0]
     checkpoints = [p for p in doc["phases"] if p["kind"] == "checkpoint"]
     assert len(checkpoints) == 2 and all(p["levels"] == [1] for p in checkpoints), out
@@ -124,7 +131,7 @@ def test_sbatch_of_the_documented_script_gives_a_job_report_with_slurm_id_and_no
     assert sum(r["kind"] == "checkpoint" for r in node["records"]) == 2
     assert f"greenckpt job report: job {job} (slurm, 1 node(s))" in out
     assert (tree / GOVERNOR).read_text().strip() == found  # restored by the agent
-    assert not Path(slurm_socket(job)).parent.exists()  # the job's socket directory is gone
+    assert not slurm.node_path(node_name, slurm_socket(job)).parent.exists()  # socket dir gone
 
 
 def _start_checkpoint(slurm: SlurmCluster, tmp_path: Path, srun: str = "srun") -> tuple[str, str]:
@@ -198,12 +205,13 @@ def test_after_a_node_level_sigkill_srun_greenckpt_restore_restores_the_node(
     slurm: SlurmCluster, tmp_path: Path
 ) -> None:
     found, job = _in_checkpoint(slurm, tmp_path)
+    node_name = _node(slurm, job)
     os.kill(_agent_pid(job), signal.SIGKILL)  # it cannot restore anything
     assert slurm.run("scancel", job).returncode == 0
     assert _wait_end(slurm, job, 60) == "CANCELLED"
     assert (tmp_path / "tree" / GOVERNOR).read_text().strip() == "performance"  # left changed
     # what the user guide says to run after the job (or a site's epilog): one task per node
-    srun = ("srun", "--nodes=1", "--ntasks-per-node=1")
+    srun = ("srun", "--nodes=1", "--ntasks-per-node=1", f"--nodelist={node_name}")
     assert _restore(_env(slurm, tmp_path / "tree"), *srun) == "restored"
     assert (tmp_path / "tree" / GOVERNOR).read_text().strip() == found
     assert _restore(_env(slurm, tmp_path / "tree"), *srun) == "nothing"
