@@ -230,3 +230,37 @@ def test_a_node_without_cpufreq_next_to_one_with_it(tmp_path: Path) -> None:
     assert any("no frequency control on this node" in n for n in node1["notes"])
     node0 = json.loads((tmp_path / "rep" / "nodes" / "node0" / "report.json").read_text())
     assert not any("no frequency control on this node" in n for n in node0["notes"])
+
+
+def test_a_cancelled_job_says_so_per_node_with_the_signal(tmp_path: Path) -> None:
+    """scancel sends the leader SIGTERM: every node that finished says 'cancelled', the notes
+    name the signal, and the wait before the command is start-up, never compute."""
+    run = subprocess.Popen(
+        [sys.executable, "-m", "greenckpt", "run", "--nodes-emulated", "2", "--no-control",
+         "-o", "rep", "--", "sh", "-c", "touch started; sleep 60"],
+        cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        _wait_for(tmp_path / "started", run)
+        run.send_signal(signal.SIGTERM)
+        out, err = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    doc = json.loads((tmp_path / "rep" / "job-report.json").read_text())
+    assert doc["job"]["ended"] == "cancelled", out + err
+    assert [r["ended"] for r in doc["nodes"]] == ["cancelled", "cancelled"]
+    assert any(n.startswith("the job was cancelled: SIGTERM") for n in doc["notes"])
+    assert "finished, cancelled" in out
+    assert {"startup", "compute", "teardown"} <= set(doc["by_kind"])
+
+
+def test_a_failed_command_makes_a_failed_job(tmp_path: Path) -> None:
+    proc = greenckpt("run", "--nodes-emulated", "2", "--no-control", "-o", "rep", "--", "false",
+                     cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 1
+    doc = json.loads((tmp_path / "rep" / "job-report.json").read_text())
+    assert doc["job"]["ended"] == "failed" and doc["nodes"][0]["ended"] == "failed"
+    assert "the job failed: its command exited with status 1" in doc["notes"]

@@ -523,7 +523,7 @@ def run(ns: argparse.Namespace) -> int:
     )
     report = with_modelled_epe(report, modelled)
     if outcome.signal_name is not None:
-        report = _with_note(report, _signal_note(outcome))
+        report = _with_note(report, signal_note(outcome))
     if slurm_note is not None:
         report = _with_note(report, slurm_note)
     if ns.json:
@@ -547,7 +547,7 @@ def run(ns: argparse.Namespace) -> int:
     if problem is not None:
         print(f"greenckpt run: error: {problem}", file=sys.stderr)
     if outcome.signal_name is not None:
-        print(f"greenckpt run: {_signal_note(outcome)}", file=sys.stderr)
+        print(f"greenckpt run: {signal_note(outcome)}", file=sys.stderr)
     elif outcome.status != 0:
         print(
             f"greenckpt run: the command exited with status {outcome.status}; the node was "
@@ -585,7 +585,7 @@ def _intercept(family: str | None, command: Sequence[str]) -> dict[str, str]:
     return environ
 
 
-def _signal_note(outcome: RunOutcome) -> str:
+def signal_note(outcome: RunOutcome) -> str:
     if not outcome.started:
         return f"{outcome.signal_name} received before the command started: it was not run"
     how = (

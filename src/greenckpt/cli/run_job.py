@@ -44,6 +44,7 @@ from greenckpt.cli.run_cmd import (
     load_policy_inputs,
     prepare_report_dir,
     run_forwarded,
+    signal_note,
 )
 from greenckpt.durable import write_atomic
 from greenckpt.errors import InvalidValueError
@@ -51,7 +52,7 @@ from greenckpt.jsonout import dumps
 from greenckpt.report.job_plot import plot_job
 from greenckpt.report.job_text import render_job_text
 from greenckpt.runtime.job import JobCollector
-from greenckpt.runtime.job_report import JobReport, load_job_report
+from greenckpt.runtime.job_report import JobEnd, JobReport, load_job_report
 from greenckpt.runtime.launch import AgentHandle, AgentSpec, Launcher, LocalLauncher
 from greenckpt.runtime.launch_mpiexec import MpiexecLauncher, job_socket, parse_hosts
 from greenckpt.runtime.launch_slurm import (
@@ -317,7 +318,13 @@ def run_job(ns: argparse.Namespace, command: list[str]) -> int:
                 started_unix=collector.started_unix,
                 ended_unix=time.time(),
                 exit_status=outcome.status,
-                notes=[*notes, *collector.notes, *([kept] if kept else [])],
+                notes=[
+                    *notes,
+                    *_ending_notes(outcome),
+                    *collector.notes,
+                    *([kept] if kept else []),
+                ],
+                ended=_ended(outcome),
                 baselines=baselines,
             )
             if setup.scheduler is not None:
@@ -439,6 +446,22 @@ def _show(ns: argparse.Namespace, report: JobReport, directory: Path, outcome: R
             file=sys.stderr,
         )
     return outcome.status
+
+
+def _ended(outcome: RunOutcome) -> JobEnd:
+    if outcome.signal is not None:
+        return "cancelled"
+    return "completed" if outcome.status == 0 else "failed"
+
+
+def _ending_notes(outcome: RunOutcome) -> list[str]:
+    """What the job report says of a job that did not complete: the signal (scancel sends
+    SIGTERM) or the command's status."""
+    if outcome.signal is not None:
+        return [f"the job was cancelled: {signal_note(outcome)}"]
+    if outcome.status != 0:
+        return [f"the job failed: its command exited with status {outcome.status}"]
+    return []
 
 
 def _node_reports_line(nodes: Path) -> str:

@@ -87,7 +87,9 @@ def _node_cells(r: Mapping[str, Any]) -> tuple[str, ...]:
     power = None if energy is None or not seconds else energy / seconds
     return (
         str(r["node"]),
-        r["state"] + (f" ({r['reason']})" if r["reason"] and r["state"] != "finished" else ""),
+        r["state"]
+        + (f", {r['ended']}" if r.get("ended") not in (None, "completed") else "")
+        + (f" ({r['reason']})" if r["reason"] and r["state"] != "finished" else ""),
         r["host"] or "-",
         _num(seconds, 3),
         _num(energy, 1),

@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -32,7 +32,7 @@ from greenckpt.runtime.job import JobPhase, NodeView
 from greenckpt.runtime.records import percent_difference
 from greenckpt.runtime.report import REPORT_MODE
 
-__all__ = ["JOB_REPORT_FORMAT", "JOB_REPORT_VERSION", "JobReport", "load_job_report"]
+__all__ = ["JOB_REPORT_FORMAT", "JOB_REPORT_VERSION", "JobEnd", "JobReport", "load_job_report"]
 
 JOB_REPORT_FORMAT = "greenckpt-job-report"
 JOB_REPORT_VERSION = 1
@@ -60,6 +60,10 @@ _CSV = (
 )
 
 
+JobEnd = Literal["completed", "failed", "cancelled"]
+"""How a job's command ended: status 0, another status, or a signal the leader received."""
+
+
 @dataclass(frozen=True)
 class JobReport:
     """A job report as its JSON document (``doc``); build with :meth:`build`."""
@@ -80,9 +84,14 @@ class JobReport:
         exit_status: int | None = None,
         notes: Iterable[str] = (),
         baselines: Sequence[tuple[str, JobReport]] = (),
+        ended: JobEnd = "completed",
     ) -> JobReport:
-        """The report of a job from the leader's view of its nodes and phases."""
+        """The report of a job from the leader's view of its nodes and phases; ``ended``: how
+        the job's command ended (completed, failed: a non-zero status, cancelled: a signal),
+        which every node that finished ended with too."""
         rows = [_node_row(v) for v in nodes]
+        for r in rows:
+            r["ended"] = ended if r["state"] == "finished" else None
         accounted = [r for r in rows if r["state"] in ("finished", "died")]
         missing = [r["node"] for r in accounted if r["energy_j"] is None]
         machines = _machines(accounted)
@@ -101,6 +110,7 @@ class JobReport:
                 "launcher": launcher,
                 "command": list(command),
                 "exit_status": exit_status,
+                "ended": ended,
                 "nodes": len(rows),
                 "node_list": [r["host"] or f"node{r['node']}" for r in rows],
             },
