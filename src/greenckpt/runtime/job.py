@@ -334,6 +334,7 @@ class JobCollector:
         pid: int | None = None,
         power_source: str | None = None,
         control: bool | None = None,
+        host_id: str | None = None,
     ) -> None:
         """Take ``node``'s hello fields and final summary offline (read from the files a
         node's agent wrote, e.g. under the Slurm plugin): the same aggregation as a final
@@ -344,6 +345,7 @@ class JobCollector:
             view = self._nodes[node]
             view.host, view.pid = host[:200], pid
             view.power_source, view.control = power_source, control
+            view.host_id = host_id[:64] if host_id else None
         self._final(node, summary)
 
     def accept_died(
@@ -356,6 +358,7 @@ class JobCollector:
         pid: int | None = None,
         power_source: str | None = None,
         control: bool | None = None,
+        host_id: str | None = None,
     ) -> None:
         """``node``'s agent ended without a final summary (offline, as :meth:`accept_final`):
         ``died``, with its last progress (where its accounting ends), if any."""
@@ -365,6 +368,7 @@ class JobCollector:
             view = self._nodes[node]
             view.host, view.pid = host[:200], pid
             view.power_source, view.control = power_source, control
+            view.host_id = host_id[:64] if host_id else None
             view.progress = None if progress is None else _bounded_progress(progress)
             view.state, view.reason = "died", reason
             self._changed.notify_all()

@@ -190,6 +190,7 @@ def _ident(hello: Mapping[str, Any] | None) -> dict[str, Any]:
         "pid": pid if isinstance(pid, int) else None,
         "power_source": h.get("power_source"),
         "control": None if h.get("control") is None else bool(h.get("control")),
+        "host_id": str(h["host_id"]) if h.get("host_id") else None,
     }
 
 
