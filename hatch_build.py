@@ -9,6 +9,7 @@ compile only warns, and the pure-Python package installs as before.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
 import tempfile
@@ -63,6 +64,9 @@ class NativeBuildHook(BuildHookInterface):  # type: ignore[type-arg]
             return False
         data["pure_python"] = False
         data["infer_tag"] = True
+        # the Slurm plugin, where Slurm's spank.h is (most machines have none: quiet)
+        with contextlib.suppress(native.BuildError, OSError):
+            native.build_spank(out)
         return True
 
     def finalize(self, version: str, build_data: dict[str, Any], artifact_path: str) -> None:

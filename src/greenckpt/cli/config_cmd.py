@@ -23,6 +23,11 @@ _FLAGS = (
     ("pkgconfig-dir", "the folder of greenckpt.pc, for PKG_CONFIG_PATH"),
     ("fortran-module", "the Fortran module's source, to compile with the application"),
     ("intercept-lib", "the interposition library greenckpt run --intercept preloads"),
+    (
+        "spank",
+        "the Slurm plugin greenckpt_spank.so for plugstack.conf (built on first use where "
+        "Slurm's spank.h is; docs/admin-guide.md)",
+    ),
 )
 
 
@@ -49,16 +54,16 @@ def register(sub: Any) -> None:
 def _value(name: str) -> str:
     from greenckpt import native  # noqa: PLC0415 - builds on first use; only when asked
 
-    if name == "cflags":
-        return native.cflags()
-    if name == "libs":
-        return native.libs()
-    if name == "include-dir":
-        return str(native.include_dir())
-    if name == "fortran-module":
-        return str(native.fortran_module())
-    if name == "intercept-lib":
-        return str(native.intercept_library())
+    values = {
+        "cflags": native.cflags,
+        "libs": native.libs,
+        "include-dir": lambda: str(native.include_dir()),
+        "fortran-module": lambda: str(native.fortran_module()),
+        "intercept-lib": lambda: str(native.intercept_library()),
+        "spank": lambda: str(native.spank_plugin()),
+    }
+    if name in values:
+        return values[name]()
     return str(native.library_dir())  # lib-dir, pkgconfig-dir: greenckpt.pc is beside it
 
 

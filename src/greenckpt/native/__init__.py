@@ -16,9 +16,12 @@ from greenckpt.native.build import (
     DIGEST_FILE,
     LIBRARIES,
     NATIVE_DIR,
+    SPANK_PLUGIN,
     BuildError,
     build_libraries,
+    build_spank,
     sources_digest,
+    spank_digest,
 )
 
 __all__ = [
@@ -29,6 +32,7 @@ __all__ = [
     "intercept_library",
     "library_dir",
     "libs",
+    "spank_plugin",
 ]
 
 PACKAGED_LIB_DIR = NATIVE_DIR / "lib"
@@ -94,3 +98,27 @@ def libs() -> str:
         f"-L{folder} -Wl,-rpath,{folder} "
         "-Wl,--push-state,--no-as-needed -lgreenckpt -Wl,--pop-state"
     )
+
+
+def spank_plugin() -> Path:
+    """The Slurm plugin ``greenckpt_spank.so`` (docs/admin-guide.md): the one built at install
+    when it matches the source, else built now into the package's ``lib`` folder (where it
+    can be written) or the per-user cache; :class:`BuildError` (one line: which package gives
+    ``spank.h``, or the compiler's reason) when it cannot be built."""
+    digest = spank_digest()
+    for folder in (PACKAGED_LIB_DIR, _cache_root() / f"spank-{digest}"):
+        try:
+            found = (folder / f"{SPANK_PLUGIN}.digest").read_text().strip()
+        except OSError:
+            continue
+        if found == digest and (folder / SPANK_PLUGIN).is_file():
+            return folder / SPANK_PLUGIN
+    for folder in (PACKAGED_LIB_DIR, _cache_root() / f"spank-{digest}"):
+        if folder == PACKAGED_LIB_DIR and not os.access(folder, os.W_OK):
+            continue
+        try:
+            return build_spank(folder)
+        except OSError as exc:
+            last = exc
+            continue
+    raise BuildError(f"cannot build {SPANK_PLUGIN}: {last}")

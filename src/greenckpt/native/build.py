@@ -19,7 +19,17 @@ from pathlib import Path
 
 from greenckpt.errors import GreenckptError
 
-__all__ = ["LIBRARIES", "NATIVE_DIR", "BuildError", "build_libraries", "compiler", "sources_digest"]
+__all__ = [
+    "LIBRARIES",
+    "NATIVE_DIR",
+    "SPANK_PLUGIN",
+    "BuildError",
+    "build_libraries",
+    "build_spank",
+    "compiler",
+    "sources_digest",
+    "spank_header",
+]
 
 NATIVE_DIR = Path(__file__).resolve().parent
 """Where the C sources, headers and the Fortran module are (inside the installed package)."""
@@ -127,3 +137,71 @@ def build_libraries(
         (Path(tmp) / DIGEST_FILE).write_text(sources_digest() + "\n")
         for built in sorted(Path(tmp).iterdir(), key=lambda p: p.name == DIGEST_FILE):
             os.replace(built, out_dir / built.name)  # the digest last: it marks "complete"
+
+
+SPANK_PLUGIN = "greenckpt_spank.so"
+"""The Slurm plugin (docs/admin-guide.md), built only where Slurm's ``spank.h`` is."""
+SPANK_SOURCE = "spank/greenckpt_spank.c"
+_SPANK_HEADER_DIRS = ("/usr/include", "/usr/local/include", "/opt/slurm/include")
+
+
+def spank_header(env: dict[str, str] | None = None) -> Path:
+    """The folder holding ``slurm/spank.h`` (``$SLURM_INCLUDE_DIR`` first); BuildError
+    naming the package that provides it when there is none."""
+    env = dict(os.environ) if env is None else env
+    given = env.get("SLURM_INCLUDE_DIR", "").strip()
+    for folder in ([given] if given else []) + list(_SPANK_HEADER_DIRS):
+        if (Path(folder) / "slurm" / "spank.h").is_file():
+            return Path(folder)
+    raise BuildError(
+        "Slurm's spank.h was not found (install libslurm-dev, or slurm-wlm-plugins-dev, on "
+        "Debian/Ubuntu; slurm-devel on RHEL; or set SLURM_INCLUDE_DIR to the folder holding "
+        "slurm/spank.h) to build greenckpt_spank.so"
+    )
+
+
+def spank_digest() -> str:
+    """A digest of the plugin's source and this file (a build knows it is out of date)."""
+    h = hashlib.sha256()
+    for path in (NATIVE_DIR / SPANK_SOURCE, NATIVE_DIR / "build.py"):
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def build_spank(out_dir: Path, *, cc: list[str] | None = None) -> Path:
+    """Build the SPANK plugin into ``out_dir`` (compiled beside its name, renamed over it).
+
+    No Slurm library is linked: the plugin's Slurm calls are resolved when ``slurmstepd``,
+    ``srun``, ``sbatch`` or ``salloc`` load it. ``-Wall -Wextra`` as for the libraries."""
+    cc = compiler() if cc is None else cc
+    include = spank_header()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / SPANK_PLUGIN
+    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".build-") as tmp:
+        built = Path(tmp) / SPANK_PLUGIN
+        cmd = [
+            *cc,
+            "-std=gnu99",
+            "-O2",
+            "-fPIC",
+            "-shared",
+            "-Wall",
+            "-Wextra",
+            f"-I{include}",
+            "-o",
+            str(built),
+            str(NATIVE_DIR / SPANK_SOURCE),
+        ]
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        except OSError as exc:
+            raise BuildError(f"cannot run the C compiler {cc[0]}: {exc.strerror}") from None
+        if done.returncode != 0:
+            first = next((ln for ln in done.stderr.splitlines() if "error" in ln), done.stderr)
+            raise BuildError(
+                f"{cc[0]} failed building {SPANK_PLUGIN}: {' '.join(first.split())[:300]}"
+            )
+        (Path(tmp) / f"{SPANK_PLUGIN}.digest").write_text(spank_digest() + "\n")
+        os.replace(built, target)
+        os.replace(Path(tmp) / f"{SPANK_PLUGIN}.digest", out_dir / f"{SPANK_PLUGIN}.digest")
+    return target
