@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from greenckpt.cli.commands import command_help
@@ -54,7 +55,7 @@ def register(sub: Any) -> None:
 def _value(name: str) -> str:
     from greenckpt import native  # noqa: PLC0415 - builds on first use; only when asked
 
-    values = {
+    values: dict[str, Callable[[], str]] = {
         "cflags": native.cflags,
         "libs": native.libs,
         "include-dir": lambda: str(native.include_dir()),
