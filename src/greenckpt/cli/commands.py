@@ -63,6 +63,11 @@ COMMANDS: tuple[Command, ...] = (
         "one node's agent of a job (started by greenckpt run on every node, not by hand)",
     ),
     Command(
+        "job-report",
+        "greenckpt.cli.job_report_cmd",
+        "assemble the job report of a job run with the Slurm plugin (sbatch --greenckpt)",
+    ),
+    Command(
         "demo",
         "greenckpt.cli.demo_cmd",
         "the whole system on this machine in about a minute (profile, plan, run, fail, "
