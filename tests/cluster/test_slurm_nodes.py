@@ -1,0 +1,106 @@
+"""The documented sbatch script on the 3-node test cluster (issue 29): three agents come up,
+one per node, and the job report has every node's checkpoints; an agent that cannot start
+names its reason at once (no hello wait), its node runs unmanaged, the wait is start-up and
+never compute, and the agents' log is kept. The nodes are one machine under three host names:
+the report counts its meters once.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+from tests.cluster.slurm_cluster import SlurmCluster
+from tests.cluster.test_slurm import ROOT, SCRIPT, _sbatch, _wait_end
+
+HEAT = "--nx 32 --ny 32 --iterations 20"  # the script's 10it/50it: two level-1 checkpoints
+
+
+def _env(cluster: SlurmCluster, tmp_path: Path) -> dict[str, str]:
+    """The real root on every node (each has its own /run, so its own node lock)."""
+    path = f"{Path(sys.executable).parent}:{cluster.env['PATH']}"
+    return {**cluster.env, "PATH": path, "PYTHONPATH": str(ROOT / "src"),
+            "PYTHON": sys.executable, "HEAT_ARGS": HEAT, "REPORT_DIR": str(tmp_path / "rep"),
+            "LOCAL_DIR": str(tmp_path / "l"), "GLOBAL_DIR": str(tmp_path / "g")}  # fmt: skip
+
+
+def _run_script(cluster: SlurmCluster, tmp_path: Path) -> tuple[dict, str]:  # type: ignore[type-arg]
+    out = tmp_path / "job.out"
+    job = _sbatch(cluster, _env(cluster, tmp_path), ROOT, "--nodes=3", "--ntasks-per-node=1",
+                  f"--output={out}", str(SCRIPT))  # fmt: skip
+    assert _wait_end(cluster, job) == "COMPLETED", out.read_text()
+    text = out.read_text()
+    return json.loads((tmp_path / "rep" / "job-report.json").read_text()), text
+
+
+def _startup_s(tmp_path: Path, node: int) -> float:
+    report = json.loads((tmp_path / "rep" / "nodes" / f"node{node}" / "report.json").read_text())
+    return sum(r["end_s"] - r["start_s"] for r in report["records"] if r["kind"] == "startup")
+
+
+def test_the_documented_script_on_three_nodes_brings_up_three_agents(
+    slurm: SlurmCluster, tmp_path: Path
+) -> None:
+    doc, out = _run_script(slurm, tmp_path)
+    assert doc["states"]["finished"] == [0, 1, 2], out
+    assert doc["job"]["node_list"] == list(slurm.nodes)  # each node's own host name
+    checkpoints = [p for p in doc["phases"] if p["kind"] == "checkpoint"]
+    assert len(checkpoints) == 2 and all(p["nodes"] == 3 for p in checkpoints), out
+    assert doc["machines"] == 1  # one host: its meters counted once
+    assert any("nodes 0-2 are one machine" in n for n in doc["notes"])
+    assert "(slurm, 3 node(s))" in out and "unmanaged" not in out
+    assert not (tmp_path / "rep" / "agents.log").exists()
+
+
+def test_an_agent_that_cannot_start_says_why_at_once_and_the_others_run(
+    slurm: SlurmCluster, tmp_path: Path
+) -> None:
+    """Node n2's /tmp/greenckpt-0 is a file: its agent cannot make its socket folder."""
+    blocker = slurm.node_path("n2", Path("/tmp/greenckpt-0"))
+    blocker.parent.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(blocker, ignore_errors=True)  # an earlier job's folder on that node
+    blocker.write_text("not a folder")
+    try:
+        doc, out = _run_script(slurm, tmp_path)
+    finally:
+        blocker.unlink()
+    assert doc["states"]["finished"] == [0, 2] and doc["states"]["unmanaged"] == [1], out
+    line = next(x for x in out.splitlines() if x.startswith("greenckpt run: node 1 unmanaged:"))
+    assert "/tmp/greenckpt-0" in line and "greenckpt agent: error" not in line
+    assert "no hello within" not in out
+    for node in (0, 2):  # the leader did not wait out its hello timeout before the command
+        assert _startup_s(tmp_path, node) < 5.0
+    assert "/tmp/greenckpt-0" in (tmp_path / "rep" / "agents.log").read_text()
+    checkpoints = [p for p in doc["phases"] if p["kind"] == "checkpoint"]
+    assert checkpoints and all(p["nodes"] == 2 for p in checkpoints)
+
+
+def test_a_dead_rank_ends_the_job_and_the_resubmitted_script_restarts_from_its_checkpoints(
+    slurm: SlurmCluster, tmp_path: Path
+) -> None:
+    """Without $USER, with HEAT_ARGS overriding the level-1 interval: rank 1 killed at
+    iteration 15 ends the job (no hang until scancel), the report says it failed on every
+    node, and the same script submitted again restarts from its own level-1 checkpoint."""
+    env = {k: v for k, v in _env(slurm, tmp_path).items() if k != "USER"}
+    env["HEAT_ARGS"] = "--nx 32 --ny 32 --iterations 30 --l1-every 5it"
+    first, second = tmp_path / "first.out", tmp_path / "second.out"
+    job = _sbatch(slurm, {**env, "GREENCKPT_INJECT": "kill@compute:rank=1,iteration=15",
+                          "REPORT_DIR": str(tmp_path / "rep1")}, ROOT, "--nodes=3",
+                  "--ntasks-per-node=1", f"--output={first}", str(SCRIPT))  # fmt: skip
+    assert _wait_end(slurm, job, 120.0) == "FAILED", first.read_text()
+    doc = json.loads((tmp_path / "rep1" / "job-report.json").read_text())
+    assert doc["job"]["ended"] == "failed", first.read_text()
+    assert {r["ended"] for r in doc["nodes"] if r["state"] == "finished"} == {"failed"}
+    levels = [p["levels"] for p in doc["phases"] if p["kind"] == "checkpoint"]
+    assert levels[:2] == [[1], [1]]  # 5it and 10it: HEAT_ARGS came last and won
+    assert any((tmp_path / "l").iterdir())  # kept after the failure, for the restart
+    job = _sbatch(slurm, {**env, "REPORT_DIR": str(tmp_path / "rep2")}, ROOT, "--nodes=3",
+                  "--ntasks-per-node=1", f"--output={second}", str(SCRIPT))  # fmt: skip
+    assert _wait_end(slurm, job) == "COMPLETED", second.read_text()
+    result = next(
+        json.loads(x) for x in second.read_text().splitlines() if x.startswith('{"iterations"')
+    )
+    assert result["restored"] is not None and result["restored"]["iteration"] >= 10, result
+    assert not (tmp_path / "l").exists()  # the node-local copies go once a job completed
