@@ -9,8 +9,10 @@ LOG=${GREENCKPT_EPILOG_LOG:-/var/log/greenckpt-epilog.log}
 job=${SLURM_JOB_ID:-unknown}
 node=${SLURMD_NODENAME:-$(hostname)}
 
-if ! out=$("$GREENCKPT" restore --json 2>&1); then
-    out="restore failed: ${out//$'\n'/ }"
+if out=$("$GREENCKPT" restore --json 2>&1); then
+    out=$(printf '%s' "$out" | tr -s '\n ' '  ')           # the JSON on one line
+else
+    out="restore failed: $(printf '%s' "$out" | tr -s '\n ' '  ')"
 fi
 printf '%s job %s node %s: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$job" "$node" "$out" >>"$LOG"
 
