@@ -22,7 +22,12 @@ from greenckpt.ckpt.comm import find_mpiexec
 from greenckpt.cli.agent_cmd import _node_index
 from greenckpt.errors import InvalidValueError
 from greenckpt.runtime.launch import AgentSpec
-from greenckpt.runtime.launch_mpiexec import MpiexecLauncher, job_socket, parse_hosts
+from greenckpt.runtime.launch_mpiexec import (
+    MpiexecLauncher,
+    job_socket,
+    mpi_flavour,
+    parse_hosts,
+)
 
 APP = """\
 import os
@@ -34,14 +39,17 @@ hook.end("checkpoint", node=0, ok=True, seconds=0.01)
 """
 
 
-def test_one_agent_per_host_through_mpiexec(tmp_path: Path) -> None:
-    if find_mpiexec() is None:
-        pytest.skip("no mpiexec on this machine (pip install '.[mpi]')")
+def run_one_agent_on_localhost(
+    tmp_path: Path, python: str = sys.executable, env: dict[str, str] | None = None
+) -> None:
+    """``greenckpt run --launcher mpiexec --agent-hosts localhost`` in ``python`` (the
+    mpiexec beside it starts the agent): the agent says hello, the app's checkpoint reaches
+    it through the node-local socket, and the job report holds it."""
     (tmp_path / "app.py").write_text(APP)
     done = subprocess.run(
-        [sys.executable, "-m", "greenckpt", "run", "--launcher", "mpiexec", "--agent-hosts",
-         "localhost", "--no-control", "-o", "rep", "--", sys.executable, "app.py"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=180, check=False,
+        [python, "-m", "greenckpt", "run", "--launcher", "mpiexec", "--agent-hosts",
+         "localhost", "--no-control", "-o", "rep", "--", python, "app.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=180, check=False, env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     doc = json.loads((tmp_path / "rep" / "job-report.json").read_text())
@@ -53,12 +61,55 @@ def test_one_agent_per_host_through_mpiexec(tmp_path: Path) -> None:
     assert (tmp_path / "rep" / "nodes" / "node0" / "report.json").is_file()
 
 
+def test_one_agent_per_host_through_mpiexec(tmp_path: Path) -> None:
+    if find_mpiexec() is None:
+        pytest.skip("no mpiexec on this machine (pip install '.[mpi]')")
+    run_one_agent_on_localhost(tmp_path)
+
+
 def test_the_agents_command_line_and_socket() -> None:
     spec = AgentSpec("mpiexec-1-2", 3, "host:1", "t", "/tmp/s.sock", Path("/o"), node_source="mpi")
-    argv = MpiexecLauncher(["a", "b", "c"], "mpiexec").argv(spec)
+    argv = MpiexecLauncher(["a", "b", "c"], "mpiexec", "mpich").argv(spec)
     assert argv[:7] == ["mpiexec", "-n", "3", "-ppn", "1", "-hosts", "a,b,c"]
     assert argv[argv.index("--node") + 1] == "mpi"
     assert job_socket("mpiexec-1-2", uid=7) == "/tmp/greenckpt-7/job-mpiexec-1-2/agent.sock"
+
+
+def test_open_mpis_flags_start_one_unbound_agent_per_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Open MPI's launcher: one process per host, unbound, with greenckpt's variables named
+    (never their values: the token stays off the command line), and as root the flag
+    without which Open MPI starts nothing."""
+    for name in [k for k in os.environ if k.startswith("GREENCKPT_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("GREENCKPT_SYSROOT", "/fake")
+    spec = AgentSpec("mpiexec-1-2", 2, "host:1", "s3cret", "/s.sock", Path("/o"), node_source="mpi")
+    for euid, root in ((0, ["--allow-run-as-root"]), (1000, [])):
+        monkeypatch.setattr(os, "geteuid", lambda euid=euid: euid)
+        argv = MpiexecLauncher(["a", "b"], "mpirun", "openmpi").argv(spec)
+        assert argv[: argv.index(sys.executable)] == [
+            "mpirun", "-n", "2", "--map-by", "ppr:1:node", "--bind-to", "none", "--host", "a,b",
+            *root, "-x", "GREENCKPT_JOB_TOKEN", "-x", "GREENCKPT_SYSROOT",
+        ]  # fmt: skip
+        assert argv[argv.index("--node") + 1] == "mpi"
+        assert "s3cret" not in argv
+
+
+def test_the_launcher_says_whose_flags_it_takes(tmp_path: Path) -> None:
+    """``--version`` tells Open MPI's launcher (4.x's and 5.x's) from Hydra; one that does
+    not answer keeps Hydra's flags, as before."""
+    answers = {
+        "ompi4": "mpirun (Open MPI) 4.1.4\n\nReport bugs to https://www.open-mpi.org/",
+        "ompi5": "mpiexec (Open MPI) 5.0.11",
+        "hydra": "HYDRA build details:\n    Version: 4.2.0",
+    }
+    for name, text in answers.items():
+        (tmp_path / name).write_text(f"#!/bin/sh\nprintf '%s\\n' '{text}'\n")
+        (tmp_path / name).chmod(0o755)
+    assert [mpi_flavour(str(tmp_path / n)) for n in answers] == ["openmpi", "openmpi", "mpich"]
+    assert mpi_flavour(str(tmp_path / "missing")) == "mpich"
+    spec = AgentSpec("j", 1, "host:1", "t", "/s.sock", Path("/o"), node_source="mpi")
+    asked = MpiexecLauncher(["a"], str(tmp_path / "ompi5")).argv(spec)  # no flavour given
+    assert "--map-by" in asked and "-ppn" not in asked
 
 
 def test_the_rank_is_the_node(monkeypatch: pytest.MonkeyPatch) -> None:

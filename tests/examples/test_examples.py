@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,11 +80,15 @@ def launch(
     ranks: int | None = 4,
     inject: str | None = None,
     env_extra: dict[str, str] | None = None,
+    launcher: Sequence[str] | None = None,
+    python: str = sys.executable,
 ) -> Run:
     """Run ``example`` with its checkpoint directories under ``root`` (created if missing).
 
     ``ranks`` None runs one plain process without a launcher. ``GREENCKPT_*`` variables of
     the calling environment are dropped, so that only ``inject`` can plan a failure.
+    ``launcher``: another MPI's launcher and its flags (default: :func:`mpiexec`), ``python``:
+    an interpreter whose mpi4py loads that MPI.
     """
     local, global_ = root / "local", root / "global"
     local.mkdir(parents=True, exist_ok=True)
@@ -95,13 +100,15 @@ def launch(
     if inject is not None:
         env[ENV] = inject
     env.update(env_extra or {})
-    command = [sys.executable, str(EXAMPLES / example.script), *example.args]
+    command = [python, str(EXAMPLES / example.script), *example.args]
     command += ["--local-dir", str(local), "--global-dir", str(global_)]
     command += ["--result", str(result)]
     if ranks is not None:
-        launcher = mpiexec()
-        assert launcher is not None
-        command = [launcher, "-n", str(ranks), *command, "--ranks-per-node", "2"]
+        if launcher is None:
+            found = mpiexec()
+            assert found is not None
+            launcher = [found]
+        command = [*launcher, "-n", str(ranks), *command, "--ranks-per-node", "2"]
     proc = subprocess.run(
         command, capture_output=True, text=True, timeout=TIMEOUT_S, env=env, check=False
     )
@@ -116,10 +123,13 @@ def ok(run: Run) -> dict[str, Any]:
     return run.result
 
 
-def killed(example: Example, root: Path, *, ranks: int | None = 4, rank: int = 2) -> None:
-    """Run ``example`` with ``rank`` SIGKILLed after iteration ``kill_at``: it must fail."""
+def killed(
+    example: Example, root: Path, *, ranks: int | None = 4, rank: int = 2, **how: Any
+) -> None:
+    """Run ``example`` with ``rank`` SIGKILLed after iteration ``kill_at``: it must fail
+    (``how``: the launcher and interpreter to :func:`launch` with)."""
     plan = f"kill@compute:rank={rank},iteration={example.kill_at}"
-    run = launch(example, root, ranks=ranks, inject=plan)
+    run = launch(example, root, ranks=ranks, inject=plan, **how)
     assert run.returncode != 0, run.output
     assert f"killing rank {rank} at compute (iteration {example.kill_at})" in run.output
     assert run.result is None, "a killed job must not write a result"
