@@ -227,6 +227,14 @@ static void job_env(spank_t sp, const char *name, char *buf, int len, const char
         snprintf(buf, (size_t)len, "%s", fallback);
 }
 
+/* Where a relative report folder lies: the folder the job was submitted from (the same for
+ * the batch step and every srun step; $PWD is only what the client's environment said). */
+static void submit_dir(spank_t sp, char *buf, int len)
+{
+    if (spank_getenv(sp, "SLURM_SUBMIT_DIR", buf, len) != ESPANK_SUCCESS || buf[0] != '/')
+        job_env(sp, "PWD", buf, len, "/");
+}
+
 static void join_groups(char *out, size_t size, const gid_t *groups, int ngroups)
 {
     out[0] = '\0';
@@ -340,6 +348,10 @@ static int run_helper(spank_t sp, char *const argv[], int timeout_s, uid_t uid, 
         buf[used] = '\0';
         on_line(sp, buf, data);
     }
+    if (WIFSIGNALED(status))
+        snprintf(why, why_len, "killed by signal %d", WTERMSIG(status));
+    else if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
+        snprintf(why, why_len, "exit status %d", WEXITSTATUS(status));
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
@@ -421,7 +433,7 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     snprintf(s_pid, sizeof s_pid, "%d", (int)getpid());
     snprintf(s_timeout, sizeof s_timeout, "%d", site_timeout > 5 ? site_timeout - 3 : 2);
     join_groups(s_groups, sizeof s_groups, groups, ngroups);
-    job_env(sp, "PWD", cwd, sizeof cwd, "/");
+    submit_dir(sp, cwd, sizeof cwd);
     job_env(sp, "SLURM_JOB_NUM_NODES", nnodes, sizeof nnodes, "");
     if (nnodes[0] == '\0')
         snprintf(nnodes, sizeof nnodes, "%u", nnodes_step);
@@ -463,12 +475,14 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
         managed = 1;
         return 0;
     }
-    const char *reason = res.reason[0] ? res.reason
-                         : why[0]      ? why
-                         : res.last[0] ? res.last
-                                       : "the join helper gave no answer";
     (void)rc;
-    snprintf(message, sizeof message, "greenckpt: node %u unmanaged: %.3900s", node, reason);
+    if (res.reason[0]) /* join's own one-line reason */
+        snprintf(message, sizeof message, "greenckpt: node %u unmanaged: %.3900s", node,
+                 res.reason);
+    else /* the helper's last words, and how it ended */
+        snprintf(message, sizeof message, "greenckpt: node %u unmanaged: %.3000s%s%.800s%s", node,
+                 res.last[0] ? res.last : "the join helper gave no answer", why[0] ? " (" : "",
+                 why, why[0] ? ")" : "");
     slurm_info("%s", message);
     return 0; /* never fail the job: the step runs without greenckpt on this node */
 }
@@ -513,7 +527,7 @@ static void run_report(spank_t sp)
     snprintf(s_uid, sizeof s_uid, "%u", (unsigned)uid);
     snprintf(s_gid, sizeof s_gid, "%u", (unsigned)gid);
     join_groups(s_groups, sizeof s_groups, groups, ngroups);
-    job_env(sp, "PWD", cwd, sizeof cwd, "/");
+    submit_dir(sp, cwd, sizeof cwd);
     job_env(sp, "SLURM_JOB_NUM_NODES", nnodes, sizeof nnodes, "0");
     char *argv[] = {site_python, "-m", "greenckpt.cli.spank", "report", "--job", s_job,
                     "--template", opt_report[0] ? opt_report : site_report, "--cwd", cwd,
