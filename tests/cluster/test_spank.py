@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from greenckpt.native import BuildError, spank_plugin
 from tests.cluster.slurm_cluster import SlurmCluster
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,8 +34,6 @@ HEAT = REPO / "examples" / "heat2d.py"
 
 @pytest.fixture(scope="module")
 def plugin() -> Path:
-    from greenckpt.native import BuildError, spank_plugin
-
     try:
         return spank_plugin()
     except BuildError as exc:
@@ -113,9 +112,7 @@ srun --mpi=pmi2 {python} {heat} --nx 64 --ny 64 --iterations {iterations} \\
 
 def _heat_script(folder: Path, iterations: int) -> Path:
     script = folder / "heat.sh"
-    script.write_text(
-        HEAT_SCRIPT.format(python=sys.executable, heat=HEAT, iterations=iterations)
-    )
+    script.write_text(HEAT_SCRIPT.format(python=sys.executable, heat=HEAT, iterations=iterations))
     return script
 
 
@@ -196,8 +193,8 @@ def test_a_node_without_an_agent_runs_unmanaged_and_says_so(
 ) -> None:
     _configure(slurm, plugin, "python=/nonexistent/python3")
     try:
-        done = slurm.run("srun", "-N3", "--greenckpt", "sh", "-c",
-                         'echo "$SLURM_NODEID ${GREENCKPT_RUNTIME_SOCKET:-none}"', cwd=tmp_path)  # fmt: skip
+        show = 'echo "$SLURM_NODEID ${GREENCKPT_RUNTIME_SOCKET:-none}"'
+        done = slurm.run("srun", "-N3", "--greenckpt", "sh", "-c", show, cwd=tmp_path)
     finally:
         slurm.plugstack.write_text("")
     assert done.returncode == 0, done.stderr
