@@ -2,18 +2,25 @@
 one per node, and the job report has every node's checkpoints; an agent that cannot start
 names its reason at once (no hello wait), its node runs unmanaged, the wait is start-up and
 never compute, and the agents' log is kept. The nodes are one machine under three host names:
-the report counts its meters once.
+the report counts its meters once. A rank that dies fails the job (no hang) and the script
+submitted again restarts from its checkpoints; an agent SIGKILLed mid-checkpoint leaves its
+node died and changed (restored by greenckpt restore on it), the others finished and restored.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
+import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
+from greenckpt.runtime.launch_slurm import slurm_socket
 from tests.cluster.slurm_cluster import SlurmCluster
-from tests.cluster.test_slurm import ROOT, SCRIPT, _sbatch, _wait_end
+from tests.cluster.test_slurm import GOVERNOR, ROOT, SCRIPT, _sbatch, _tree, _wait_end, _wait_file
 
 HEAT = "--nx 32 --ny 32 --iterations 20"  # the script's 10it/50it: two level-1 checkpoints
 
@@ -104,3 +111,77 @@ def test_a_dead_rank_ends_the_job_and_the_resubmitted_script_restarts_from_its_c
     )
     assert result["restored"] is not None and result["restored"]["iteration"] >= 10, result
     assert not (tmp_path / "l").exists()  # the node-local copies go once a job completed
+
+
+# On every node: begin a checkpoint at that node's agent, say ready-<node>, wait for "go".
+APP = textwrap.dedent(
+    """
+    import os, sys, time
+    from greenckpt.ckpt.notify_client import hook_from_env
+    out, node = sys.argv[1], int(os.environ["SLURM_NODEID"])
+    hook = hook_from_env()
+    hook.begin("checkpoint", level=1, path=out, size=1 << 20, node=node)
+    open(os.path.join(out, f"ready-{node}"), "w").close()
+    while not os.path.exists(os.path.join(out, "go")):
+        time.sleep(0.1)
+    try:
+        hook.end("checkpoint", node=node, ok=True, seconds=0.1)
+    except Exception as exc:
+        print("node", node, "end lost:", exc, file=sys.stderr)
+    """
+)
+
+
+def _agent_of(job: str, node: int) -> int:
+    """The pid of ``job``'s agent on node index ``node`` (its environment says which)."""
+    path = slurm_socket(job).encode()
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        ours = b"agent" in argv and path in argv and b"srun" not in argv[0]
+        if ours and f"SLURM_NODEID={node}".encode() in environ:
+            return int(entry.name)
+    raise AssertionError(f"no agent of job {job} on node {node}")
+
+
+def test_an_agent_killed_mid_checkpoint_is_died_the_others_accounted_and_restored(
+    slurm: SlurmCluster, tmp_path: Path
+) -> None:
+    """Three nodes, each its own fake cpufreq tree under control; node 1's agent is
+    SIGKILLed inside a checkpoint: node 1 died (its tree left changed until the restore the
+    epilog runs on it), nodes 0 and 2 finished and were restored by their agents."""
+    found = [_tree(tmp_path / "trees" / f"node{k}") for k in range(3)]
+    (tmp_path / "app.py").write_text(APP)
+    command = (
+        f"greenckpt run --launcher slurm --policy performance "
+        f"--node-root {tmp_path}/trees/node{{node}} -o {tmp_path}/rep -- "
+        f"srun --ntasks-per-node=1 {sys.executable} {tmp_path}/app.py {tmp_path}"
+    )
+    out = tmp_path / "job.out"
+    job = _sbatch(slurm, _env(slurm, tmp_path), tmp_path, "--nodes=3", "--ntasks-per-node=1",
+                  f"--output={out}", "--wrap", command)  # fmt: skip
+    for k in range(3):
+        _wait_file(tmp_path / f"ready-{k}", slurm, job, out)
+    assert all(_governor(tmp_path, k) == "performance" for k in range(3))  # applied
+    os.kill(_agent_of(job, 1), signal.SIGKILL)
+    (tmp_path / "go").touch()
+    assert _wait_end(slurm, job) == "COMPLETED", out.read_text()
+    doc = json.loads((tmp_path / "rep" / "job-report.json").read_text())
+    assert doc["states"]["finished"] == [0, 2] and doc["states"]["died"] == [1], out.read_text()
+    checkpoint = next(p for p in doc["phases"] if p["kind"] == "checkpoint")
+    assert checkpoint["nodes"] == 2 and doc["total"]["complete"] is False
+    assert _governor(tmp_path, 0) == found[0] and _governor(tmp_path, 2) == found[2]
+    assert _governor(tmp_path, 1) == "performance"  # its agent could not restore it
+    srun = ("srun", "--nodes=1", "--ntasks=1", "--nodelist=n2", "greenckpt", "restore",
+            "--root", str(tmp_path / "trees" / "node1"), "--json")  # fmt: skip
+    done = subprocess.run(srun, env=_env(slurm, tmp_path), capture_output=True, text=True,
+                          timeout=60, check=False)  # fmt: skip
+    assert json.loads(done.stdout)["outcome"] == "restored", done.stdout + done.stderr
+    assert _governor(tmp_path, 1) == found[1]
+
+
+def _governor(tmp_path: Path, node: int) -> str:
+    return (tmp_path / "trees" / f"node{node}" / GOVERNOR).read_text().strip()
