@@ -199,6 +199,10 @@ def test_scancel_during_a_checkpoint_leaves_the_node_as_found(
     assert _wait_end(slurm, job, 60) == "CANCELLED"
     assert (tmp_path / "tree" / GOVERNOR).read_text().strip() == found  # the agent restored it
     assert _restore(_env(slurm, tmp_path / "tree")) == "nothing"  # and left no state file
+    doc = json.loads((tmp_path / "rep" / "job-report.json").read_text())
+    assert doc["job"]["ended"] == "cancelled", (tmp_path / "job.out").read_text()
+    assert any(n.startswith("the job was cancelled: SIGTERM") for n in doc["notes"])
+    assert [r["ended"] for r in doc["nodes"]] == ["cancelled"]
 
 
 def test_after_a_node_level_sigkill_srun_greenckpt_restore_restores_the_node(
