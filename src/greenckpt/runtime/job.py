@@ -357,54 +357,6 @@ class JobCollector:
         with contextlib.suppress(OSError):
             self._wake_w.send(b"s")
 
-    def accept_final(
-        self,
-        node: int,
-        summary: Mapping[str, Any],
-        *,
-        host: str = "",
-        pid: int | None = None,
-        power_source: str | None = None,
-        control: bool | None = None,
-        host_id: str | None = None,
-    ) -> None:
-        """Take ``node``'s hello fields and final summary offline (read from the files a
-        node's agent wrote, e.g. under the Slurm plugin): the same aggregation as a final
-        received over the wire; no thread or listener is needed."""
-        if node not in self._nodes:
-            raise InvalidValueError(f"node {node} is not a node of this job")
-        with self._changed:
-            view = self._nodes[node]
-            view.host, view.pid = host[:200], pid
-            view.power_source, view.control = power_source, control
-            view.host_id = host_id[:64] if host_id else None
-        self._final(node, summary)
-
-    def accept_died(
-        self,
-        node: int,
-        reason: str,
-        progress: Mapping[str, Any] | None,
-        *,
-        host: str = "",
-        pid: int | None = None,
-        power_source: str | None = None,
-        control: bool | None = None,
-        host_id: str | None = None,
-    ) -> None:
-        """``node``'s agent ended without a final summary (offline, as :meth:`accept_final`):
-        ``died``, with its last progress (where its accounting ends), if any."""
-        if node not in self._nodes:
-            raise InvalidValueError(f"node {node} is not a node of this job")
-        with self._changed:
-            view = self._nodes[node]
-            view.host, view.pid = host[:200], pid
-            view.power_source, view.control = power_source, control
-            view.host_id = host_id[:64] if host_id else None
-            view.progress = None if progress is None else _bounded_progress(progress)
-            view.state, view.reason = "died", reason
-            self._changed.notify_all()
-
     def note(self, text: str) -> None:
         with self._lock:
             if text not in self._notes:

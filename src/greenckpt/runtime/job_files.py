@@ -35,16 +35,60 @@ from typing import Any
 from greenckpt.errors import InvalidValueError
 from greenckpt.files import read_regular
 from greenckpt.runtime.agent import downsample
-from greenckpt.runtime.job import MAX_MESSAGE_BYTES, MAX_SERIES_POINTS, JobCollector
+from greenckpt.runtime.job import (
+    MAX_MESSAGE_BYTES,
+    MAX_SERIES_POINTS,
+    JobCollector,
+    _bounded_progress,
+)
 from greenckpt.runtime.job_report import JobReport
 
-__all__ = ["LAUNCHER", "NodeFiles", "Session", "assemble_job_report", "merge_sessions"]
+__all__ = [
+    "LAUNCHER",
+    "NodeFiles",
+    "OfflineCollector",
+    "Session",
+    "assemble_job_report",
+    "merge_sessions",
+]
 
 LAUNCHER = "slurm-spank"
 """The job report's ``launcher`` for jobs run under the SPANK plugin."""
 _STEP = re.compile(r"step(\d+)")
 _NODE = re.compile(r"node(\d+)")
 _SUMMED = ("count", "failed", "seconds", "energy_j", "cpu_s")
+
+
+class OfflineCollector(JobCollector):
+    """A :class:`JobCollector` fed from files instead of connections (never started): the
+    nodes' hello fields and final summaries (or last progress) go through the same
+    aggregation as when they arrive over the wire."""
+
+    def _identify(self, node: int, ident: Mapping[str, Any]) -> None:
+        if node not in self._nodes:
+            raise InvalidValueError(f"node {node} is not a node of this job")
+        view = self._nodes[node]
+        view.host, view.pid = str(ident.get("host", ""))[:200], ident.get("pid")
+        view.power_source, view.control = ident.get("power_source"), ident.get("control")
+        host_id = ident.get("host_id")
+        view.host_id = str(host_id)[:64] if host_id else None
+
+    def accept_final(self, node: int, summary: Mapping[str, Any], **ident: Any) -> None:
+        """``node`` finished: its hello fields (``ident``) and final summary."""
+        with self._changed:
+            self._identify(node, ident)
+        self._final(node, summary)
+
+    def accept_died(
+        self, node: int, reason: str, progress: Mapping[str, Any] | None, **ident: Any
+    ) -> None:
+        """``node``'s agent ended without a final summary: died, with its last progress."""
+        with self._changed:
+            self._identify(node, ident)
+            view = self._nodes[node]
+            view.progress = None if progress is None else _bounded_progress(progress)
+            view.state, view.reason = "died", reason
+            self._changed.notify_all()
 
 
 @dataclass
@@ -225,7 +269,7 @@ def assemble_job_report(
     hellos = [s.hello for n in found.values() for s in n.sessions if s.hello]
     named = [int(h["nodes"]) for h in hellos if isinstance(h.get("nodes"), int)]
     count = nodes or max([*named, max(found) + 1])
-    collector = JobCollector(job_id, count, "offline")  # fed offline: never started
+    collector = OfflineCollector(job_id, count, "offline")
     try:
         return _build(collector, found, count, job_id, report, exit_status)
     finally:
@@ -233,7 +277,7 @@ def assemble_job_report(
 
 
 def _build(
-    collector: JobCollector,
+    collector: OfflineCollector,
     found: Mapping[int, NodeFiles],
     count: int,
     job_id: str,
@@ -271,7 +315,7 @@ def _build(
 
 
 def _accept(
-    collector: JobCollector, files: NodeFiles, starts: list[float], ends: list[float]
+    collector: OfflineCollector, files: NodeFiles, starts: list[float], ends: list[float]
 ) -> None:
     """One node's sessions into the collector: died if any session died (its last progress),
     else the finished sessions merged, else unmanaged with the first reason."""
