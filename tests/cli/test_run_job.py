@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,30 @@ def _wait_for(path: Path, proc: subprocess.Popen[str]) -> None:
     assert path.exists(), proc.communicate()
 
 
+def _kill_agent_mid_run(
+    tmp_path: Path, args: list[str], before: Callable[[], bool]
+) -> tuple[int, str, str]:
+    """``greenckpt run ARGS`` whose command writes socket.txt and "ready" then waits for
+    "go": once ready and ``before()`` holds, node 1's agent is SIGKILLed and the command let
+    go; the run's status, stdout and stderr."""
+    run = subprocess.Popen(
+        [sys.executable, "-m", "greenckpt", "run", *args], cwd=tmp_path, env=_env(tmp_path),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        _wait_for(tmp_path / "ready", run)
+        assert before()
+        template = (tmp_path / "socket.txt").read_text()
+        os.kill(_agent_pid(template.replace("{node}", "1")), signal.SIGKILL)
+        (tmp_path / "go").touch()
+        out, err = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    return run.returncode, out, err
+
+
 @pytest.mark.skipif(mpiexec() is None, reason="no mpiexec: pip install '.[mpi]'")
 def test_heat_over_four_emulated_nodes_gives_one_job_report(tmp_path: Path) -> None:
     launcher = mpiexec()
@@ -127,25 +152,14 @@ def test_a_killed_agent_leaves_the_others_accounted_and_its_node_restored_later(
         fake_power.intel_tree(build_tree(load_spec("intel-acpi-cpufreq"), trees / f"node{k}"))
     found = (trees / "node1" / GOVERNOR).read_text().strip()
     assert found != "performance"
-    run = subprocess.Popen(
-        [sys.executable, "-m", "greenckpt", "run", "--nodes-emulated", "4", "--policy",
-         "performance", "--node-root", str(trees / "node{node}"), "-o", "rep", "--",
-         sys.executable, "-c", APP, str(tmp_path), "4"],
-        cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True,
+    code, out, err = _kill_agent_mid_run(
+        tmp_path,
+        ["--nodes-emulated", "4", "--policy", "performance", "--node-root",
+         str(trees / "node{node}"), "-o", "rep", "--", sys.executable, "-c", APP,
+         str(tmp_path), "4"],
+        before=lambda: (trees / "node1" / GOVERNOR).read_text().strip() == "performance",
     )  # fmt: skip
-    try:
-        _wait_for(tmp_path / "ready", run)
-        template = (tmp_path / "socket.txt").read_text()
-        assert (trees / "node1" / GOVERNOR).read_text().strip() == "performance"  # applied
-        os.kill(_agent_pid(template.replace("{node}", "1")), signal.SIGKILL)
-        (tmp_path / "go").touch()
-        out, err = run.communicate(timeout=120)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait()
-    assert run.returncode == 0, out + err
+    assert code == 0, out + err
     assert "greenckpt run: node 3 unmanaged: its sysfs root " in err  # the reason, once
     doc = json.loads((tmp_path / "rep" / "job-report.json").read_text())
     assert doc["states"] == {"finished": [0, 2], "died": [1], "unmanaged": [3],
@@ -288,23 +302,12 @@ APP_DONE = textwrap.dedent(
 def test_a_node_killed_after_its_checkpoint_keeps_it_in_the_job_phases_and_plot(
     tmp_path: Path,
 ) -> None:
-    run = subprocess.Popen(
-        [sys.executable, "-m", "greenckpt", "run", "--nodes-emulated", "2", "--no-control",
-         "-o", "rep", "--", sys.executable, "-c", APP_DONE, str(tmp_path), "2"],
-        cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True,
+    _, out, err = _kill_agent_mid_run(
+        tmp_path,
+        ["--nodes-emulated", "2", "--no-control", "-o", "rep", "--", sys.executable, "-c",
+         APP_DONE, str(tmp_path), "2"],
+        before=lambda: time.sleep(4.5) is None,  # two progress messages after the checkpoint
     )  # fmt: skip
-    try:
-        _wait_for(tmp_path / "ready", run)
-        time.sleep(4.5)  # two progress messages (every 2 s) after the checkpoint
-        template = (tmp_path / "socket.txt").read_text()
-        os.kill(_agent_pid(template.replace("{node}", "1")), signal.SIGKILL)
-        (tmp_path / "go").touch()
-        out, err = run.communicate(timeout=120)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait()
     doc = json.loads((tmp_path / "rep" / "job-report.json").read_text())
     assert doc["states"]["died"] == [1], out + err
     checkpoint = next(p for p in doc["phases"] if p["kind"] == "checkpoint")
