@@ -148,6 +148,9 @@ def test_sbatch_greenckpt_of_an_unmodified_script_reports_three_finished_nodes(
     assert doc["states"]["finished"] == [0, 1, 2]  # type: ignore[index]
     checkpoints = doc["by_kind"]["checkpoint"]  # type: ignore[index]
     assert checkpoints["nodes"] == 3 and checkpoints["count"] == 3 * 6
+    by_kind = doc["by_kind"]  # the tasks' time is compute; only the agent's own is start-up
+    assert by_kind["compute"]["node_seconds"] > by_kind["startup"]["node_seconds"]  # type: ignore[index]
+    assert doc["useful_compute_s"] > 0  # type: ignore[operator]
     assert (folder / "job-phases.csv").is_file() and (folder / "job-power.png").is_file()
     for k in range(3):  # each node: the mkdir step and the heat step, each with its report
         for step in ("step0", "step1"):

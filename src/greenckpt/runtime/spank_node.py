@@ -311,6 +311,8 @@ class LocalLeader:
                     with self._lock:
                         self._conn = conn
                     self._hello(msg)
+                    with contextlib.suppress(OSError):  # the step's tasks start next: its
+                        conn.sendall(encode_message({"type": "go"}))  # start-up ends here
                 elif msg.get("type") == "progress":
                     self._progress(msg)
                 elif msg.get("type") == "final":
