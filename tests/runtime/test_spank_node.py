@@ -306,3 +306,22 @@ def test_a_bad_report_template_is_unmanaged(tmp_path: Path) -> None:
         "--gid", str(os.getgid()), "--report", "x-%q", "--spool", str(tmp_path / "spool"),
     )  # fmt: skip
     assert done.stdout.startswith("unmanaged report folder 'x-%q'"), done.stdout
+
+
+def test_a_died_sessions_progress_phases_and_energy_reach_the_job_report(tmp_path: Path) -> None:
+    """What every progress carried (kept by the plugin's leader in died.json) is merged as on
+    the wire: the died node's checkpoints are job phases, its power a curve."""
+    hello = {"host": "h", "pid": 7, "power_source": "estimated", "control": False,
+             "nodes": 2, "t0_unix": 100.0}  # fmt: skip
+    _write(tmp_path, 0, 0, hello=hello, summary=_summary(100.0, 2))
+    checkpoint = {"kind": "checkpoint", "start_s": 1.0, "end_s": 2.0, "ok": True,
+                  "node_energy_j": 5.0, "power_source": "estimated", "level": 1,
+                  "background": False}  # fmt: skip
+    died = {"reason": "its agent (pid 9) ended", "progress": {"t_s": 4.0, "by_kind": {}},
+            "phases": [checkpoint], "energy": [[2.0, 20.0], [4.0, 60.0], "junk"]}  # fmt: skip
+    _write(tmp_path, 1, 0, hello=hello, died=died)
+    doc = assemble_job_report(tmp_path, "42", wait_s=0.0).doc
+    assert doc["states"]["died"] == [1]
+    first = next(p for p in doc["phases"] if p["kind"] == "checkpoint" and p["ordinal"] == 0)
+    assert first["nodes"] == 2  # node 0's final and node 1's progress
+    assert doc["series"]["nodes"] == 2

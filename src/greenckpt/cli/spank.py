@@ -386,6 +386,8 @@ def _died(spool: JobSpool) -> int:
         "reason": f"its agent (pid {pid}) ended without its final summary",
         "progress": progress,
         "progress_unix": state.get("progress_unix"),
+        "phases": state.get("phases") or [],
+        "energy": state.get("energy") or [],
         "hello": state.get("hello"),
         "restored": restored,
         "node": place.node,

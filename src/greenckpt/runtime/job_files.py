@@ -37,6 +37,7 @@ from greenckpt.files import read_regular
 from greenckpt.runtime.agent import downsample
 from greenckpt.runtime.job import (
     MAX_MESSAGE_BYTES,
+    MAX_PROGRESS_PHASES,
     MAX_SERIES_POINTS,
     JobCollector,
     _bounded_progress,
@@ -72,6 +73,8 @@ class OfflineCollector(JobCollector):
         view.power_source, view.control = ident.get("power_source"), ident.get("control")
         host_id = ident.get("host_id")
         view.host_id = str(host_id)[:64] if host_id else None
+        t0 = ident.get("t0_unix")
+        view.t0_unix = float(t0) if isinstance(t0, int | float) else view.t0_unix
 
     def accept_final(self, node: int, summary: Mapping[str, Any], **ident: Any) -> None:
         """``node`` finished: its hello fields (``ident``) and final summary."""
@@ -80,13 +83,28 @@ class OfflineCollector(JobCollector):
         self._final(node, summary)
 
     def accept_died(
-        self, node: int, reason: str, progress: Mapping[str, Any] | None, **ident: Any
+        self,
+        node: int,
+        reason: str,
+        progress: Mapping[str, Any] | None,
+        *,
+        phases: Sequence[Any] = (),
+        energy: Sequence[Any] = (),
+        **ident: Any,
     ) -> None:
-        """``node``'s agent ended without a final summary: died, with its last progress."""
+        """``node``'s agent ended without a final summary: died, with its last progress, the
+        I/O phases and energy readings all its progress messages carried (merged and drawn
+        as the leader does on the wire)."""
         with self._changed:
             self._identify(node, ident)
             view = self._nodes[node]
             view.progress = None if progress is None else _bounded_progress(progress)
+            for start in range(0, len(phases), MAX_PROGRESS_PHASES):
+                self._merge(node, list(phases[start : start + MAX_PROGRESS_PHASES]))
+            for reading in energy:
+                if isinstance(reading, list | tuple) and len(reading) == 2:
+                    view.add_energy_point(reading[0], reading[1])
+            view.series = view.progress_series()
             view.state, view.reason = "died", reason
             self._changed.notify_all()
 
@@ -235,6 +253,7 @@ def _ident(hello: Mapping[str, Any] | None) -> dict[str, Any]:
         "power_source": h.get("power_source"),
         "control": None if h.get("control") is None else bool(h.get("control")),
         "host_id": str(h["host_id"]) if h.get("host_id") else None,
+        "t0_unix": h.get("t0_unix"),
     }
 
 
@@ -336,10 +355,13 @@ def _accept(
         doc = s.died or {}
         reason = str(doc.get("reason") or "its agent left no final summary (still running?)")
         progress = doc.get("progress")
+        phases, energy = doc.get("phases"), doc.get("energy")
         collector.accept_died(
             node,
             reason,
             progress if isinstance(progress, dict) else None,
+            phases=phases if isinstance(phases, list) else [],
+            energy=energy if isinstance(energy, list) else [],
             **_ident(s.hello or doc.get("hello")),
         )
         if finished:

@@ -44,7 +44,12 @@ from typing import Any
 
 from greenckpt.durable import write_atomic
 from greenckpt.errors import InvalidValueError
-from greenckpt.runtime.job import decode_message, encode_message
+from greenckpt.runtime.job import (
+    MAX_JOB_PHASES,
+    MAX_SERIES_POINTS,
+    decode_message,
+    encode_message,
+)
 from greenckpt.runtime.user_files import UserFilesError, Writer, write_as_user
 
 __all__ = [
@@ -332,9 +337,20 @@ class LocalLeader:
         self.status.ready = True
 
     def _progress(self, msg: Mapping[str, Any]) -> None:
+        """The last progress, and what every progress added (its I/O phases, its energy
+        reading): a died agent's record carries them all, as a leader would have merged
+        them (bounded like the leader's: MAX_JOB_PHASES phases, MAX_SERIES_POINTS readings)."""
         state = self.spool.read_state()
-        state["progress"] = {k: v for k, v in msg.items() if k not in ("v", "type")}
+        state["progress"] = {k: v for k, v in msg.items() if k not in ("v", "type", "phases")}
         state["progress_unix"] = time.time()
+        phases = state.setdefault("phases", [])
+        room = max(MAX_JOB_PHASES - len(phases), 0)
+        phases.extend(list(msg.get("phases") or [])[:room])
+        readings = state.setdefault("energy", [])
+        if msg.get("node_energy_j") is not None:
+            readings.append([msg.get("run_s"), msg.get("node_energy_j")])
+            if len(readings) > MAX_SERIES_POINTS:
+                del readings[1::2]  # cumulative readings: thinning loses no energy
         with contextlib.suppress(OSError):
             self.spool.write_state(state)
 
