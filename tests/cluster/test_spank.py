@@ -1,5 +1,7 @@
 """The SPANK plugin on the real 3-node test cluster (tests/cluster/slurm_cluster.py).
 
+- ``srun ./heat2d`` (examples/c) unmodified: a rank killed fails the job, its checkpoints are
+  accounted, and the resubmitted script restarts to the failure-free checksum;
 - an unknown ``--greenckpt``/``--greenckpt-intercept`` value is refused by ``srun`` and
   ``sbatch`` in one line, and nothing is queued;
 - ``sbatch --greenckpt`` of an unmodified script (``srun --mpi=pmi2 python heat2d.py``) gives a
@@ -27,6 +29,7 @@ import pytest
 
 from greenckpt.native import BuildError, spank_plugin
 from tests.cluster.slurm_cluster import SlurmCluster
+from tests.native.test_heat2d_c import build, checksum, launch, mpiexec
 
 REPO = Path(__file__).resolve().parents[2]
 HEAT = REPO / "examples" / "heat2d.py"
@@ -252,3 +255,48 @@ def test_the_job_user_cannot_make_the_root_agent_write_elsewhere(
         for p in forbidden.iterdir():
             p.unlink()
         forbidden.rmdir()
+
+
+C_SCRIPT = """#!/bin/bash
+#SBATCH -N3
+#SBATCH --ntasks-per-node=1
+srun --mpi=pmi2 --kill-on-bad-exit=1 {heat2d} --nx 48 --ny 48 --iterations 300 \\
+    --interval 50 --ckpt-dir {ckpt} --ranks-per-node 1 --kill-at 170 --kill-rank 1
+"""
+
+
+def test_the_c_example_unmodified_under_the_plugin_fails_restarts_and_is_accounted(
+    spank: SlurmCluster, tmp_path: Path
+) -> None:
+    """``srun ./heat2d`` from examples/c in a script with no greenckpt in it: rank 1 dies
+    after iteration 170 (the job fails at once: --kill-on-bad-exit), the nodes' agents still
+    account its checkpoints; submitted again, it restarts from checkpoint 150 and ends with
+    the failure-free checksum, the restart in the job report."""
+    heat2d = build(Path(mpiexec()).with_name("mpicc"), tmp_path / "heat2d")
+    reference = checksum(launch(heat2d, tmp_path / "ref", "--nx", "48", "--ny", "48",
+                                "--iterations", "300", "--interval", "50", n=3))  # fmt: skip
+    script = tmp_path / "heat-c.sh"
+    script.write_text(C_SCRIPT.format(heat2d=heat2d, ckpt=tmp_path / "ckpt"))
+    reports = []
+    for attempt in ("first", "again"):
+        out = tmp_path / f"{attempt}.out"
+        job = _sbatch(spank, tmp_path, "--greenckpt", f"--output={out}", str(script))
+        _wait_job(spank, job)
+        reports.append(_report(spank, tmp_path / f"greenckpt-{job}"))
+    first, again = reports
+    assert first["states"]["finished"] == [0, 1, 2]  # type: ignore[index]
+    assert first["by_kind"]["checkpoint"]["count"] == 3 * 3  # 50, 100, 150 on every node  # type: ignore[index]
+    assert "restart" in again["by_kind"] and again["by_kind"]["restart"]["nodes"] == 3  # type: ignore[index, operator]
+    assert f"checksum {reference}" in (tmp_path / "again.out").read_text()
+
+
+def test_intercept_preloads_the_interposer_in_every_task(
+    spank: SlurmCluster, tmp_path: Path
+) -> None:
+    show = 'echo "$SLURM_NODEID ${GREENCKPT_INTERCEPT:-none} ${LD_PRELOAD:-none}"'
+    done = spank.run("srun", "-N3", "--greenckpt", "--greenckpt-intercept=fti", "sh", "-c",
+                     show, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = sorted(done.stdout.split("\n")[:-1])
+    assert [ln.split()[:2] for ln in lines] == [["0", "fti"], ["1", "fti"], ["2", "fti"]]
+    assert all(ln.split()[2].endswith("libgreenckpt_intercept.so") for ln in lines), lines
