@@ -55,7 +55,9 @@ from pathlib import Path
 __all__ = ["JOB_USER", "SlurmCluster", "SlurmUnavailable", "running", "start_slurm"]
 
 MUNGE_KEY = Path("/etc/munge/munge.key")
-PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
+PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge", "libslurm-dev")
+"""Debian's Slurm, and spank.h to build greenckpt's SPANK plugin (tests/cluster/test_spank.py)."""
+SPANK_HEADER = Path("/usr/include/slurm/spank.h")
 JOB_USER = "gckptuser"
 STATE_FILE = "cluster.json"
 # The node-local directories: a node's own copy of each, under <dir>/nodes/<node>/.
@@ -251,7 +253,7 @@ def _sh(argv: list[str], timeout: float = 60.0) -> subprocess.CompletedProcess[s
 
 def _install() -> None:
     tools = ("slurmctld", "slurmd", "munged", "sbatch", "srun", "unshare", "runuser")
-    if all(shutil.which(p) for p in tools):
+    if all(shutil.which(p) for p in tools) and SPANK_HEADER.exists():
         return
     if os.geteuid() != 0:
         raise SlurmUnavailable("Slurm is not installed and installing it needs root")
