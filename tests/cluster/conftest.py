@@ -10,8 +10,10 @@ as a shared file system would be.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,13 +23,23 @@ import pytest
 from tests.cluster.slurm_cluster import SlurmCluster, SlurmUnavailable, start_slurm
 
 NODES = 3
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _seen_by_jobs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, ...]:
+    """What the jobs need at its own path on every node: pytest's base temp directory, the
+    checkout (the examples, src/) and the Python that runs greenckpt — a clone under /tmp
+    (as CI makes) would otherwise vanish behind each node's own /tmp."""
+    paths = [tmp_path_factory.getbasetemp(), ROOT, Path(sys.prefix), Path(sys.base_prefix)]
+    paths.append(Path(os.path.realpath(sys.executable)).parent)
+    return tuple(dict.fromkeys(p.resolve() for p in paths))
 
 
 @pytest.fixture(scope="session")
 def slurm_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
     directory = Path(tempfile.mkdtemp(prefix="greenckpt-slurm-", dir="/var/tmp"))
     try:
-        cluster = start_slurm(directory, NODES, shared=(tmp_path_factory.getbasetemp(),))
+        cluster = start_slurm(directory, NODES, shared=_seen_by_jobs(tmp_path_factory))
     except (SlurmUnavailable, OSError, subprocess.SubprocessError) as exc:
         shutil.rmtree(directory, ignore_errors=True)
         pytest.skip(f"no Slurm: {exc}")

@@ -472,6 +472,9 @@ def start_slurm(
     shared = tuple(p.resolve() for p in shared)
     if _under(directory, NODE_LOCAL["tmp"]):
         shared = (directory, *shared)
+    shared = tuple(  # a path inside another shared one comes with it: bound once
+        p for p in dict.fromkeys(shared) if not any(p != o and _under(p, o) for o in shared)
+    )
     _install()
     munged = _munge()
     user = _job_user(JOB_USER)

@@ -46,7 +46,15 @@ WRITE_SECONDS = 60.0
 """How long the writer process may take (a report of a few files on a slow shared FS)."""
 
 
-class UserFilesError(OSError):
+try:
+    from greenckpt.errors import GreenckptError
+
+    _BASES: tuple[type[Exception], ...] = (GreenckptError, OSError)
+except ImportError:  # run as the writer (-I -S, the standard library only): no package
+    _BASES = (OSError,)
+
+
+class UserFilesError(*_BASES):  # type: ignore[misc]
     """The files could not be written as the user; the message is one line saying why."""
 
 
