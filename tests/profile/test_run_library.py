@@ -184,13 +184,18 @@ def test_nothing_below_the_cli_imports_it() -> None:
 
 
 def test_no_command_builds_an_argv_for_another() -> None:
-    """Only the entry point parses greenckpt's command line: no command (the demo used to run
-    the profiler this way) registers another command's parser or parses an argv list."""
+    """Only an entry point parses a command line: no command (the demo used to run the
+    profiler this way; the Slurm plugin's agent once parsed ``greenckpt agent`` flags)
+    registers another command's parser or parses an argv list. Entry points are main.py and
+    a module run with ``python -m`` (it ends in ``if __name__ == "__main__"``), which parse
+    their own argv only."""
     for path in sorted((SRC / "cli").glob("*.py")):
         if path.name == "main.py":
             continue
+        entry = 'if __name__ == "__main__":' in path.read_text()
+        own = {"parse_args", "parse_known_args", "main"} if entry else set()
         calls = _called(path)
-        assert not calls & {"parse_args", "parse_known_args", "build_parser", "main"}, path
+        assert not calls & ({"parse_args", "parse_known_args", "build_parser", "main"} - own), path
         registered = {
             node.func.value.id
             for node in ast.walk(ast.parse(path.read_text()))

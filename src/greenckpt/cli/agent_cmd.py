@@ -12,35 +12,19 @@ leader (which prints it at once), and exits 1.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
-from greenckpt.cli.args import open_meters
 from greenckpt.cli.argtypes import non_negative_int
 from greenckpt.cli.commands import command_help
-from greenckpt.cli.run_cmd import (
-    add_runtime_arguments,
-    failure_rate,
-    fixed_settings,
-    load_profiles,
-    modelled_for_run,
-)
+from greenckpt.cli.run_cmd import add_runtime_arguments, node_options
 from greenckpt.errors import InvalidValueError
-from greenckpt.platform.root import SysRoot
-from greenckpt.report.run_files import write_report_safely
-from greenckpt.runtime.agent import AgentIdentity, NodeAgent, parse_address, tell_unable
-from greenckpt.runtime.job import TOKEN_ENV, JobError
-from greenckpt.runtime.launch import AGENT_ERROR
-from greenckpt.runtime.modelled import ModelledEpe
-from greenckpt.runtime.notify_socket import sweep_dead_jobs
-from greenckpt.runtime.policy import Node
-from greenckpt.runtime.profiles import make_storage_policy
-from greenckpt.runtime.report import RunReport
-from greenckpt.runtime.session import Runtime
+from greenckpt.report.run_files import report_writer
+from greenckpt.runtime.agent import AgentIdentity, parse_address
+from greenckpt.runtime.job import TOKEN_ENV
+from greenckpt.runtime.node_serve import cannot_start, serve_node
 
 
 def register(sub: Any) -> None:
@@ -111,7 +95,8 @@ def _place_node(ns: argparse.Namespace) -> None:
 
 
 def run(ns: argparse.Namespace) -> int:
-    """Execute ``greenckpt agent``."""
+    """Execute ``greenckpt agent``: the flags as a node's identity and options, then the
+    library's :func:`~greenckpt.runtime.node_serve.serve_node`."""
     token = os.environ.get(TOKEN_ENV, "")
     if not token:
         raise InvalidValueError(
@@ -122,88 +107,12 @@ def run(ns: argparse.Namespace) -> int:
     _place_node(ns)
     identity = AgentIdentity(ns.node, ns.job_id, ns.socket, ns.leader, token)
     try:
-        _socket_dir(ns.socket)
-        runtime = _runtime(ns)
-    except (ValueError, OSError) as exc:
-        return _cannot_start(identity, str(exc))
-    output = Path(ns.output)
-
-    def write(report: RunReport) -> list[str]:
-        paths, problem = write_report_safely(report, output)
-        if problem is not None:
-            print(f"greenckpt agent: node {ns.node}: {problem}", file=sys.stderr)
-        return [str(p) for p in paths]
-
-    def modelled(report: RunReport) -> ModelledEpe:  # the job report sums the nodes'
-        return modelled_for_run(
-            report,
-            profile=ns.profile or None,
-            app_power=ns.app_power,
-            rate=failure_rate(ns),
-            policy=runtime.policy,
+        options = dataclasses.replace(
+            node_options(ns),
+            root=ns.root,
+            state_file=ns.state_file,
+            frequency_control=not ns.no_frequency_control,
         )
-
-    try:
-        return NodeAgent(identity, runtime, write, modelled=modelled).run()
-    except JobError as exc:
-        return _cannot_start(identity, str(exc))
-    finally:
-        with contextlib.suppress(OSError):
-            os.rmdir(os.path.dirname(ns.socket))  # a job's own directory, when empty
-
-
-def _cannot_start(identity: AgentIdentity, reason: str) -> int:
-    """This node cannot take part: its one line on stderr (the launcher's log) and to the
-    leader, which prints it at once instead of waiting for a hello that will not come."""
-    reason = reason.removeprefix(f"node {identity.node}: ")
-    print(f"{AGENT_ERROR}node {identity.node}: {reason}", file=sys.stderr, flush=True)
-    tell_unable(identity, reason)
-    return 1
-
-
-def _socket_dir(path: str) -> None:
-    """The socket's directory, private to this user (a job's node-local one may not exist)."""
-    directory = os.path.dirname(path) or "."
-    parent = os.path.dirname(directory)
-    sweep_dead_jobs(parent)  # folders of agents killed in earlier jobs
-    if os.path.isdir(directory):
-        return
-    old = os.umask(0o077)
-    try:
-        os.makedirs(directory, exist_ok=True)
-    finally:
-        os.umask(old)
-    if os.stat(parent).st_uid != os.getuid():
-        raise InvalidValueError(f"{parent} belongs to another user: not a place for its socket")
-
-
-def _runtime(ns: argparse.Namespace) -> Runtime:
-    """This node's runtime from the flags of ``run`` (through its own root when given)."""
-    if ns.root is not None and not os.path.isdir(ns.root):
-        raise InvalidValueError(f"its sysfs root {ns.root} is not a directory")
-    root = SysRoot.default(ns.root)
-    rate = failure_rate(ns)
-    profiles = load_profiles(ns)  # each phase: the profile of its storage on THIS node
-    node = Node.detect(root)
-    if ns.no_frequency_control:
-        node = dataclasses.replace(node, frequency_control=False)
-    policy = make_storage_policy(
-        ns.policy,
-        profiles,
-        node=node,
-        app_power=ns.app_power,
-        rate=None if rate is None else rate.rate,
-        app_processes=ns.app_processes,
-        fixed=fixed_settings(ns),
-    )
-    state_file = None if ns.state_file is None else Path(ns.state_file)
-    common: dict[str, Any] = {
-        "root": root,
-        "control": not ns.no_control,
-        "node": node,
-        "rate_hz": ns.rate,
-        "state_file": state_file,
-    }
-    if ns.root is not None and ns.meters == "auto" and ns.meter_csv is None:
-        return Runtime(policy, meters=None, **common)  # detected through the node's root
-    return Runtime(policy, meters=open_meters(ns), **common)
+    except (ValueError, OSError) as exc:
+        return cannot_start(identity, str(exc))
+    return serve_node(identity, options, report_writer(Path(ns.output), f"node {ns.node}"))

@@ -61,10 +61,11 @@ from greenckpt.report.run_text import render_run_text
 from greenckpt.runtime.fixed_policy import FixedSettings
 from greenckpt.runtime.intercept import FAMILIES, intercept_environ, missing_library_note
 from greenckpt.runtime.launch_slurm import cpu_freq_request
-from greenckpt.runtime.modelled import ModelledEpe, modelled_epe, with_modelled_epe
+from greenckpt.runtime.modelled import with_modelled_epe
+from greenckpt.runtime.node_options import NodeOptions, node_policy
 from greenckpt.runtime.notify import NotifyServer
-from greenckpt.runtime.policy import POLICY_NAMES, Node, Policy
-from greenckpt.runtime.profiles import NamedProfile, check_storage_profiles, make_storage_policy
+from greenckpt.runtime.policy import POLICY_NAMES, Node
+from greenckpt.runtime.profiles import NamedProfile, check_storage_profiles
 from greenckpt.runtime.report import BaselineRun, RunReport, load_report
 from greenckpt.runtime.session import Runtime
 from greenckpt.units import format_duration, parse_frequency, parse_power
@@ -266,6 +267,28 @@ def fixed_settings(ns: argparse.Namespace) -> FixedSettings:
     )
 
 
+def node_options(ns: argparse.Namespace) -> NodeOptions:
+    """The runtime flags of ``run`` as a node's typed options (what every node's agent
+    builds its runtime from: :func:`~greenckpt.runtime.node_options.build_runtime`)."""
+    rate = failure_rate(ns)
+    fixed = fixed_settings(ns)
+    return NodeOptions(
+        policy=ns.policy,
+        profiles=tuple(ns.profile or ()),
+        io_processes=fixed.io_processes,
+        frequency_hz=fixed.frequency_hz,
+        cstates=fixed.cstates,
+        app_power_w=ns.app_power,
+        app_processes=ns.app_processes,
+        rate_per_s=None if rate is None else rate.rate,
+        control=not ns.no_control,
+        meters=tuple(meter_names(ns)),
+        meter_csv=ns.meter_csv,
+        tdp_w=ns.tdp,
+        sample_rate_hz=ns.rate,
+    )
+
+
 def load_policy_inputs(ns: argparse.Namespace) -> tuple[tuple[NamedProfile, ...], Node]:
     """The profiles (none, one, or one per storage target) and this node, checked before
     anything starts."""
@@ -447,35 +470,6 @@ def _program(command: Sequence[str]) -> None:
         raise InvalidValueError(f"cannot run {command[0]!r}: {what}")
 
 
-def modelled_for_run(
-    report: RunReport,
-    *,
-    profile: object | None,
-    app_power: float | None,
-    rate: FailureRate | None,
-    policy: Policy,
-) -> ModelledEpe:
-    """The model's EPE at the interval the run used, or why there is none (see
-    :mod:`greenckpt.runtime.modelled`)."""
-    missing = [
-        flag
-        for flag, value in (
-            ("--profile", profile),
-            ("--app-power", app_power),
-            ("--mtbf (or --job-mtbf)", rate),
-        )
-        if value is None
-    ]
-    if missing:
-        return ModelledEpe(
-            None,
-            f"no modelled EPE: the model needs {', '.join(missing)} to say what this run's "
-            "interval should cost",
-        )
-    assert rate is not None
-    return modelled_epe(report, rate=rate.rate, app_power=app_power, policy=policy)
-
-
 def run(ns: argparse.Namespace) -> int:
     """Execute ``greenckpt run``."""
     command = list(ns.app_command)
@@ -495,16 +489,8 @@ def run(ns: argparse.Namespace) -> int:
     _program(command)
     environ = _intercept(ns.intercept, command)
     node, slurm_note = _slurm_frequency(node, command)
-    policy = make_storage_policy(
-        ns.policy,
-        profiles,
-        node=node,
-        app_power=ns.app_power,
-        rate=None if rate is None else rate.rate,
-        app_processes=ns.app_processes,
-        fixed=fixed_settings(ns),
-    )
-    meter_names(ns)  # the meter flags agree, checked before anything is created
+    options = node_options(ns)  # the meter flags agree, checked before anything is created
+    policy = node_policy(options, node, profiles)
     directory = Path(ns.report)
     created = prepare_report_dir(directory)
     try:
@@ -518,9 +504,7 @@ def run(ns: argparse.Namespace) -> int:
     except Exception:  # the command did not run (or the runtime could not start)
         _remove_created(created)
         raise
-    modelled = modelled_for_run(
-        report, profile=profiles or None, app_power=ns.app_power, rate=rate, policy=policy
-    )
+    modelled = options.modelled(report, policy)
     report = with_modelled_epe(report, modelled)
     if outcome.signal_name is not None:
         report = _with_note(report, signal_note(outcome))

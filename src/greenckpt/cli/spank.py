@@ -3,7 +3,7 @@
 Why a module entry point and not the ``greenckpt`` command: the plugin (``greenckpt_spank.so``,
 running inside ``slurmstepd`` as root) needs four small, fixed operations with a line protocol
 it can read in C, not a user interface; each calls the library (the node agent of
-``greenckpt agent`` through :func:`greenckpt.cli.agent_cmd.run`, the plumbing of
+``greenckpt agent``, :func:`greenckpt.runtime.node_serve.serve_node`, the plumbing of
 :mod:`greenckpt.runtime.spank_node`, the report of :mod:`greenckpt.runtime.job_files`).
 
 - ``join`` (root, before a step's tasks start): start this node's agent for the job, or join
@@ -41,7 +41,10 @@ from typing import Any
 
 from greenckpt.errors import GreenckptError, InvalidValueError
 from greenckpt.platform.nodelock import SESSION_WAIT_ENV
-from greenckpt.runtime.job import TOKEN_ENV
+from greenckpt.report.run_files import report_writer
+from greenckpt.runtime.agent import AgentIdentity
+from greenckpt.runtime.node_options import NodeOptions
+from greenckpt.runtime.node_serve import serve_node
 from greenckpt.runtime.spank_node import (
     DEFAULT_SPOOL,
     RELEASE_SECONDS,
@@ -227,9 +230,7 @@ def _spawn_agent(
     ns: argparse.Namespace, spool: JobSpool, place: SessionPlace
 ) -> subprocess.Popen[bytes]:
     """The node's agent as a detached root process (its own session: no step's signals)."""
-    args = ["--policy", ns.policy, *(a for p in ns.profile for a in ("--profile", p))]
-    if ns.no_control:
-        args.append("--no-control")
+    options = NodeOptions(policy=ns.policy, profiles=tuple(ns.profile), control=not ns.no_control)
     spool.write_state(
         {
             "config": {
@@ -238,7 +239,7 @@ def _spawn_agent(
                 "nodes": ns.nodes,
                 "first_step": ns.step,
                 "stepd_pid": ns.stepd_pid,
-                "agent_args": args,
+                "options": options.to_dict(),
                 "command": [a for a in ns.command if a != "--"][:64],
             }
         }
@@ -284,8 +285,8 @@ def _await_ready(
 
 
 def _agent(ns: argparse.Namespace) -> int:
-    """The node's agent: the :mod:`greenckpt.cli.agent_cmd` agent, led by a LocalLeader."""
-    from greenckpt.cli import agent_cmd  # noqa: PLC0415 - the runtime's imports, here only
+    """The node's agent (the library's :func:`~greenckpt.runtime.node_serve.serve_node`, as
+    under ``greenckpt agent``), led by a LocalLeader."""
 
     spool = JobSpool(Path(ns.spool) / f"job-{ns.job}")
     state = spool.read_state()
@@ -315,27 +316,10 @@ def _agent(ns: argparse.Namespace) -> int:
     leader = LocalLeader(spool, place, token, on_hello=on_hello).start()
     holds = {str(config["first_step"]): int(config["stepd_pid"])}
     control = ControlServer(spool, leader, holds, stop=leader.stop_agent).start()
-    parser = argparse.ArgumentParser(prog="greenckpt")
-    agent_cmd.register(parser.add_subparsers(dest="command"))
-    agent_ns = parser.parse_args(
-        [
-            "agent",
-            "--node",
-            str(place.node),
-            "--job-id",
-            str(config["job"]),
-            "--socket",
-            spool.socket,
-            "--leader",
-            leader.address,
-            "--output",
-            str(spool.stage),
-            *config["agent_args"],
-        ]
-    )
-    os.environ[TOKEN_ENV] = token
+    identity = AgentIdentity(place.node, str(config["job"]), spool.socket, leader.address, token)
+    options = NodeOptions.from_dict(config["options"])
     try:
-        status = agent_cmd.run(agent_ns)
+        status = serve_node(identity, options, report_writer(spool.stage, f"node {place.node}"))
         if leader.status.ready:
             leader.status.done.wait(60.0)  # the final is being written as the user
     finally:

@@ -8,13 +8,15 @@ directory and one line says where (:func:`write_report_safely`).
 
 from __future__ import annotations
 
+import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from greenckpt.report.run_plot import plot_run
 from greenckpt.runtime.report import RunReport
 
-__all__ = ["write_report", "write_report_safely"]
+__all__ = ["report_writer", "write_report", "write_report_safely"]
 
 
 def write_report(report: RunReport, directory: Path) -> list[Path]:
@@ -43,3 +45,17 @@ def write_report_safely(report: RunReport, directory: Path) -> tuple[list[Path],
     except OSError as exc:
         return [], f"the report could not be written to {directory} ({why}) nor elsewhere ({exc})"
     return paths, f"the report could not be written to {directory} ({why}); written to {fallback}"
+
+
+def report_writer(directory: Path, label: str) -> Callable[[RunReport], list[str]]:
+    """What a node's agent calls to write its report files into ``directory`` (safely: a
+    fallback folder when that fails, said on stderr after ``label``, e.g. ``node 2``); the
+    paths written."""
+
+    def write(report: RunReport) -> list[str]:
+        paths, problem = write_report_safely(report, directory)
+        if problem is not None:
+            print(f"greenckpt agent: {label}: {problem}", file=sys.stderr, flush=True)
+        return [str(p) for p in paths]
+
+    return write

@@ -402,6 +402,7 @@ class ControlServer:
             os.umask(old)
         self._server.listen(16)
         self._closed = threading.Event()
+        self._answering: set[threading.Thread] = set()
 
     def start(self) -> ControlServer:
         for target, name in ((self._serve, "control"), (self._watch, "watch")):
@@ -410,11 +411,16 @@ class ControlServer:
         return self
 
     def close(self) -> None:
+        """Stop taking requests; the answers under way are sent first (the last release's
+        answer goes out after the report is written, just before the agent exits: without
+        the wait the process could end between the two, and the step would hear nothing)."""
         self._closed.set()
         with contextlib.suppress(OSError):
             self._server.close()
         with contextlib.suppress(OSError):
             os.unlink(self.spool.control)
+        for thread in list(self._answering):
+            thread.join(CONTROL_SECONDS)
 
     def _serve(self) -> None:
         while not self._closed.is_set():
@@ -422,7 +428,9 @@ class ControlServer:
                 conn, _ = self._server.accept()
             except OSError:
                 return
-            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+            thread = threading.Thread(target=self._answer, args=(conn,), daemon=True)
+            self._answering = {t for t in self._answering if t.is_alive()} | {thread}
+            thread.start()
 
     def _answer(self, conn: socket.socket) -> None:
         with conn:
