@@ -251,7 +251,7 @@ def test_a_cancelled_job_says_so_per_node_with_the_signal(tmp_path: Path) -> Non
     name the signal, and the wait before the command is start-up, never compute."""
     run = subprocess.Popen(
         [sys.executable, "-m", "greenckpt", "run", "--nodes-emulated", "2", "--no-control",
-         "-o", "rep", "--", "sh", "-c", "touch started; sleep 60"],
+         "-o", "rep", "--", "sh", "-c", "touch started; exec sleep 60"],
         cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, start_new_session=True,
     )  # fmt: skip

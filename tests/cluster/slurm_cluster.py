@@ -58,6 +58,11 @@ MUNGE_KEY = Path("/etc/munge/munge.key")
 PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge", "libslurm-dev")
 """Debian's Slurm, and spank.h to build greenckpt's SPANK plugin (tests/cluster/test_spank.py)."""
 SPANK_HEADER = Path("/usr/include/slurm/spank.h")
+JOB_ENV = {"UCX_TLS": "tcp,self"}
+"""What jobs on this cluster need that jobs on real nodes do not: the nodes share one kernel
+but not /dev/shm, so UCX (MPICH's transport) takes two nodes for one host and tries shared
+memory between them, which fails at random (``mm ep failed to connect ... Shared memory
+error``); TCP between nodes is what a real cluster's network would be."""
 JOB_USER = "gckptuser"
 STATE_FILE = "cluster.json"
 # The node-local directories: a node's own copy of each, under <dir>/nodes/<node>/.
@@ -485,7 +490,7 @@ def start_slurm(
         raise SlurmUnavailable(f"a cluster still runs in {directory}: stop it first")
     _prepare(directory, names, user)
     conf = _config(directory, host, names)
-    env = {**os.environ, "SLURM_CONF": str(conf)}
+    env = {**os.environ, "SLURM_CONF": str(conf), **JOB_ENV}
     cluster = SlurmCluster(
         directory, host, env, names, directory / "plugstack.conf", user.pw_name, user.pw_uid,
         user.pw_gid, directory / "user", shared, munged_pid=munged,

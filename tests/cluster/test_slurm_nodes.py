@@ -185,3 +185,34 @@ def test_an_agent_killed_mid_checkpoint_is_died_the_others_accounted_and_restore
 
 def _governor(tmp_path: Path, node: int) -> str:
     return (tmp_path / "trees" / f"node{node}" / GOVERNOR).read_text().strip()
+
+
+def test_two_jobs_on_one_node_the_second_runs_and_accounts_with_control_off(
+    slurm: SlurmCluster, tmp_path: Path
+) -> None:
+    """Nodes are shared between jobs (no --exclusive): while job A's agent controls n1 (its
+    fake cpufreq tree), job B on n1 still runs, is metered and accounted with control off,
+    and says in one line and in its report which session has the node."""
+    found = _tree(tmp_path / "tree")
+    (tmp_path / "app.py").write_text(APP)
+    env = _env(slurm, tmp_path)
+    common = f"greenckpt run --launcher slurm --policy performance --node-root {tmp_path}/tree"
+    a_out, b_out = tmp_path / "a.out", tmp_path / "b.out"
+    job_a = _sbatch(slurm, env, tmp_path, "-w", "n1", "-n1", f"--output={a_out}", "--wrap",
+                    f"{common} -o {tmp_path}/rep-a -- srun {sys.executable} {tmp_path}/app.py "
+                    f"{tmp_path}")  # fmt: skip
+    _wait_file(tmp_path / "ready-0", slurm, job_a, a_out)
+    job_b = _sbatch(slurm, env, tmp_path, "-w", "n1", "-n1", f"--output={b_out}", "--wrap",
+                    f"{common} -o {tmp_path}/rep-b -- srun true")  # fmt: skip
+    try:
+        assert _wait_end(slurm, job_b) == "COMPLETED", b_out.read_text()
+    finally:
+        (tmp_path / "go").touch()
+    assert _wait_end(slurm, job_a) == "COMPLETED", a_out.read_text()
+    line = "greenckpt run: node 0: shared node: another greenckpt session pid "
+    assert line in b_out.read_text()
+    doc = json.loads((tmp_path / "rep-b" / "job-report.json").read_text())
+    assert doc["states"]["finished"] == [0] and doc["nodes"][0]["shared_with"]
+    assert any(n.startswith("node 0 shared its node: another ") for n in doc["notes"])
+    assert doc["total"]["energy_j"] is not None  # metered and accounted all the same
+    assert (tmp_path / "tree" / GOVERNOR).read_text().strip() == found  # A restored it

@@ -10,7 +10,8 @@ import tracemalloc
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from greenckpt.runtime.job import MAX_SERIES_POINTS, JobCollector
+from greenckpt.runtime.job import JobCollector
+from greenckpt.runtime.job_bounds import MAX_SERIES_POINTS
 from tests.runtime.test_job_collector import TOKEN, FakeAgent, summary
 
 NODE_BYTES = 32 << 10

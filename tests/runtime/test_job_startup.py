@@ -19,7 +19,8 @@ import pytest
 
 from greenckpt.errors import InvalidValueError
 from greenckpt.platform.root import SysRoot
-from greenckpt.runtime.job import MAX_SERIES_POINTS, TOKEN_ENV, JobCollector, NodeView
+from greenckpt.runtime.job import TOKEN_ENV, JobCollector, NodeView
+from greenckpt.runtime.job_bounds import MAX_SERIES_POINTS
 from greenckpt.runtime.job_report import JobReport
 from greenckpt.runtime.launch import reason_of
 from greenckpt.runtime.notify_socket import sweep_dead_jobs

@@ -325,3 +325,13 @@ def test_a_died_sessions_progress_phases_and_energy_reach_the_job_report(tmp_pat
     first = next(p for p in doc["phases"] if p["kind"] == "checkpoint" and p["ordinal"] == 0)
     assert first["nodes"] == 2  # node 0's final and node 1's progress
     assert doc["series"]["nodes"] == 2
+
+
+def test_a_session_on_a_shared_node_says_so_in_the_job_report(tmp_path: Path) -> None:
+    hello = {"host": "h", "pid": 7, "power_source": "estimated", "control": False, "nodes": 1,
+             "t0_unix": 100.0, "shared_with": "greenckpt session pid 5 of user u"}  # fmt: skip
+    _write(tmp_path, 0, 0, hello=hello, summary=_summary(100.0, 1))
+    doc = assemble_job_report(tmp_path, "42", wait_s=0.0).doc
+    assert doc["nodes"][0]["shared_with"] == "greenckpt session pid 5 of user u"
+    assert any(n.startswith("node 0 shared its node: another greenckpt session pid 5") for n
+               in doc["notes"])  # fmt: skip

@@ -188,6 +188,12 @@ def add_runtime_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="decide and account, but never change the node's frequency or C-states",
     )
+    p.add_argument(
+        "--require-control",
+        action="store_true",
+        help="refuse to run when another greenckpt session controls the node (by default "
+        "the run goes on with control off and says which session has the node)",
+    )
     add_meter_arguments(p)  # --meters, --meter-csv, --tdp, --rate (alias --rate-hz)
 
 
@@ -282,6 +288,7 @@ def node_options(ns: argparse.Namespace) -> NodeOptions:
         app_processes=ns.app_processes,
         rate_per_s=None if rate is None else rate.rate,
         control=not ns.no_control,
+        require_control=ns.require_control,
         meters=tuple(meter_names(ns)),
         meter_csv=ns.meter_csv,
         tdp_w=ns.tdp,
@@ -406,6 +413,8 @@ def run_with_runtime(
     forwarder.install()
     try:
         with runtime, NotifyServer(runtime) as server, greenckpt_on_path() as own:
+            if runtime.shared_with is not None:
+                print(f"greenckpt run: {shared_line(runtime.shared_with)}", file=sys.stderr)
             env = {**os.environ, **own, **(environ or {}), **server.environ()}
             if forwarder.received is not None:  # stopped while the runtime started
                 outcome = RunOutcome(128 + forwarder.received, forwarder.received, False)
@@ -414,6 +423,14 @@ def run_with_runtime(
         return outcome, runtime.report(baselines=baselines)
     finally:
         forwarder.uninstall()
+
+
+def shared_line(holder: str) -> str:
+    """The one line a run on a node another session controls prints."""
+    return (
+        f"shared node: another {holder} controls this node's settings; this run decides and "
+        "accounts with control off"
+    )
 
 
 def run_forwarded(
@@ -496,7 +513,12 @@ def run(ns: argparse.Namespace) -> int:
     try:
         with open_meters(ns) as meters:
             runtime = Runtime(
-                policy, control=not ns.no_control, node=node, meters=meters, rate_hz=ns.rate
+                policy,
+                control=not ns.no_control,
+                node=node,
+                meters=meters,
+                rate_hz=ns.rate,
+                require_control=ns.require_control,
             )
             outcome, report = run_with_runtime(
                 command, runtime, baselines, stdout=2 if ns.json else None, environ=environ

@@ -44,6 +44,7 @@ from greenckpt.cli.run_cmd import (
     load_policy_inputs,
     prepare_report_dir,
     run_forwarded,
+    shared_line,
     signal_note,
 )
 from greenckpt.durable import write_atomic
@@ -349,6 +350,9 @@ def _await_agents(collector: JobCollector, handles: Sequence[AgentHandle]) -> No
             view = views[node]
             if view.state == "unmanaged":  # its agent said why
                 _say_unmanaged(node, view.reason)
+            elif view.shared_with is not None:
+                print(f"greenckpt run: node {node}: {shared_line(view.shared_with)}",
+                      file=sys.stderr, flush=True)  # fmt: skip
             elif view.state == "starting":
                 reason = handle.failure()
                 if reason is None:

@@ -36,6 +36,7 @@ __all__ = [
     "NODE_LOCK",
     "SESSION",
     "SESSION_WAIT_ENV",
+    "NodeHeldError",
     "acquire_node_lock",
     "keep_lock_record",
     "node_lock_file",
@@ -306,6 +307,16 @@ def _wait_limit(
     return other[1] + LOCK_WAIT_S, f" after {LOCK_WAIT_S:g} s"
 
 
+class NodeHeldError(PlatformError):
+    """Another live session holds the node lock (``holder`` names it: what, pid, user,
+    since): a session may not change the node's settings, but may still run and account
+    with control off (a node shared between jobs)."""
+
+    def __init__(self, message: str, *, holder: str) -> None:
+        super().__init__(message)
+        self.holder = holder
+
+
 def acquire_node_lock(root: SysRoot, purpose: str, state_file: Path) -> Path | None:
     """Take the node lock of ``root`` (nested when this process holds it already).
 
@@ -344,9 +355,10 @@ def acquire_node_lock(root: SysRoot, purpose: str, state_file: Path) -> Path | N
                 other = None if is_session else other if other and other[0] == who else (who, now)
                 limit, waited = _wait_limit(start, patience, other)
                 if now >= limit:
-                    raise PlatformError(
+                    raise NodeHeldError(
                         f"another {who} controls this node's settings (node lock {lock})"
-                        f"{waited}; wait for it to end, or stop it"
+                        f"{waited}; wait for it to end, or stop it",
+                        holder=who,
                     )
                 time.sleep(_LOCK_POLL_S)
             left = _left_unrestored(_holder_record(fd), state_file)

@@ -31,11 +31,11 @@ from greenckpt.phases import IO_KINDS
 from greenckpt.platform.hostid import host_id
 from greenckpt.platform.root import PlatformError
 from greenckpt.runtime.job import (
-    MAX_SERIES_POINTS,
     JobError,
     decode_message,
     encode_message,
 )
+from greenckpt.runtime.job_bounds import MAX_SERIES_POINTS
 from greenckpt.runtime.modelled import ModelledEpe, with_modelled_epe
 from greenckpt.runtime.notify import NotifyServer
 from greenckpt.runtime.report import PhaseRecord, RunReport
@@ -205,6 +205,7 @@ class NodeAgent:
                 "socket": self.identity.socket_path,
                 "power_source": None if power is None else power.source,
                 "control": self.runtime.frequency_control or self.runtime.cstate_control,
+                "shared_with": self.runtime.shared_with,
                 "t0_unix": t0_unix,
             }
         )

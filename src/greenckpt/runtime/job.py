@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import hmac
-import itertools
 import json
 import math
 import selectors
@@ -32,11 +31,16 @@ from typing import Any, Final, Literal
 
 from greenckpt.errors import GreenckptError, InvalidValueError, UsageError
 from greenckpt.platform.threads import quiet_thread
+from greenckpt.runtime.job_bounds import (
+    MAX_SERIES_POINTS,
+    bounded_progress,
+    bounded_series,
+    node_summary,
+)
 
 __all__ = [
     "JOB_PROTOCOL",
     "MAX_MESSAGE_BYTES",
-    "MAX_SERIES_POINTS",
     "TOKEN_ENV",
     "JobCollector",
     "JobError",
@@ -51,11 +55,8 @@ JOB_PROTOCOL: Final = 1
 """Version of the agent <-> leader messages (the ``v`` field)."""
 MAX_MESSAGE_BYTES: Final = 4 << 20
 """Longest message line accepted from an agent (a final summary with its phases)."""
-MAX_SERIES_POINTS: Final = 1000
-"""Points of a node's power series kept by the leader (agents downsample to this)."""
 MAX_JOB_PHASES: Final = 100_000
 """Job phases kept; later ones are counted in the node totals only (a note says so)."""
-MAX_NODE_NOTES: Final = 20
 MAX_PROGRESS_PHASES: Final = 500
 """I/O phases taken from one progress message (an agent sends no more)."""
 TOKEN_ENV: Final = "GREENCKPT_JOB_TOKEN"
@@ -101,6 +102,8 @@ class NodeView:
     socket: str = ""
     power_source: str | None = None
     control: bool | None = None
+    shared_with: str | None = None
+    """Another session controlled this node when its agent started (it ran control off)."""
     reason: str = ""
     progress: dict[str, Any] | None = None
     progress_unix: float | None = None
@@ -159,6 +162,7 @@ class NodeView:
             "socket": self.socket,
             "power_source": self.power_source,
             "control": self.control,
+            "shared_with": self.shared_with,
             "reason": self.reason,
             "accounting_ends": self.ends_at() if self.state == "died" else None,
             "progress": self.progress,
@@ -492,7 +496,7 @@ class JobCollector:
         if kind == "progress":
             with self._changed:
                 view = self._nodes[conn.node]
-                view.progress = _bounded_progress(msg)
+                view.progress = bounded_progress(msg)
                 view.progress_unix = time.time()
                 view.add_energy_point(msg.get("run_s"), msg.get("node_energy_j"))
                 self._merge(conn.node, msg.get("phases") or [])
@@ -539,6 +543,8 @@ class JobCollector:
             view.socket = str(msg.get("socket", ""))[:1000]
             view.power_source = msg.get("power_source")
             view.control = bool(msg.get("control", False))
+            shared = msg.get("shared_with")
+            view.shared_with = str(shared)[:500] if shared else None
             view.t0_unix = float(msg.get("t0_unix", time.time()))
             self._changed.notify_all()
 
@@ -569,8 +575,8 @@ class JobCollector:
                     continue  # merged from a progress message already
                 if self._room(kind, ordinal):
                     self._phase(kind, ordinal).add(record, t0)
-            view.summary = _node_summary(summary)
-            view.series = _bounded_series(summary.get("series"))
+            view.summary = node_summary(summary)
+            view.series = bounded_series(summary.get("series"))
             view.t0_unix = t0
             view.state = "finished"
             self._changed.notify_all()
@@ -589,62 +595,3 @@ class JobCollector:
         if phase is None:
             phase = self._phases[key] = JobPhase(kind, ordinal)
         return phase
-
-
-_SUMMARY_KEYS = (
-    "policy",
-    "power",
-    "total",
-    "cpu",
-    "useful_compute_s",
-    "rework_s",
-    "lost_s",
-    "epe",
-    "by_kind",
-    "by_level",
-    "synthetic",
-    "files",
-    "t0_unix",
-)
-
-
-def _node_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
-    """The bounded part of a node's final summary: totals, per kind and level, a few notes."""
-    kept = {k: summary[k] for k in _SUMMARY_KEYS if k in summary}
-    notes = [str(n)[:500] for n in summary.get("notes", [])]
-    kept["notes"] = notes[:MAX_NODE_NOTES] + (
-        [f"... and {len(notes) - MAX_NODE_NOTES} more note(s) in the node's own report"]
-        if len(notes) > MAX_NODE_NOTES
-        else []
-    )
-    kept["records"] = len(summary.get("records") or [])
-    modelled = summary.get("modelled_epe")
-    if isinstance(modelled, Mapping):  # the figure, its source and how it was derived
-        kept["modelled_epe"] = {
-            "epe_w": modelled.get("epe_w"),
-            "source": modelled.get("source"),
-            "derivation": str(modelled.get("derivation", ""))[:1000],
-        }
-    return kept
-
-
-def _bounded_progress(msg: Mapping[str, Any]) -> dict[str, Any]:
-    by_kind = msg.get("by_kind") or {}
-    return {
-        "t_s": float(msg.get("t_s", 0.0)),
-        "records": int(msg.get("records", 0)),
-        "energy_j": msg.get("energy_j"),
-        "by_kind": {str(k): dict(v) for k, v in list(by_kind.items())[:16]},
-    }
-
-
-def _bounded_series(series: Any) -> dict[str, Any] | None:
-    """At most MAX_SERIES_POINTS points, kept as packed doubles (``array('d')``: 8 bytes a
-    point, not a list of float objects at 32): the one per-node part of the leader's memory
-    that is not a handful of totals (benchmarks/bench_job_scale.py)."""
-    if not isinstance(series, Mapping):
-        return None
-    t = array("d", (float(x) for x in itertools.islice(series.get("t_s", []), MAX_SERIES_POINTS)))
-    w = array("d", (float(x) for x in itertools.islice(series.get("power_w", []), len(t))))
-    del t[len(w) :]
-    return {"t_s": t, "power_w": w, "source": series.get("source")}

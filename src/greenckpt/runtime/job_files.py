@@ -38,10 +38,9 @@ from greenckpt.runtime.agent import downsample
 from greenckpt.runtime.job import (
     MAX_MESSAGE_BYTES,
     MAX_PROGRESS_PHASES,
-    MAX_SERIES_POINTS,
     JobCollector,
-    _bounded_progress,
 )
+from greenckpt.runtime.job_bounds import MAX_SERIES_POINTS, bounded_progress
 from greenckpt.runtime.job_report import JobReport
 
 __all__ = [
@@ -71,8 +70,9 @@ class OfflineCollector(JobCollector):
         view = self._nodes[node]
         view.host, view.pid = str(ident.get("host", ""))[:200], ident.get("pid")
         view.power_source, view.control = ident.get("power_source"), ident.get("control")
-        host_id = ident.get("host_id")
+        host_id, shared = ident.get("host_id"), ident.get("shared_with")
         view.host_id = str(host_id)[:64] if host_id else None
+        view.shared_with = str(shared)[:500] if shared else None
         t0 = ident.get("t0_unix")
         view.t0_unix = float(t0) if isinstance(t0, int | float) else view.t0_unix
 
@@ -98,7 +98,7 @@ class OfflineCollector(JobCollector):
         with self._changed:
             self._identify(node, ident)
             view = self._nodes[node]
-            view.progress = None if progress is None else _bounded_progress(progress)
+            view.progress = None if progress is None else bounded_progress(progress)
             for start in range(0, len(phases), MAX_PROGRESS_PHASES):
                 self._merge(node, list(phases[start : start + MAX_PROGRESS_PHASES]))
             for reading in energy:
@@ -254,6 +254,7 @@ def _ident(hello: Mapping[str, Any] | None) -> dict[str, Any]:
         "control": None if h.get("control") is None else bool(h.get("control")),
         "host_id": str(h["host_id"]) if h.get("host_id") else None,
         "t0_unix": h.get("t0_unix"),
+        "shared_with": h.get("shared_with"),
     }
 
 

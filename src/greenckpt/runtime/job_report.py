@@ -183,6 +183,7 @@ def _node_row(v: NodeView) -> dict[str, Any]:
         "pid": v.pid,
         "socket": v.socket,
         "control": v.control,
+        "shared_with": v.shared_with,
         "reason": v.reason,
         "accounting_ends": v.ends_at() if died else None,
         "seconds": float(p.get("t_s", 0.0)) if died else total.get("seconds"),
@@ -302,7 +303,12 @@ def _shared_notes(machines: Sequence[Sequence[Mapping[str, Any]]]) -> list[str]:
 
 
 def _node_notes(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    out = []
+    out = [
+        f"node {r['node']} shared its node: another {r['shared_with']} controlled its "
+        "settings, so it ran with control off (decided and accounted, never applied)"
+        for r in rows
+        if r.get("shared_with")
+    ]
     for r in rows:
         if r["state"] == "died":
             out.append(f"node {r['node']} died ({r['reason']}): {r['accounting_ends']}")

@@ -44,7 +44,8 @@ class NodeOptions:
     profile files, one per storage target; ``io_processes``/``frequency_hz``/``cstates``:
     what ``fixed`` applies; ``app_power_w``, ``app_processes`` and ``rate_per_s`` (the job's
     failure rate): the scenario the profile policy and the modelled EPE need; ``control``
-    False decides and accounts without touching the node, ``frequency_control`` False leaves
+    False decides and accounts without touching the node (and is what a node another session
+    controls gets, unless ``require_control`` refuses that), ``frequency_control`` False leaves
     the frequency to the batch system; ``meters`` (names, ``auto``), ``meter_csv``, ``tdp_w``
     and ``sample_rate_hz``: what is metered and how often; ``root`` and ``state_file``: an
     emulated node's own sysfs tree and state file.
@@ -59,6 +60,7 @@ class NodeOptions:
     app_processes: int | None = None
     rate_per_s: float | None = None
     control: bool = True
+    require_control: bool = False
     frequency_control: bool = True
     meters: tuple[str, ...] = ("auto",)
     meter_csv: str | None = None
@@ -160,6 +162,7 @@ def build_runtime(options: NodeOptions) -> Runtime:
     common: dict[str, Any] = {
         "root": root,
         "control": options.control,
+        "require_control": options.require_control,
         "node": node,
         "rate_hz": options.sample_rate_hz,
         "state_file": None if options.state_file is None else Path(options.state_file),

@@ -26,9 +26,10 @@ from types import TracebackType
 from typing import Literal, Self, overload
 
 from greenckpt.errors import InvalidValueError
-from greenckpt.phases import OVERHEAD_KINDS, AccountedKind, SegmentKind
+from greenckpt.phases import AccountedKind, SegmentKind
 from greenckpt.platform.meters.base import Meter
 from greenckpt.platform.meters.detect import Selection
+from greenckpt.platform.nodelock import NodeHeldError
 from greenckpt.platform.root import PlatformError, SysRoot
 from greenckpt.platform.sampler import DEFAULT_RATE_HZ, Sampler
 from greenckpt.profile.power import PowerChoice
@@ -50,7 +51,13 @@ from greenckpt.runtime.report import (
     RunKind,
     RunReport,
 )
-from greenckpt.runtime.settings import PHASE_KINDS, PhaseKind, PhaseRequest, Settings
+from greenckpt.runtime.settings import (
+    PHASE_KINDS,
+    PhaseKind,
+    PhaseRequest,
+    Settings,
+    phase_request,
+)
 from greenckpt.runtime.spans import Segment, Span
 
 __all__ = [
@@ -80,6 +87,9 @@ class Runtime:
     :func:`~greenckpt.platform.restore.default_state_file`). ``node``: what the node can
     control (detected through ``root`` when None). ``rate_hz``: the sampler's rate (the power
     trace's resolution; phase energies come from boundary readings whatever the rate).
+    ``require_control``: refuse to start (PlatformError) when another live session controls
+    the node; by default such a run goes on with control off (``shared_with`` names the
+    other session, and a note says so): clusters share nodes between jobs.
 
     Use as a context manager (``with Runtime(policy) as rt:``) or call :meth:`start` and
     :meth:`close`; :meth:`report` once closed. Thread-safe: begin/end may come from any thread.
@@ -95,8 +105,13 @@ class Runtime:
         state_file: Path | None = None,
         node: Node | None = None,
         rate_hz: float = DEFAULT_RATE_HZ,
+        require_control: bool = False,
     ) -> None:
         self.policy = policy
+        self.require_control = require_control
+        self.shared_with: str | None = None
+        """The session that controls the node when another one held it at start (this one
+        then runs with control off), else None."""
         self.root = root if root is not None else SysRoot.default()
         self.control = control
         self.state_file = state_file
@@ -135,7 +150,12 @@ class Runtime:
                 raise PlatformError(f"the runtime is already {self._state}; make a new one")
             self._notes.extend(run_notes(self.node, control=self.control))
             if self.frequency_control or self.cstate_control:
-                self._node_control.open()
+                try:
+                    self._node_control.open()
+                except NodeHeldError as exc:
+                    if self.require_control:
+                        raise
+                    self._share(exc)
             try:
                 mark = self._meter.start(self._notes)
             except BaseException:
@@ -190,6 +210,17 @@ class Runtime:
             assert self._start_mark is not None
             mark = self._meter.mark()
             return mark.t_s - self._start_mark.t_s, self._meter.node_energy(self._start_mark, mark)
+
+    def _share(self, held: NodeHeldError) -> None:
+        """Another live session controls this node (a node shared between jobs): run,
+        meter and account all the same, with control off, and say which session has it."""
+        self.control = self.frequency_control = self.cstate_control = False
+        self.shared_with = held.holder
+        self._notes.append(
+            f"shared node: another {held.holder} controls this node's settings, so this run "
+            "decides and accounts with control off (--require-control refuses instead)"
+        )
+        self._notes.append(CONTROL_OFF)
 
     def application_started(self) -> None:
         """The application starts now: start-up ends and compute begins (a no-op when it is
@@ -320,7 +351,7 @@ class Runtime:
         docstring). ``lost`` cannot be begun: the runtime accounts it at the restart.
         ``node``: the notifier's node index in the job, kept in the record (``nodes``).
         """
-        request = _request(kind, path, size, level, codec)
+        request = phase_request(kind, path, size, level, codec)
         with self._lock:
             self._running_sampler()
             span = self._spans.get(kind)
@@ -612,30 +643,3 @@ class Runtime:
         record = self._meter.record(seg.kind, seg.index, seg.start, mark)
         self._records.append(record)
         return record
-
-
-def _request(
-    kind: RunKind, path: str | None, size: int, level: int | None, codec: str | None
-) -> PhaseRequest | None:
-    """The request of an I/O phase about to begin (None for ``compute``/``rework``); refuses
-    an unknown kind, ``lost``, and an I/O phase without its path or size."""
-    if kind not in RUN_KINDS:
-        raise InvalidValueError(f"phase kind must be one of {', '.join(RUN_KINDS)}, got {kind!r}")
-    if kind in OVERHEAD_KINDS:
-        raise InvalidValueError(
-            f"{kind} is not a phase to begin: the runtime accounts it itself around the "
-            "application (Runtime.start(application=False), application_started/_ended)"
-        )
-    if kind == "lost":
-        raise InvalidValueError(
-            "lost is not a phase to begin: the runtime accounts the work lost to a failure "
-            "itself when the restart begins; begin restart (and rework after it) instead"
-        )
-    if kind not in PHASE_KINDS:
-        return None
-    if path is None or size < 1:
-        raise InvalidValueError(
-            f"a {kind} phase needs the path it uses and its size in bytes (>= 1), "
-            f"got path={path!r}, size={size!r}"
-        )
-    return PhaseRequest(kind, path, size, level=level, codec=codec)

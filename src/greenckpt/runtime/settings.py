@@ -21,7 +21,7 @@ from greenckpt.io.codec import parse_codec
 from greenckpt.optimize.profile import POWER_SOURCES, Operation, PowerSource
 from greenckpt.optimize.setting import CpuSetting
 from greenckpt.optimize.waiting import WAIT_MODES, WaitMode
-from greenckpt.phases import IO_KINDS, IOKind
+from greenckpt.phases import IO_KINDS, OVERHEAD_KINDS, RUN_KINDS, IOKind, RunKind
 
 __all__ = [
     "NOT_MEASURED",
@@ -30,6 +30,7 @@ __all__ = [
     "PhaseKind",
     "PhaseRequest",
     "Settings",
+    "phase_request",
 ]
 
 PhaseKind = IOKind
@@ -227,3 +228,30 @@ class Settings:
         if self.cstates is not None:
             parts.append("C-states " + ("on" if self.cstates else "off"))
         return ", ".join(parts)
+
+
+def phase_request(
+    kind: RunKind, path: str | None, size: int, level: int | None, codec: str | None
+) -> PhaseRequest | None:
+    """The request of an I/O phase about to begin (None for ``compute``/``rework``); refuses
+    an unknown kind, ``lost``, and an I/O phase without its path or size."""
+    if kind not in RUN_KINDS:
+        raise InvalidValueError(f"phase kind must be one of {', '.join(RUN_KINDS)}, got {kind!r}")
+    if kind in OVERHEAD_KINDS:
+        raise InvalidValueError(
+            f"{kind} is not a phase to begin: the runtime accounts it itself around the "
+            "application (Runtime.start(application=False), application_started/_ended)"
+        )
+    if kind == "lost":
+        raise InvalidValueError(
+            "lost is not a phase to begin: the runtime accounts the work lost to a failure "
+            "itself when the restart begins; begin restart (and rework after it) instead"
+        )
+    if kind not in PHASE_KINDS:
+        return None
+    if path is None or size < 1:
+        raise InvalidValueError(
+            f"a {kind} phase needs the path it uses and its size in bytes (>= 1), "
+            f"got path={path!r}, size={size!r}"
+        )
+    return PhaseRequest(kind, path, size, level=level, codec=codec)

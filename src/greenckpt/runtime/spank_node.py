@@ -46,10 +46,10 @@ from greenckpt.durable import write_atomic
 from greenckpt.errors import InvalidValueError
 from greenckpt.runtime.job import (
     MAX_JOB_PHASES,
-    MAX_SERIES_POINTS,
     decode_message,
     encode_message,
 )
+from greenckpt.runtime.job_bounds import MAX_SERIES_POINTS
 from greenckpt.runtime.user_files import UserFilesError, Writer, write_as_user
 
 __all__ = [
