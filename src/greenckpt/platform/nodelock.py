@@ -312,9 +312,13 @@ class NodeHeldError(PlatformError):
     since): a session may not change the node's settings, but may still run and account
     with control off (a node shared between jobs)."""
 
-    def __init__(self, message: str, *, holder: str) -> None:
+    def __init__(self, message: str, *, holder: str = "") -> None:
         super().__init__(message)
-        self.holder = holder
+        self.holder = holder or message
+
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickle by the message, the holder restored with the rest of the state."""
+        return (type(self), (str(self),), self.__dict__)
 
 
 def acquire_node_lock(root: SysRoot, purpose: str, state_file: Path) -> Path | None:
