@@ -31,6 +31,7 @@ from greenckpt.phases import IO_KINDS
 from greenckpt.platform.hostid import host_id
 from greenckpt.platform.root import PlatformError
 from greenckpt.runtime.job import (
+    MAX_PROGRESS_PHASES,
     JobError,
     decode_message,
     encode_message,
@@ -45,8 +46,6 @@ __all__ = ["NodeAgent", "downsample", "parse_address", "tell_unable"]
 
 PROGRESS_SECONDS = 2.0
 """How often an agent sends its progress snapshot."""
-MAX_PROGRESS_PHASES = 500
-"""I/O phases one progress message carries at most (the rest go with the next ones)."""
 PROGRESS_PHASE_KEYS = (
     "kind",
     "start_s",

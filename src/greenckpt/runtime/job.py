@@ -41,6 +41,7 @@ from greenckpt.runtime.job_bounds import (
 __all__ = [
     "JOB_PROTOCOL",
     "MAX_MESSAGE_BYTES",
+    "MAX_PROGRESS_PHASES",
     "TOKEN_ENV",
     "JobCollector",
     "JobError",
@@ -58,7 +59,8 @@ MAX_MESSAGE_BYTES: Final = 4 << 20
 MAX_JOB_PHASES: Final = 100_000
 """Job phases kept; later ones are counted in the node totals only (a note says so)."""
 MAX_PROGRESS_PHASES: Final = 500
-"""I/O phases taken from one progress message (an agent sends no more)."""
+"""I/O phases one progress message carries (an agent sends the rest with the next ones) and
+the leader takes from one at most."""
 TOKEN_ENV: Final = "GREENCKPT_JOB_TOKEN"
 """Environment variable that gives an agent the job's token (never on the command line)."""
 

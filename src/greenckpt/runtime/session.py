@@ -70,9 +70,9 @@ __all__ = [
 ]
 
 AccountingKind = AccountedKind
+"""Phases that change nothing and are only accounted."""
 _AppState = Literal["before", "running", "after"]
 """Where the application is: time before it counts as start-up, after it as teardown."""
-"""Phases that change nothing and are only accounted."""
 
 
 class Runtime:
@@ -145,9 +145,9 @@ class Runtime:
         :meth:`application_started` (a job's agent starts before the application does, and
         the wait for the other nodes' agents is not useful compute)."""
         with self._lock:
-            self._app = "running" if application else "before"
             if self._state != "new":
                 raise PlatformError(f"the runtime is already {self._state}; make a new one")
+            self._app = "running" if application else "before"
             self._notes.extend(run_notes(self.node, control=self.control))
             if self.frequency_control or self.cstate_control:
                 try:
