@@ -97,12 +97,16 @@ def _one_machine(nodes: int, host_id: str | None) -> JobReport:
     views = [_view(k) for k in range(nodes)]
     for v in views:
         v.host_id = host_id
+    return _build(views, [])
+
+
+def _build(views: list[NodeView], phases: list[JobPhase]) -> JobReport:
     return JobReport.build(
-        job_id="host-1",
+        job_id="plot-2",
         launcher="test",
         command=["app"],
         nodes=views,
-        phases=[],
+        phases=phases,
         started_unix=1000.0,
         ended_unix=1041.0,
     )
@@ -140,14 +144,5 @@ def test_the_job_plot_shades_compute_and_tells_levels_apart() -> None:
         record = {"start_s": start, "end_s": start + 2.0, "node_energy_j": 1.0, "level": level}
         phase.add(record, 1000.0)
         phases.append(phase)
-    report = JobReport.build(
-        job_id="levels-1",
-        launcher="test",
-        command=["app"],
-        nodes=[_view(k) for k in range(3)],
-        phases=phases,
-        started_unix=1000.0,
-        ended_unix=1041.0,
-    )
-    texts = _texts(report)
+    texts = _texts(_build([_view(k) for k in range(3)], phases))
     assert {"job compute", "job checkpoint L1", "job checkpoint L4"} <= set(texts)

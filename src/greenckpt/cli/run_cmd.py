@@ -54,7 +54,6 @@ from greenckpt.cli.argtypes import add_hidden_alias, positive_int, unit_type
 from greenckpt.cli.commands import command_help
 from greenckpt.errors import InvalidValueError
 from greenckpt.jsonout import dumps
-from greenckpt.optimize.profile import load_profile
 from greenckpt.platform.waitchild import wait_child
 from greenckpt.report.run_files import write_report_safely
 from greenckpt.report.run_text import render_run_text
@@ -261,7 +260,7 @@ def failure_rate(ns: argparse.Namespace) -> FailureRate | None:
 
 def load_profiles(ns: argparse.Namespace) -> tuple[NamedProfile, ...]:
     """The ``--profile`` files, each named by its path as given."""
-    return tuple(NamedProfile(path, load_profile(path)) for path in ns.profile or ())
+    return NodeOptions(profiles=tuple(ns.profile or ())).named_profiles()
 
 
 def fixed_settings(ns: argparse.Namespace) -> FixedSettings:
