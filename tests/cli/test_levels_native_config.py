@@ -109,6 +109,37 @@ def test_a_disabled_level_in_config_fti_is_never_checkpointed(
     assert given["per_useful_second"]["checkpoint"]["L2 partner"] == 0.0
 
 
+SELF_CHECKPOINTING = (  # a code that calls FTI_Checkpoint itself: FTI_Snapshot never does
+    "[basic]\nhead = 0\nckpt_dir = ./Local\n"
+    "ckpt_l1 = 0\nckpt_l2 = 0\nckpt_l3 = 0\nckpt_l4 = 0   ; FTI_Checkpoint in the code\n"
+)
+
+
+def test_a_config_fti_with_every_level_at_0_is_updated_like_plan_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = tmp_path / "a.fti"
+    cfg.write_text(SELF_CHECKPOINTING)
+    argv = ["levels", "--config", str(CONFIG), "--fti-config", str(cfg)]
+    assert main([*argv, "--write-config", "fti", "-o", str(cfg)]) == 0
+    out, err = capsys.readouterr()
+    assert "wrote the optimised intervals as fti configuration" in out and "Traceback" not in err
+    assert err.count("\n") == 1 and "every ckpt_lN is 0" in err and "FTI_Checkpoint" in err
+    written = cfg.read_text()
+    minutes = parse_fti(written, str(cfg))
+    assert all(m > 0 for m in minutes)  # the optimised schedule, one interval per level
+    assert written.splitlines()[:3] == SELF_CHECKPOINTING.splitlines()[:3]
+    assert written.endswith("   ; FTI_Checkpoint in the code\n")
+    # evaluating it: no "given" schedule, the optimised one and the note say why
+    cfg.write_text(SELF_CHECKPOINTING)
+    doc = _levels(capsys, "--fti-config", str(cfg))
+    assert list(doc["results"]) == ["optimised"] and doc["given_from"] == str(cfg)
+    assert "application calls FTI_Checkpoint itself" in doc["given_note"]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert "optimised" in out and "given" not in out and "every ckpt_lN is 0" in err
+
+
 @pytest.mark.parametrize(
     ("old", "new", "message"),
     [

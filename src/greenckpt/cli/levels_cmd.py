@@ -14,7 +14,8 @@ subset) come from a small TOML file, quantities with units::
     restart_power = "290W"
 
 ``--intervals 3min,5min,7min,11min`` evaluates an FTI-style configuration (wu2018's
-``ckp(3,5,7,11)``), as does ``--fti-config config.fti`` (its ``ckpt_l1..ckpt_l4``); the
+``ckp(3,5,7,11)``), as does ``--fti-config config.fti`` (its ``ckpt_l1..ckpt_l4``; all 0,
+the config of a code that calls FTI_Checkpoint itself, is no schedule: only a note says so); the
 optimized nested schedule is always computed and compared with it, on ``--quantum``'s grid.
 ``--write-config fti|scr|veloc`` writes it in that library's configuration language
 (:mod:`greenckpt.optimize.native_config`).
@@ -26,6 +27,7 @@ import argparse
 import math
 import os
 import stat
+import sys
 from typing import Any
 
 from rich.table import Table
@@ -70,7 +72,8 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--fti-config",
         metavar="CONFIG.FTI",
-        help="evaluate this FTI config's ckpt_l1..ckpt_l4 (as --intervals does); with "
+        help="evaluate this FTI config's ckpt_l1..ckpt_l4 (as --intervals does; all 0, an "
+        "application that calls FTI_Checkpoint itself, has nothing to evaluate); with "
         "--write-config fti, the file whose ckpt_lN keys are updated (all else kept)",
     )
     p.add_argument(
@@ -200,8 +203,9 @@ def _check_progress(levels: list[Level]) -> None:
 
 def _given(
     ns: argparse.Namespace, levels: list[Level]
-) -> tuple[list[float], float, str | None] | None:
-    """The schedule to evaluate: ``--intervals`` on the quantum, or a config.fti's (minutes)."""
+) -> tuple[list[float] | None, float, str | None]:
+    """The schedule to evaluate (None: none given, or a config.fti whose ckpt_lN are all 0),
+    its quantum (``--intervals``'s, or FTI's minutes) and the config.fti's text."""
     if ns.intervals and ns.fti_config:
         raise InvalidValueError("give --intervals or --fti-config, not both")
     if ns.intervals:
@@ -209,8 +213,18 @@ def _given(
         return _intervals(ns.intervals, len(levels)), quantum, None
     if ns.fti_config:
         text, minutes = read_fti_config(ns.fti_config)
-        return native.fti_intervals(minutes, len(levels), ns.fti_config), 60.0, text
-    return None
+        intervals = native.fti_intervals(minutes, len(levels), ns.fti_config)
+        return (None if native.checkpoints_itself(minutes) else intervals), 60.0, text
+    return None, 1.0, None
+
+
+def self_checkpointing_note(path: str) -> str:
+    """Why a config.fti whose ckpt_lN are all 0 has no schedule to evaluate."""
+    return (
+        f"--fti-config {path}: every ckpt_lN is 0 (FTI_Snapshot takes no checkpoint: the "
+        "application calls FTI_Checkpoint itself), so it has no schedule to evaluate; only "
+        "the optimised one is shown"
+    )
 
 
 def _native_text(
@@ -235,6 +249,24 @@ def _native_text(
     return native.render(ns.write_config, chosen, header)
 
 
+def _evaluate_given(
+    ns: argparse.Namespace, levels: list[Level], app_power: float
+) -> tuple[list[tuple[str, MultilevelExpectation, list[float]]], str | None, str | None]:
+    """The given schedule's result (none when none is given), the config.fti's text, and the
+    note (said on stderr unless ``--json``) when that config has no schedule."""
+    intervals, given_quantum, fti_text = _given(ns, levels)
+    if intervals is not None:
+        schedule = fti_schedule(intervals, quantum=given_quantum)
+        expected = expected_multilevel(levels, schedule, app_power)
+        return [("given", expected, intervals)], fti_text, None
+    note = None
+    if ns.fti_config:
+        note = self_checkpointing_note(ns.fti_config)
+        if not ns.json:
+            print(f"greenckpt levels: {note}", file=sys.stderr, flush=True)
+    return [], fti_text, note
+
+
 def run(ns: argparse.Namespace) -> int:
     """Execute ``greenckpt levels``."""
     levels, app_power, source = load_levels(ns.config)
@@ -245,13 +277,7 @@ def run(ns: argparse.Namespace) -> int:
         quantum: float | None = native_quantum(ns.write_config, ns.quantum)
     else:
         quantum = parse_quantum(ns.quantum) if ns.quantum else None
-    results: list[tuple[str, MultilevelExpectation, list[float]]] = []
-    given = _given(ns, levels)
-    fti_text = None
-    if given is not None:
-        intervals, given_quantum, fti_text = given
-        schedule = fti_schedule(intervals, quantum=given_quantum)
-        results.append(("given", expected_multilevel(levels, schedule, app_power), intervals))
+    results, fti_text, note = _evaluate_given(ns, levels, app_power)
     best = optimize_multilevel(levels, app_power, objective=ns.objective, quantum=quantum)
     results.append(("optimised", best.expectation, list(best.intervals)))
     written = None
@@ -271,6 +297,8 @@ def run(ns: argparse.Namespace) -> int:
         }
         if ns.fti_config:
             doc["given_from"] = ns.fti_config
+        if note is not None:
+            doc["given_note"] = note
         if written is not None:
             doc["native_config"] = written
         print(dumps(doc))

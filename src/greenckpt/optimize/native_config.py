@@ -28,6 +28,7 @@ __all__ = [
     "FORMATS",
     "FTI_KEYS",
     "NativeLevel",
+    "checkpoints_itself",
     "fti_intervals",
     "fti_minutes",
     "fti_slots",
@@ -206,7 +207,9 @@ def update_fti(text: str, minutes: Sequence[int], where: str) -> str:
 
 def fti_intervals(minutes: Sequence[int], n_levels: int, where: str) -> list[float]:
     """Per-level intervals (seconds, ``inf`` when disabled) that a ``config.fti`` gives the
-    ``n_levels`` levels of a levels file, mapped by :func:`fti_slots`."""
+    ``n_levels`` levels of a levels file, mapped by :func:`fti_slots`. Every one is ``inf``
+    when all ``ckpt_lN`` are 0: FTI_Snapshot then takes no checkpoint, the usual config of
+    an application that calls FTI_Checkpoint itself (:func:`checkpoints_itself`)."""
     slots = fti_slots(n_levels)
     for i, key in enumerate(FTI_KEYS):
         if i not in slots and minutes[i]:
@@ -215,10 +218,14 @@ def fti_intervals(minutes: Sequence[int], n_levels: int, where: str) -> list[flo
                 f"{where}: {key} = {minutes[i]}, but the levels file's {n_levels} level(s) "
                 f"map to {mapped}: set {key} = 0 or describe that level"
             )
-    out = [minutes[s] * 60.0 if minutes[s] else math.inf for s in slots]
-    if all(x == math.inf for x in out):
-        raise InvalidValueError(f"{where}: every level is disabled (all ckpt_lN are 0)")
-    return out
+    return [minutes[s] * 60.0 if minutes[s] else math.inf for s in slots]
+
+
+def checkpoints_itself(minutes: Sequence[int]) -> bool:
+    """Whether a ``config.fti``'s ``ckpt_l1..ckpt_l4`` are all 0: FTI_Snapshot never
+    checkpoints, so the application calls FTI_Checkpoint itself and the file holds no
+    schedule to evaluate (its keys can still be updated with one)."""
+    return not any(minutes)
 
 
 # --- SCR and VeloC -----------------------------------------------------------------------
