@@ -258,6 +258,74 @@ def test_a_program_that_does_not_link_the_library_gets_one_line_and_runs(
     assert "the run goes on" in notes[0]
 
 
+def test_a_shell_command_or_script_is_looked_into_not_said_to_link_nothing(
+    progs: dict[str, Path], tmp_path: Path
+) -> None:
+    prog = progs["fti"]
+    named = tmp_path / "job.sh"  # names the program: found, no line
+    named.write_text(f'#!/bin/sh\nset -e\nfor i in 1 2; do {prog} "$@"; done\n')
+    named.chmod(0o755)
+    for command in (
+        ["bash", "-c", f"cd /tmp && for i in 1 2; do {prog} config.fti; done"],
+        [str(named), "config.fti"],
+        ["sh", str(named)],
+        ["env", "OMP_NUM_THREADS=1", "bash", "-c", f"{prog} a.fti && echo done"],
+    ):
+        assert missing_library_note("fti", command) is None, command
+    hidden = tmp_path / "hidden.sh"  # the program's name is known only when it runs
+    hidden.write_text('#!/bin/sh\nexec "$APP" "$@"\n')
+    hidden.chmod(0o755)
+    for command, shown in (
+        (["bash", "-c", 'for i in 1; do "$APP" "$CFG"; done'], "(bash)"),
+        ([str(hidden), "config.fti"], f"({hidden})"),
+        (["bash", str(hidden)], f"(bash, {hidden})"),
+    ):
+        note = missing_library_note("fti", command)
+        assert note is not None and "no program in the command links" not in note, command
+        assert note.startswith(
+            "--intercept fti: cannot tell whether the command starts a program that links FTI: "
+            f"it runs a script or shell {shown}"
+        ), note
+        assert "the run goes on, with FTI phases if a program it starts links FTI" in note
+    # a command with no script and no shell is still known to link nothing
+    note = missing_library_note("fti", ["touch", str(tmp_path / "new")])
+    assert note is not None and "no program in the command links FTI" in note
+
+
+@pytest.mark.parametrize("how", ["bash -c", "script"])
+def test_greenckpt_run_intercept_fti_of_a_job_script_says_it_cannot_tell_and_accounts(
+    progs: dict[str, Path], tmp_path: Path, how: str
+) -> None:
+    cfg = tmp_path / "config.fti"
+    cfg.write_text(f"[basic]\nckpt_dir = {tmp_path}/local\nglbl_dir = {tmp_path}/global\n")
+    script = tmp_path / "job.sh"
+    script.write_text('#!/bin/sh\nfor i in 1; do "$APP" "$CFG"; done\n')
+    script.chmod(0o755)
+    command = ["bash", "-c", 'for i in 1; do "$APP" "$CFG"; done'] if how == "bash -c" else [
+        str(script)]  # fmt: skip
+    env = {**bare_env(tmp_path), "APP": str(progs["fti"]), "CFG": str(cfg)}
+    done = subprocess.run(
+        [*GREENCKPT, "run", "--intercept", "fti", "--policy", "defaults", "--no-control",
+         "--json", "-o", str(tmp_path / "rep"), "--", *command],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    notes = [ln for ln in done.stderr.splitlines() if "--intercept" in ln]
+    assert len(notes) == 1 and "cannot tell whether the command starts a program" in notes[0]
+    assert "no program in the command links" not in done.stderr
+    records = json.loads(done.stdout)["report"]["records"]
+    phases = [(r["kind"], r["level"], r["size"], r["ok"]) for r in records
+              if r["kind"] in ("checkpoint", "restart")]  # fmt: skip
+    full, half = 8160, 4160  # the stand-in program's protected bytes, one process
+    assert phases == [
+        ("checkpoint", 1, full, True), ("checkpoint", 4, full, True),
+        ("checkpoint", 3, full, False), ("checkpoint", 4, half, True),
+        ("checkpoint", 2, half, True),
+        ("restart", None, half, True), ("restart", None, half, True),
+        ("restart", None, half, True),
+    ]  # fmt: skip
+
+
 def mpi_tools() -> tuple[str, str]:
     here = Path(sys.executable).parent
     found = [shutil.which(name, path=f"{here}:{os.environ.get('PATH', '')}")
