@@ -45,8 +45,9 @@ def synthetic_study(out: Path) -> None:
             if i:
                 by_kind["checkpoint"] = {"energy_j": 8.0, "seconds": 1.0, "count": 2}
             metrics = {"seconds": seconds, "energy_j": 8.0 * seconds, "mean_power_w": 8.0,
-                       "power_source": "estimated", "epe_w": 8.0 + i, "by_kind": by_kind,
-                       "bytes_written": 2**28 if i else 0, "bytes_read": 0}  # fmt: skip
+                       "power_source": "estimated", "epe_w": 8.0 + i, "cpu_s": 2 * seconds,
+                       "by_kind": by_kind, "bytes_written": 2**28 if i else 0,
+                       "bytes_read": 0}  # fmt: skip
             lines.append(json.dumps({"run": run, "cell": f"checkpoint={level}", "block": block,
                                      "repeat": block, "factors": {"checkpoint": level},
                                      "ok": True, "report": f"runs/{run}/report",
@@ -70,8 +71,9 @@ def test_the_report_renders_in_chromium(tmp_path: Path) -> None:
                    capture_output=True, timeout=180, check=True)  # fmt: skip
     dumped = [chromium, *flags, "--dump-dom", url]
     dom = subprocess.run(dumped, capture_output=True, text=True, timeout=180, check=True).stdout
-    assert dom.count('<tr class="cell">') == 2
-    assert dom.count('<figure class="plot">') == 5 and dom.count("<svg") >= 5
+    assert dom.count('<tr class="cell">') == 4  # measured (time, CPU-s), then estimated energy
+    assert dom.index("Time and CPU-seconds (measured)") < dom.index("Energy and power (estimated)")
+    assert dom.count('<figure class="plot">') == 6 and dom.count("<svg") >= 6
     assert "+10.0 %" in dom  # time of the checkpointed cell vs the baseline, paired by block
     pixels = mpimg.imread(shot)
     assert pixels.shape[0] == 2400 and pixels.shape[1] == 1200

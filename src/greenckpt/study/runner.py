@@ -27,6 +27,7 @@ from typing import Any
 
 from greenckpt.ckpt.comm import find_mpiexec
 from greenckpt.errors import GreenckptError
+from greenckpt.study.checks import app_result
 from greenckpt.study.design import Run, runs
 from greenckpt.study.spec import Study, StudyError, parse_ckp
 
@@ -283,6 +284,7 @@ def _one(study: Study, run: Run, directory: Path) -> dict[str, Any]:
         "wall_s": time.monotonic() - t0,
         "report": str(Path("runs") / run.id / "report"),
         "metrics": metrics,
+        "app_result": app_result(run_dir),
     }
 
 
