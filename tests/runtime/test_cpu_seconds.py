@@ -88,9 +88,9 @@ def test_text_report_shows_a_cpu_column_labelled_measured(tmp_path: Path) -> Non
     lines = text.splitlines()
     assert any("CPU-s" in ln and "measured from /proc/stat" in ln for ln in lines)
     header = next(ln for ln in lines if ln.startswith("phase "))
-    assert header.split()[:4] == ["phase", "count", "seconds", "CPU-s"]
+    assert header.split()[:5] == ["phase", "count", "bytes", "seconds", "CPU-s"]
     ckpt = next(ln for ln in lines if ln.startswith("checkpoint ")).split()
-    assert ckpt[3] == f"{500 / TICK:.3f}"
+    assert ckpt[2:4] == ["1", "MiB"] and ckpt[5] == f"{500 / TICK:.3f}"
     total = next(ln for ln in lines if ln.startswith("run total")).split()
     assert total[3] == f"{1650 / TICK:.3f}"
 
@@ -134,6 +134,7 @@ def test_a_report_saved_before_cpu_seconds_loads(tmp_path: Path) -> None:
     assert next(ln for ln in text.splitlines() if ln.startswith("phase ")).split() == [
         "phase",
         "count",
+        "bytes",
         "seconds",
         "joules",
         "W",

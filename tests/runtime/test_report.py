@@ -300,13 +300,16 @@ def _row(text: str, name: str) -> list[str]:
 
 def test_text_table_shows_count_seconds_joules_watts_and_source(report: RunReport) -> None:
     text = render_run_text(report)
-    assert _row(text, "phase") == ["phase", "count", "seconds", "joules", "W", "source"]
+    header = ["phase", "count", "bytes", "seconds", "joules", "W", "source"]
+    assert _row(text, "phase") == header
     assert _row(text, "compute") == ["compute", "3", "30.000", "3000.0", "100.0", "estimated"]
-    assert _row(text, "checkpoint")[:7] == [
+    assert _row(text, "checkpoint")[:9] == [
         "checkpoint",
         "2",
         "(1",
         "failed)",
+        "2",
+        "GiB",
         "5.000",
         "660.0",
         "132.0",
@@ -316,6 +319,8 @@ def test_text_table_shows_count_seconds_joules_watts_and_source(report: RunRepor
         "1",
         "(1",
         "failed)",
+        "1",
+        "GiB",
         "3.000",
         "360.0",
         "120.0",

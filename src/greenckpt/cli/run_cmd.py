@@ -57,6 +57,7 @@ from greenckpt.jsonout import dumps
 from greenckpt.platform.waitchild import wait_child
 from greenckpt.report.run_files import write_report_safely
 from greenckpt.report.run_text import render_run_text
+from greenckpt.runtime.earlier_run import EarlierRun, earlier_run
 from greenckpt.runtime.fixed_policy import FixedSettings
 from greenckpt.runtime.intercept import FAMILIES, intercept_environ, missing_library_note
 from greenckpt.runtime.launch_slurm import cpu_freq_request
@@ -101,6 +102,14 @@ def register(sub: Any) -> None:
         metavar="REPORT",
         help="a baseline run's report.json (e.g. the same command with --policy performance): "
         "time, power, energy and EPE differences in percent (wu2018 equation 2); repeatable",
+    )
+    p.add_argument(
+        "--previous",
+        default=None,
+        metavar="REPORT",
+        help="the report of the earlier run this one restarts after (default: the report an "
+        "earlier run left in the -o folder): the work it lost after its last checkpoint is "
+        "accounted in this report, labelled as that run's (a job: its job-report.json)",
     )
     p.add_argument(
         "--intercept",
@@ -508,6 +517,7 @@ def run(ns: argparse.Namespace) -> int:
     options = node_options(ns)  # the meter flags agree, checked before anything is created
     policy = node_policy(options, node, profiles)
     directory = Path(ns.report)
+    earlier = earlier_run(ns.previous, directory)  # before this run's report replaces it
     created = prepare_report_dir(directory)
     try:
         with open_meters(ns) as meters:
@@ -526,11 +536,7 @@ def run(ns: argparse.Namespace) -> int:
         _remove_created(created)
         raise
     modelled = options.modelled(report, policy)
-    report = with_modelled_epe(report, modelled)
-    if outcome.signal_name is not None:
-        report = _with_note(report, signal_note(outcome))
-    if slurm_note is not None:
-        report = _with_note(report, slurm_note)
+    report = _ended_report(with_modelled_epe(report, modelled), outcome, earlier, slurm_note)
     if ns.json:
         paths, problem = write_report_safely(report, directory)
         doc = {
@@ -560,6 +566,21 @@ def run(ns: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return outcome.status
+
+
+def _ended_report(
+    report: RunReport, outcome: RunOutcome, earlier: EarlierRun | None, slurm_note: str | None
+) -> RunReport:
+    """The run's report with how the command ended, the work an earlier run lost (when this
+    run restarted from its checkpoint), and the notes of the signal and Slurm."""
+    report = replace(report, exit_status=outcome.status, signal=outcome.signal_name)
+    if earlier is not None:
+        report = earlier.account(report)
+    if outcome.signal_name is not None:
+        report = _with_note(report, signal_note(outcome))
+    if slurm_note is not None:
+        report = _with_note(report, slurm_note)
+    return report
 
 
 def _slurm_frequency(node: Node, command: Sequence[str]) -> tuple[Node, str | None]:

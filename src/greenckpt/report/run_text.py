@@ -1,6 +1,7 @@
-"""A run report as plain text for the terminal: per kind (and per level) count, seconds,
-CPU-seconds (when the run measured them), joules, watts and source, then the run's totals,
-useful compute, EPE, comparisons and notes.
+"""A run report as plain text for the terminal: per kind (and per level) count, bytes (I/O
+phases), seconds, CPU-seconds (when the run measured them), joules, watts and source, then the
+run's totals, useful compute, the work an earlier run lost (when this run restarted from its
+checkpoint), EPE, comparisons and notes.
 
 Why here: the run report's figures are the runtime's (:mod:`greenckpt.runtime.report`);
 showing them is this layer's job, for ``greenckpt run``, ``greenckpt demo`` and a Python user
@@ -11,9 +12,12 @@ from __future__ import annotations
 
 import math
 
+from greenckpt.phases import IO_KINDS
+from greenckpt.runtime.records import PreviousLoss
 from greenckpt.runtime.report import KindTotal, RunReport
+from greenckpt.units import format_size
 
-__all__ = ["render_run_text"]
+__all__ = ["bytes_cell", "previous_lost_line", "render_run_text"]
 
 
 def render_run_text(report: RunReport) -> str:
@@ -25,6 +29,8 @@ def render_run_text(report: RunReport) -> str:
         f"rework {report.rework_seconds:.3f} s), lost {report.lost_seconds:.3f} s (work after "
         "the checkpoint a restart read back, and the downtime before it)"
     )
+    if report.previous_lost is not None:
+        lines.append(previous_lost_line(report.previous_lost))
     lines.append(_epe_line(report))
     for c in report.comparisons():
         label = report.source_label(c.source) if not c.synthetic else f"{c.source}, SYNTHETIC"
@@ -65,7 +71,7 @@ def _has_cpu(report: RunReport) -> bool:
 def _table_lines(report: RunReport) -> list[str]:
     """The per-kind table, levels indented under their kind, and the run's total row (a
     CPU-s column after seconds when the report has CPU-seconds)."""
-    header = ("phase", "count", "seconds", "joules", "W", "source")
+    header = ("phase", "count", "bytes", "seconds", "joules", "W", "source")
     rows: list[tuple[str, ...]] = [header]
     cpu: list[str] = ["CPU-s"]
     levels = report.by_level()
@@ -79,6 +85,7 @@ def _table_lines(report: RunReport) -> list[str]:
         (
             "run total",
             "",
+            "",
             f"{report.total_seconds:.3f}",
             _num(report.total_energy_j, 1),
             _num(report.mean_power_w, 1),
@@ -87,7 +94,7 @@ def _table_lines(report: RunReport) -> list[str]:
     )
     cpu.append(_num(report.total_cpu_s, 3))
     if _has_cpu(report):
-        rows = [(*row[:3], c, *row[3:]) for row, c in zip(rows, cpu, strict=True)]
+        rows = [(*row[:4], c, *row[4:]) for row, c in zip(rows, cpu, strict=True)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     last = len(rows[0]) - 1
     lines = []
@@ -122,10 +129,38 @@ def _row(report: RunReport, name: str, t: KindTotal) -> tuple[str, ...]:
     return (
         name,
         count,
+        bytes_cell(t.bytes, t.bytes_unknown) if t.kind in IO_KINDS else "",
         f"{t.seconds:.3f}",
         _num(t.energy_j, 1),
         _num(t.mean_power_w, 1),
         source,
+    )
+
+
+def bytes_cell(known: int | None, unknown: int) -> str:
+    """An I/O row's bytes: the known sizes summed (``"64 MiB"``), ``"unknown"`` when no
+    record's size is known, ``">= 64 MiB (2 unknown)"`` when only some are."""
+    if not known:
+        return "unknown" if unknown else "0 B"
+    text = format_size(known)
+    return f">= {text} ({unknown} unknown)" if unknown else text
+
+
+def previous_lost_line(loss: PreviousLoss) -> str:
+    """The line of the work an earlier run lost: seconds, energy with its source and basis,
+    and where the figures come from."""
+    energy = "no energy figure"
+    if loss.ended == "completed":
+        energy = "0 J (it completed)"
+    elif loss.energy_j is not None:
+        energy = f"{loss.energy_j:.1f} J ({loss.energy_source or 'no node figure'}, from "
+        energy += f"{loss.energy_basis})"
+    levels = ""
+    if loss.restart_level is not None:
+        levels = f"; the restart read level {loss.restart_level}"
+    return (
+        f"lost in the previous run {loss.seconds:.3f} s, {energy}{levels}; source: "
+        f"{loss.source} (not in this run's totals): {loss.note}"
     )
 
 

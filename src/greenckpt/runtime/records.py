@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from greenckpt.errors import InvalidValueError
-from greenckpt.phases import RUN_KINDS, RunKind
+from greenckpt.phases import IO_KINDS, RUN_KINDS, RunKind
 from greenckpt.platform.meters.base import Source
 from greenckpt.platform.sampler import Series
 from greenckpt.runtime.settings import Settings
@@ -32,8 +32,10 @@ __all__ = [
     "KindTotal",
     "PhaseRecord",
     "PowerTrace",
+    "PreviousLoss",
     "combine_sources",
     "kind_total",
+    "known_size",
     "opt_float",
     "percent_difference",
     "settings_from_dict",
@@ -112,6 +114,8 @@ class PhaseRecord:
     ``cpu_s``: the node's busy CPU-seconds over the span, all CPUs (the difference of
     ``/proc/stat``'s counters at its two boundaries: a measurement, not an energy estimate;
     ``None`` when they could not be read or in a report saved before it was recorded).
+    ``size``: the bytes an I/O phase moved on this node, as its notifiers announced them
+    (0: unknown).
     """
 
     kind: RunKind
@@ -221,7 +225,7 @@ class PhaseRecord:
             power_domains=tuple(doc.get("power_domains", ())),
             level=doc.get("level"),
             path=doc.get("path"),
-            size=int(doc.get("size", 0)),
+            size=int(doc.get("size") or 0),  # null: unknown, as 0
             settings=None if settings is None else settings_from_dict(settings),
             ok=bool(doc.get("ok", True)),
             background=bool(doc.get("background", False)),
@@ -291,6 +295,9 @@ class KindTotal:
     """Totals over the records of one kind (``level`` None) or one kind at one level.
 
     ``cpu_s``: the records' CPU-seconds summed (``None`` when any record has none).
+    ``bytes``: for an I/O kind, the bytes of the records whose size is known, summed;
+    ``bytes_unknown``: how many records' size is unknown (0 or missing: a notifier that could
+    not tell); both 0 for the other kinds, which move no checkpoint data.
     """
 
     kind: RunKind
@@ -302,6 +309,8 @@ class KindTotal:
     source: Source | None
     background: bool
     cpu_s: float | None = None
+    bytes: int = 0
+    bytes_unknown: int = 0
 
     @property
     def mean_power_w(self) -> float | None:
@@ -322,7 +331,15 @@ class KindTotal:
             "source": self.source,
             "background": self.background,
             "cpu_s": self.cpu_s,
+            "bytes": self.bytes,
+            "bytes_unknown": self.bytes_unknown,
         }
+
+
+def known_size(size: int | None) -> int | None:
+    """A record's bytes when known: None for a size that is missing or below 1 (a notifier
+    that could not tell)."""
+    return size if size is not None and size >= 1 else None
 
 
 def kind_total(kind: RunKind, level: int | None, records: Sequence[PhaseRecord]) -> KindTotal:
@@ -337,6 +354,8 @@ def kind_total(kind: RunKind, level: int | None, records: Sequence[PhaseRecord])
         source=combine_sources(r.power_source for r in records),
         background=all(r.background for r in records),
         cpu_s=sum_cpu_s(records),
+        bytes=sum(known_size(r.size) or 0 for r in records) if kind in IO_KINDS else 0,
+        bytes_unknown=(sum(known_size(r.size) is None for r in records) if kind in IO_KINDS else 0),
     )
 
 
@@ -441,3 +460,82 @@ class Comparison:
             "source": self.source,
             "synthetic": self.synthetic,
         }
+
+
+# ---------------------------------------------------------------------------- previous run
+
+
+@dataclass(frozen=True)
+class PreviousLoss:
+    """The work an earlier run lost, accounted in the run that restarted from its checkpoint.
+
+    Why apart from the ``lost`` records: those are spans of this run; this span was spent by
+    the earlier run (a job that died and was resubmitted), so it is shown beside this run's
+    figures, never added to them. ``source``: ``"previous run <report>"`` (or ``"previous job
+    <report>, node <k>"``); ``report``: that report's path. ``from_s``/``to_s``: the lost span
+    in the earlier run's own clock (from the end of the state this run's restart read back
+    — its newest checkpoint that committed, of the level the restart read when named — or
+    from its start when it committed none, to its end); ``seconds`` their difference.
+    ``energy_j`` with ``energy_source`` (``measured``/``estimated``) and ``energy_basis`` (how
+    it was obtained: the earlier run's phase records, its power trace, or an estimate from its
+    mean power; ``None`` when nothing allows one). ``restart_level``: the level this run's
+    restart read (``None``: not named); ``checkpoint_level``: the level of the earlier run's
+    checkpoint the span starts at (``None``: none); ``read_previous``: whether the restart
+    read a checkpoint the earlier run committed (``None``: cannot be told). ``ended``: how the
+    earlier run ended (``completed``: nothing lost; ``failed``, ``cancelled`` or ``unknown``).
+    ``note``: the account in one sentence.
+    """
+
+    source: str
+    report: str
+    seconds: float
+    from_s: float
+    to_s: float
+    energy_j: float | None
+    energy_source: Source | None
+    energy_basis: str
+    ended: str
+    note: str
+    restart_level: int | None = None
+    checkpoint_level: int | None = None
+    read_previous: bool | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "report": self.report,
+            "seconds": self.seconds,
+            "from_s": self.from_s,
+            "to_s": self.to_s,
+            "energy_j": self.energy_j,
+            "energy_source": self.energy_source,
+            "energy_basis": self.energy_basis,
+            "ended": self.ended,
+            "restart_level": self.restart_level,
+            "checkpoint_level": self.checkpoint_level,
+            "read_previous_checkpoint": self.read_previous,
+            "note": self.note,
+        }
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any]) -> PreviousLoss:
+        read = doc.get("read_previous_checkpoint")
+        return cls(
+            source=str(doc["source"]),
+            report=str(doc["report"]),
+            seconds=float(doc["seconds"]),
+            from_s=float(doc["from_s"]),
+            to_s=float(doc["to_s"]),
+            energy_j=opt_float(doc.get("energy_j")),
+            energy_source=doc.get("energy_source"),
+            energy_basis=str(doc.get("energy_basis", "")),
+            ended=str(doc.get("ended", "unknown")),
+            note=str(doc.get("note", "")),
+            restart_level=_opt_int(doc.get("restart_level")),
+            checkpoint_level=_opt_int(doc.get("checkpoint_level")),
+            read_previous=None if read is None else bool(read),
+        )
+
+
+def _opt_int(value: Any) -> int | None:
+    return None if value is None else int(value)

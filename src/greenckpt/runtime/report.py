@@ -36,6 +36,7 @@ from greenckpt.runtime.records import (
     KindTotal,
     PhaseRecord,
     PowerTrace,
+    PreviousLoss,
     combine_sources,
     kind_total,
     opt_float,
@@ -56,6 +57,7 @@ __all__ = [
     "KindTotal",
     "PhaseRecord",
     "PowerTrace",
+    "PreviousLoss",
     "RunKind",
     "RunReport",
     "load_report",
@@ -102,6 +104,11 @@ class RunReport:
     its useful compute is the compute records alone (see :data:`REPORT_VERSION`).
     ``total_cpu_s``: the node's busy CPU-seconds over the run, from ``/proc/stat`` (``None``
     when not read, or in a report saved before it was recorded; optional in every format).
+    ``exit_status``/``signal``: how the command ended (its status as a shell reports it, the
+    signal received, e.g. ``SIGTERM``), when the report knows (``greenckpt run`` sets them;
+    ``None`` from Python or in a report saved before they were recorded). ``previous_lost``:
+    the work an earlier run lost, when this run restarted from its checkpoint (shown beside
+    this run's figures, never added to them: :class:`PreviousLoss`).
     """
 
     records: tuple[PhaseRecord, ...]
@@ -119,6 +126,9 @@ class RunReport:
     notes: tuple[str, ...] = ()
     format_version: int = REPORT_VERSION
     total_cpu_s: float | None = None
+    exit_status: int | None = None
+    signal: str | None = None
+    previous_lost: PreviousLoss | None = None
 
     @classmethod
     def from_records(
@@ -322,6 +332,9 @@ class RunReport:
             "useful_compute_s": self.useful_seconds,
             "rework_s": self.rework_seconds,
             "lost_s": self.lost_seconds,
+            "previous_lost": None if self.previous_lost is None else self.previous_lost.to_dict(),
+            "exit_status": self.exit_status,
+            "signal": self.signal,
             "epe": {
                 "observed_w": self.observed_epe,
                 "observed_source": self.power_source,
@@ -524,6 +537,13 @@ def load_report(path: str | os.PathLike[str]) -> RunReport:
             notes=notes,
             format_version=version,
             total_cpu_s=opt_float(doc.get("cpu", {}).get("total_s")),
+            exit_status=None if doc.get("exit_status") is None else int(doc["exit_status"]),
+            signal=None if doc.get("signal") is None else str(doc["signal"]),
+            previous_lost=(
+                None
+                if doc.get("previous_lost") is None
+                else PreviousLoss.from_dict(doc["previous_lost"])
+            ),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise InvalidValueError(f"{target}: malformed run report ({exc})") from exc
