@@ -146,7 +146,8 @@ def _energy_stack(summary: dict[str, Any]) -> str:
         ax.barh(_labels(summary), widths, left=left, label=kind, color=_KIND_COLOURS.get(kind))
         left = [a + b for a, b in zip(left, widths, strict=True)]
     ax.set_xlabel(f"energy per phase kind, J (median per kind; {', '.join(summary['sources'])})")
-    ax.legend(fontsize=8, loc="lower right")
+    if kinds:
+        ax.legend(fontsize=8, loc="lower right")
     ax.invert_yaxis()
     return _svg(fig)
 

@@ -64,8 +64,10 @@ def _json(value: object) -> object:
     return value if isinstance(value, str | int | float) else str(value)
 
 
-def _claim(directory: Path, identity: dict[str, Any]) -> None:
-    """Make ``directory`` this study's, or check that it already is (StudyError if not)."""
+def _claim(directory: Path, identity: dict[str, Any], *, grow: bool = False) -> None:
+    """Make ``directory`` this study's, or check that it already is (StudyError if not);
+    ``grow``: more repeats than before are allowed (the adaptive mode adds blocks; in blocks
+    the design of fewer repeats is the start of the design of more)."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / IDENTITY
     if path.exists():
@@ -75,12 +77,20 @@ def _claim(directory: Path, identity: dict[str, Any]) -> None:
                 f"{directory} was made by another study file (sha256 {str(old.get('sha256'))[:12]}"
                 f"...): use another -o DIR"
             )
+        more = grow and int(old.get("repeats") or 0) < identity["repeats"]
+        if more and old.get("scale") == identity["scale"]:
+            _write_identity(path, identity)
+            return
         if old.get("repeats") != identity["repeats"] or old.get("scale") != identity["scale"]:
             raise StudyError(
                 f"{directory} holds this study with repeats={old.get('repeats')} and "
                 f"scale={old.get('scale')}: give the same, or use another -o DIR"
             )
         return
+    _write_identity(path, identity)
+
+
+def _write_identity(path: Path, identity: dict[str, Any]) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(identity, indent=2) + "\n")
     os.replace(tmp, path)
@@ -311,10 +321,12 @@ def run_study(
     *,
     repeats: int | None = None,
     say: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
+    grow: bool = False,
 ) -> list[dict[str, Any]]:
-    """Run every run of the design not yet in the journal; every journal line at the end."""
+    """Run every run of the design not yet in the journal; every journal line at the end
+    (``grow``: the directory may hold the same study with fewer repeats, see :func:`_claim`)."""
     repeats = study.repeats if repeats is None else repeats
-    _claim(directory, study_identity(study, repeats))
+    _claim(directory, study_identity(study, repeats), grow=grow)
     design = runs(study, repeats)
     done = {doc["run"] for doc in finished_runs(directory)}
     todo = [run for run in design if run.id not in done]
