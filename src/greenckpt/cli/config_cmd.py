@@ -23,6 +23,11 @@ _FLAGS = (
     ("lib-dir", "the folder of the libraries"),
     ("pkgconfig-dir", "the folder of greenckpt.pc, for PKG_CONFIG_PATH"),
     ("fortran-module", "the Fortran module's source, to compile with the application"),
+    (
+        "fortran-mpi-module",
+        "the source of the Fortran collective helpers (module greenckpt_mpi, use mpi), to "
+        "compile after --fortran-module with the application's mpifort",
+    ),
     ("intercept-lib", "the interposition library greenckpt run --intercept preloads"),
     (
         "spank",
@@ -60,6 +65,7 @@ def _value(name: str) -> str:
         "libs": native.libs,
         "include-dir": lambda: str(native.include_dir()),
         "fortran-module": lambda: str(native.fortran_module()),
+        "fortran-mpi-module": lambda: str(native.fortran_mpi_module()),
         "intercept-lib": lambda: str(native.intercept_library()),
         "spank": lambda: str(native.spank_plugin()),
     }

@@ -28,6 +28,7 @@ __all__ = [
     "BuildError",
     "cflags",
     "fortran_module",
+    "fortran_mpi_module",
     "include_dir",
     "intercept_library",
     "library_dir",
@@ -47,6 +48,12 @@ def fortran_module() -> Path:
     """The Fortran module's source (``greenckpt_mod.f90``): compiled with the application,
     since a ``.mod`` file belongs to one Fortran compiler."""
     return NATIVE_DIR / "fortran" / "greenckpt_mod.f90"
+
+
+def fortran_mpi_module() -> Path:
+    """The source of the Fortran collective helpers (module ``greenckpt_mpi``, ``use mpi``):
+    compiled after :func:`fortran_module`, with the application's MPI Fortran compiler."""
+    return NATIVE_DIR / "fortran" / "greenckpt_mpi_mod.f90"
 
 
 def _complete(folder: Path, digest: str) -> bool:

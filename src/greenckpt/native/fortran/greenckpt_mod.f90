@@ -7,10 +7,13 @@
 !
 ! The functions return the C API's statuses (GREENCKPT_OK, GREENCKPT_NO_RUNTIME, or a negative
 ! error, which libgreenckpt also reports in one line on stderr); sizes are 64-bit integers.
-! Paths are Fortran strings; trailing blanks are not part of the path.
+! Paths are Fortran strings; trailing blanks are not part of the path. Where C returns a
+! `const char *`, these return a Fortran string ('' for C's NULL). Every function of
+! greenckpt.h is here under its C name (tests/native/test_fortran_parity.py checks it); the
+! collective helpers of greenckpt_mpi.h are in greenckpt_mpi_mod.f90 (module greenckpt_mpi).
 module greenckpt
   use, intrinsic :: iso_c_binding, only: c_int, c_int64_t, c_char, c_null_char, c_ptr, &
-       c_f_pointer, c_associated
+       c_size_t, c_f_pointer, c_associated
   implicit none
   private
 
@@ -23,7 +26,7 @@ module greenckpt
   integer, parameter, public :: greenckpt_size_kind = c_int64_t
 
   public :: greenckpt_begin, greenckpt_end, greenckpt_io_processes, greenckpt_attached, &
-       greenckpt_set_node, greenckpt_last_error
+       greenckpt_set_node, greenckpt_strerror, greenckpt_last_error, greenckpt_kind_name
 
   interface
      function c_begin(kind, level, path, bytes, io_processes) result(status) &
@@ -59,10 +62,28 @@ module greenckpt
        integer(c_int) :: status
      end function c_set_node
 
+     function c_strerror(status) result(text) bind(C, name="greenckpt_strerror")
+       import :: c_int, c_ptr
+       integer(c_int), value :: status
+       type(c_ptr) :: text
+     end function c_strerror
+
      function c_last_error() result(text) bind(C, name="greenckpt_last_error")
        import :: c_ptr
        type(c_ptr) :: text
      end function c_last_error
+
+     function c_kind_name(kind) result(text) bind(C, name="greenckpt_kind_name")
+       import :: c_int, c_ptr
+       integer(c_int), value :: kind
+       type(c_ptr) :: text
+     end function c_kind_name
+
+     function c_strlen(text) result(n) bind(C, name="strlen")
+       import :: c_ptr, c_size_t
+       type(c_ptr), value :: text
+       integer(c_size_t) :: n
+     end function c_strlen
   end interface
 
 contains
@@ -106,25 +127,40 @@ contains
     status = int(c_set_node(int(node, c_int)))
   end function greenckpt_set_node
 
+  !> A constant text for a status (C's greenckpt_strerror), as a Fortran string.
+  function greenckpt_strerror(status) result(text)
+    integer, intent(in) :: status
+    character(len=:), allocatable :: text
+    text = fortran_string(c_strerror(int(status, c_int)))
+  end function greenckpt_strerror
+
   !> This thread's last error message ('' if none), without the C string's terminator.
   function greenckpt_last_error() result(text)
     character(len=:), allocatable :: text
+    text = fortran_string(c_last_error())
+  end function greenckpt_last_error
+
+  !> The wire name of a kind ('checkpoint', ...), or '' for an unknown kind (C's NULL).
+  function greenckpt_kind_name(kind) result(text)
+    integer, intent(in) :: kind
+    character(len=:), allocatable :: text
+    text = fortran_string(c_kind_name(int(kind, c_int)))
+  end function greenckpt_kind_name
+
+  !> A C string as a Fortran string of its length ('' for NULL).
+  function fortran_string(p) result(text)
+    type(c_ptr), intent(in) :: p
+    character(len=:), allocatable :: text
     character(kind=c_char), pointer :: chars(:)
-    type(c_ptr) :: p
     integer :: n
-    p = c_last_error()
     if (.not. c_associated(p)) then
        text = ''
        return
     end if
-    call c_f_pointer(p, chars, [1024])
-    n = 0
-    do while (n < 1024)
-       if (chars(n + 1) == c_null_char) exit
-       n = n + 1
-    end do
+    n = int(c_strlen(p))
+    call c_f_pointer(p, chars, [n])
     allocate(character(len=n) :: text)
     text = transfer(chars(1:n), text)
-  end function greenckpt_last_error
+  end function fortran_string
 
 end module greenckpt
