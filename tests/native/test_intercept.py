@@ -65,6 +65,11 @@ def preload() -> str:
     return str(intercept_library())
 
 
+SCR_DIRS = {"SCR_PREFIX": "prefix", "SCR_CACHE_BASE": "cache", "SCR_CNTL_BASE": "cntl",
+            "USER": "u", "SCR_JOB_ID": "1"}  # fmt: skip
+"""SCR's directories, relative to the run's folder, and the USER and job id it needs."""
+
+
 def bare_env(tmp: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GREENCKPT_", "SCR_"))}
     env.pop("LD_PRELOAD", None)
@@ -79,7 +84,7 @@ def run_prog(
     tmp.mkdir()
     env = {**bare_env(tmp), **extra}
     done = subprocess.run([str(prog), *args], capture_output=True, text=True, env=env,
-                          timeout=60, check=True)  # fmt: skip
+                          timeout=60, check=True, cwd=tmp)  # fmt: skip
     return done.stdout, done.stderr, (tmp / "calls.log").read_text().splitlines()
 
 
@@ -148,17 +153,19 @@ def test_scr_datasets_and_restarts_are_announced_with_the_routed_bytes(
     progs: dict[str, Path], preload: str, server: NotifyServer, target: FakeTarget,
     tmp_path: Path,
 ) -> None:  # fmt: skip
-    extra = {"SCR_COPY_TYPE": "PARTNER", "SCR_CACHE_BASE": "/dev/shm/scr"}
+    # in cache (no bypass), on two nodes (no forced SINGLE), no periodic flush: PARTNER is L2
+    extra = {**SCR_DIRS, "SCR_COPY_TYPE": "PARTNER", "SCR_CACHE_BYPASS": "0", "SCR_FLUSH": "0",
+             "SLURM_STEP_NUM_NODES": "2"}  # fmt: skip
     env = {"LD_PRELOAD": preload, "GREENCKPT_INTERCEPT_BYTES": "4096", **server.environ()}
     assert compare(progs["scr"], [], tmp_path, extra, env) == ""
-    cache, ck, rs = "/dev/shm/scr", "checkpoint", "restart"
+    cache, ck, rs = str(tmp_path / "preloaded" / "cache"), "checkpoint", "restart"
     assert target.calls == [
         begin(ck, cache, 4096, 2), end(ck, True),  # first: GREENCKPT_INTERCEPT_BYTES
         begin(ck, cache, 5000, 2), end(ck, True),  # the previous dataset's routed file
         # out.3, an output-only dataset (no SCR_FLAG_CHECKPOINT): not a checkpoint phase
-        begin(ck, cache, 3000, 4), end(ck, False),  # SCR_FLAG_OUTPUT: L4; refused by SCR
+        begin(ck, cache, 3000, 2), end(ck, False),  # bad.4, refused by SCR
         begin(ck, cache, 3000, 2), end(ck, True),  # ckpt.5: a refused bad.6 inside leaves it
-        begin(rs, cache, 900, None), end(rs, True),
+        begin(rs, cache, 900, None), end(rs, True),  # nothing restarted in SCR_Init: the read
     ]  # fmt: skip
 
 
@@ -369,7 +376,8 @@ def test_greenckpt_run_intercept_fti_under_mpiexec_reports_the_phases(tmp_path: 
 WRAPPED = {
     "fti": ["FTI_Init", "FTI_InitType", "FTI_InitCompositeType", "FTI_Protect",
             "FTI_Checkpoint", "FTI_Recover", "FTI_RecoverVarInit", "FTI_RecoverVarFinalize"],
-    "scr": ["SCR_Start_output", "SCR_Complete_output", "SCR_Start_checkpoint",
+    "scr": ["SCR_Config", "SCR_Init", "SCR_Have_restart", "SCR_Finalize",
+            "SCR_Start_output", "SCR_Complete_output", "SCR_Start_checkpoint",
             "SCR_Complete_checkpoint", "SCR_Start_restart", "SCR_Complete_restart",
             "SCR_Route_file"],
     "veloc": ["VELOC_Init", "VELOC_Init_single", "VELOC_Mem_protect", "VELOC_Mem_unprotect",

@@ -70,7 +70,7 @@ class FakeTarget:
         kind: WireKind,
         *,
         path: str | None,
-        size: int,
+        size: int | None,
         level: int | None,
         codec: str | None = None,
         node: int | None = None,

@@ -215,7 +215,7 @@ class BeginRequest:
     kind: WireKind
     level: int | None = None
     path: str = ""
-    size: int = 0
+    size: int | None = 0
     node: int = 0
     pid: int = 0
     scope: Scope = "job"
@@ -231,7 +231,8 @@ class BeginRequest:
             raise ProtocolError(f'"path" must be a string, got {self.path!r:.40}')
         if "\0" in self.path:
             raise ProtocolError('"path" must not contain NUL characters')
-        _check_int("size", self.size, low=0)
+        if self.size is not None or self.kind not in IO_KINDS:  # null: an I/O phase's unknown
+            _check_int("size", self.size, low=0)
         _check_int("node", self.node, low=0)
         _check_int("pid", self.pid, low=0)
 

@@ -256,8 +256,10 @@ def _render_scr(levels: Sequence[NativeLevel]) -> str:
         raise InvalidValueError(f"SCR needs the lowest level ({base.name}) to be checkpointed")
     seconds = _whole(base.interval, 1.0, f"SCR_CHECKPOINT_SECONDS for {base.name}")
     lines = [
-        "# SCR configuration (SCR_CONF_FILE; the SCR_* lines may also be environment",
-        "# variables). SCR_CHECKPOINT_SECONDS: SCR_Need_checkpoint answers 1 once this many",
+        "# SCR configuration (SCR_CONF_FILE). SCR reads a variable of its environment before",
+        "# this file: unset SCR_FLUSH, SCR_COPY_TYPE, SCR_CACHE_BYPASS and SCR_CHECKPOINT_*",
+        "# in the job's environment, or they override these lines.",
+        "# SCR_CHECKPOINT_SECONDS: SCR_Need_checkpoint answers 1 once this many",
         "# seconds have passed since the end of the last checkpoint.",
         f"# {base.name}: every {seconds} s of computation",
         f"SCR_CHECKPOINT_SECONDS={seconds}",
@@ -269,7 +271,9 @@ def _render_scr(levels: Sequence[NativeLevel]) -> str:
         lines += [
             "# Cache levels: SCR takes, for checkpoint number k, the descriptor with the largest",
             "# INTERVAL dividing k. TYPE follows the levels' order; add STORE=/GROUP= for",
-            "# your system.",
+            "# your system. SCR bypasses its cache by default (SCR_CACHE_BYPASS=1: every",
+            "# checkpoint straight to the prefix), so the cache levels need it off.",
+            "SCR_CACHE_BYPASS=0",
             "SCR_COPY_TYPE=FILE",
         ]
         for i, lv in enumerate(lower):
@@ -279,7 +283,7 @@ def _render_scr(levels: Sequence[NativeLevel]) -> str:
             lines.append(f"# {lv.name}: {_every(_ratio(lv, base, 'SCR'))}")
             lines.append(f"CKPT={i} INTERVAL={_ratio(lv, base, 'SCR')} TYPE={_SCR_TYPES[i]}")
     lines.append("# Top level: flush to the parallel file system every SCR_FLUSH-th checkpoint")
-    lines.append("# (its cost in the levels file should include the cache write before it).")
+    lines.append("# (the cost given to greenckpt for it should include the cache write before it).")
     if math.isfinite(top.interval):
         lines.append(f"# {top.name}: {_every(_ratio(top, base, 'SCR'))}")
         lines.append(f"SCR_FLUSH={_ratio(top, base, 'SCR')}")

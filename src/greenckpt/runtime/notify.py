@@ -84,7 +84,8 @@ class NotifyTarget(Protocol):
     """What the server drives: the runtime (``greenckpt.runtime.session.Runtime``) or a fake.
 
     ``begin`` returns the settings it applied for the phase (``None``: nothing to advise, e.g.
-    for ``compute``) and may raise to refuse the phase (a ``ValueError`` for a bad request);
+    for ``compute``; its ``size`` is ``None`` when the notifier could not know an I/O phase's
+    bytes) and may raise to refuse the phase (a ``ValueError`` for a bad request);
     ``end`` closes the phase and raises (a ``ValueError``) when none of that kind is open; its
     return value is not used. Overlapping phases of one kind are the target's to count.
     A target whose ``decisions_repeat`` attribute is true promises that the same begin
@@ -97,7 +98,7 @@ class NotifyTarget(Protocol):
         kind: WireKind,
         *,
         path: str | None,
-        size: int,
+        size: int | None,
         level: int | None,
         codec: str | None = None,
         node: int | None = None,

@@ -309,7 +309,7 @@ class Runtime:
         kind: PhaseKind,
         *,
         path: str | None = None,
-        size: int = 0,
+        size: int | None = 0,
         level: int | None = None,
         codec: str | None = None,
         background: bool | None = None,
@@ -322,7 +322,7 @@ class Runtime:
         kind: AccountingKind,
         *,
         path: str | None = None,
-        size: int = 0,
+        size: int | None = 0,
         level: int | None = None,
         codec: str | None = None,
         background: bool | None = None,
@@ -334,7 +334,7 @@ class Runtime:
         kind: RunKind,
         *,
         path: str | None = None,
-        size: int = 0,
+        size: int | None = 0,
         level: int | None = None,
         codec: str | None = None,
         background: bool | None = None,
@@ -343,7 +343,8 @@ class Runtime:
         """A phase of ``kind`` starts; for an I/O phase return the settings now applied.
 
         ``checkpoint``/``restart``/``flush`` need ``path`` and ``size`` (bytes this node
-        moves, >= 1); ``background`` says whether the application computes meanwhile
+        moves, >= 1, or ``None`` when the notifier cannot know them: planned as 1 byte,
+        recorded as unknown); ``background`` says whether the application computes meanwhile
         (default: True for ``flush``, else False). A kind already open gets the settings of
         its first begin (reference counting). ``compute``/``rework`` return None. The
         ``level`` of a restart, or of the rework after it, is the level of the checkpoint the
@@ -372,14 +373,15 @@ class Runtime:
         mark: Reading,
         request: PhaseRequest | None,
         path: str | None,
-        size: int,
+        size: int | None,
         level: int | None,
         node: int | None,
     ) -> Span:
         """Open the first span of ``kind`` at ``mark`` (a restart ends an open rework)."""
         self._order += 1
         index = self._take_index() if request is not None else -1  # recorded per segment
-        span = Span(kind, index, mark, self._order, path=path, size=size)
+        span = Span(kind, index, mark, self._order, path=path, size=size or 0)
+        span.unknown_sizes = int(size is None)
         if node is not None:
             span.nodes.add(node)
         if level is not None:

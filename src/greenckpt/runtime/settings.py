@@ -231,10 +231,12 @@ class Settings:
 
 
 def phase_request(
-    kind: RunKind, path: str | None, size: int, level: int | None, codec: str | None
+    kind: RunKind, path: str | None, size: int | None, level: int | None, codec: str | None
 ) -> PhaseRequest | None:
     """The request of an I/O phase about to begin (None for ``compute``/``rework``); refuses
-    an unknown kind, ``lost``, and an I/O phase without its path or size."""
+    an unknown kind, ``lost``, and an I/O phase without its path or size. A size of ``None``
+    (the notifier could not know it) is planned as 1 byte, the smallest phase: the settings
+    then follow the phase's kind and storage alone, and the record says the size is unknown."""
     if kind not in RUN_KINDS:
         raise InvalidValueError(f"phase kind must be one of {', '.join(RUN_KINDS)}, got {kind!r}")
     if kind in OVERHEAD_KINDS:
@@ -249,6 +251,8 @@ def phase_request(
         )
     if kind not in PHASE_KINDS:
         return None
+    if size is None:
+        size = 1
     if path is None or size < 1:
         raise InvalidValueError(
             f"a {kind} phase needs the path it uses and its size in bytes (>= 1), "

@@ -39,9 +39,10 @@ class Span:
     notes: list[str] = field(default_factory=list)
     nodes: set[int] = field(default_factory=set)
     reported_s: float | None = None
+    unknown_sizes: int = 0  # notifiers that could not tell their bytes (size None)
 
     def join(
-        self, *, node: int | None, size: int, level: int | None, background: bool | None
+        self, *, node: int | None, size: int | None, level: int | None, background: bool | None
     ) -> None:
         """Another notifier begins this kind while it is open: count it; the first begin's
         settings and background flag are kept (a disagreement is noted)."""
@@ -49,7 +50,10 @@ class Span:
         self.notifiers += 1
         if node is not None:
             self.nodes.add(node)
-        self.size += max(size, 0)
+        if size is None:
+            self.unknown_sizes += 1
+        else:
+            self.size += max(size, 0)
         if level is not None:
             self.levels.add(level)
         if background is not None and background != self.background:
@@ -66,10 +70,15 @@ class Span:
         if len(self.levels) > 1:
             notes.append(f"merged notifications of levels {sorted(self.levels)}")
             level = None
+        if self.unknown_sizes:  # a partial sum would pass for the whole: 0 is "unknown"
+            notes.append(
+                f"size unknown: {self.unknown_sizes} of {self.notifiers} notifier(s) could not "
+                "tell their bytes"
+            )
         return {
             "level": level,
             "path": self.path,
-            "size": self.size,
+            "size": 0 if self.unknown_sizes else self.size,
             "settings": self.settings,
             "ok": self.ok,
             "background": self.background,

@@ -409,14 +409,17 @@ static int check_begin(int kind, int level, const char *path, int64_t bytes) {
                     "greenckpt_begin: unknown kind %d; use GREENCKPT_CHECKPOINT, _RESTART, "
                     "_FLUSH, _REWORK or _COMPUTE",
                     kind);
-    if (level < 0)
+    /* checked here, not left to the runtime: a level the runtime would refuse must be refused
+     * the same way when no runtime listens, or a program tested without one breaks under it */
+    if (level < 0 || level > GREENCKPT_MAX_LEVEL)
         return fail(GREENCKPT_EINVAL,
-                    "greenckpt_begin(%s): level %d; a level is >= 1, or GREENCKPT_NO_LEVEL",
-                    KIND_NAMES[kind], level);
-    if (bytes < (io ? 1 : 0))
+                    "greenckpt_begin(%s): level %d; a level is 1 to %d (GREENCKPT_MAX_LEVEL), or "
+                    "GREENCKPT_NO_LEVEL",
+                    KIND_NAMES[kind], level, GREENCKPT_MAX_LEVEL);
+    if (bytes < (io ? 1 : 0) && !(io && bytes == GREENCKPT_UNKNOWN_BYTES))
         return fail(GREENCKPT_EINVAL,
                     "greenckpt_begin(%s): %lld bytes; give the bytes this process moves "
-                    "(>= %d)",
+                    "(>= %d, or GREENCKPT_UNKNOWN_BYTES)",
                     KIND_NAMES[kind], (long long)bytes, io);
     if (io && (path == NULL || *path == '\0'))
         return fail(GREENCKPT_EINVAL,
@@ -460,8 +463,11 @@ static void begin_request(struct gc_buf *b, int kind, int level, const char *pat
     put_chars(b, path ? path : "");
     /* scope "connection": the phase ends (failed) if this process's connection closes first,
      * e.g. when the rank is killed in the middle of a checkpoint */
-    putf(b, "\",\"size\":%lld,\"node\":%d,\"pid\":%ld,\"scope\":\"connection\"}\n",
-         (long long)bytes, g_node, (long)g_pid);
+    if (bytes == GREENCKPT_UNKNOWN_BYTES && kind <= GREENCKPT_FLUSH)
+        putf(b, "\",\"size\":null"); /* the wire format's "unknown" */
+    else
+        putf(b, "\",\"size\":%lld", (long long)bytes);
+    putf(b, ",\"node\":%d,\"pid\":%ld,\"scope\":\"connection\"}\n", g_node, (long)g_pid);
 }
 
 int greenckpt_begin(int kind, int level, const char *path, int64_t bytes, int *io_processes) {

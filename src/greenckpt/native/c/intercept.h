@@ -54,7 +54,9 @@ enum gci_route { GCI_ROUTE_SCR = 0, GCI_ROUTE_VELOC = 1, GCI_NROUTES = 2 };
 void gci_route_add(enum gci_route which, const char *path);
 int64_t gci_route_measure(enum gci_route which); /* sum of sizes; forgets the list */
 
-/* GREENCKPT_INTERCEPT_BYTES (a positive integer), or `fallback` when unset or invalid. */
+/* GREENCKPT_INTERCEPT_BYTES (a positive integer), or `fallback` when unset or invalid. A
+ * size below 1 given to gci_open/gci_open_split is announced as 1, except
+ * GREENCKPT_UNKNOWN_BYTES, which the report shows as unknown. */
 int64_t gci_env_bytes(int64_t fallback);
 
 /* The value of `key` in an INI-like configuration file ("key = value" lines, '#' or ';'

@@ -59,7 +59,8 @@ static int pushed(int status) { return status >= 0 || status == GREENCKPT_ERUNTI
 static int announce(const char *family, int kind, int level, const char *path, int64_t bytes) {
     int status;
     if (!gci_enabled(family) || tl_split[kind]) return 0;
-    status = greenckpt_begin(kind, level, path, bytes < 1 ? 1 : bytes, NULL);
+    if (bytes != GREENCKPT_UNKNOWN_BYTES && bytes < 1) bytes = 1;
+    status = greenckpt_begin(kind, level, path, bytes, NULL);
     return pushed(status);
 }
 

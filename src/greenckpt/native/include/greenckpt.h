@@ -43,6 +43,15 @@ extern "C" {
 /* No checkpoint level (levels are 1..4 built in: node-local, partner copy, erasure code,
  * global file system; a restart's level is that of the checkpoint it reads back). */
 #define GREENCKPT_NO_LEVEL 0
+/* The highest level a begin may name: the built-in levels are what a runtime knows (a level
+ * registered with greenckpt.ckpt.register_level exists only in the Python process that
+ * registered it). greenckpt_begin refuses any other level itself, with or without a runtime. */
+#define GREENCKPT_MAX_LEVEL 4
+
+/* `bytes` of an I/O phase that the process cannot know when it begins (a library that learns
+ * its files only afterwards, or reads back data it has not found yet): the runtime plans the
+ * phase as 1 byte and its report says "unknown" instead of presenting a made-up number. */
+#define GREENCKPT_UNKNOWN_BYTES (-1)
 
 /* Statuses. */
 #define GREENCKPT_OK 0         /* the runtime was told (and answered) */
@@ -56,7 +65,7 @@ extern "C" {
  * GREENCKPT_NO_LEVEL; `path`: the checkpoint file or directory (the runtime finds the storage
  * device from it; required for checkpoint, restart and flush, may be NULL otherwise);
  * `bytes`: what this process writes or reads in the phase, before compression (>= 1 for the
- * I/O kinds, >= 0 otherwise). `io_processes` (may be NULL) receives the number of processes
+ * I/O kinds, or GREENCKPT_UNKNOWN_BYTES; >= 0 otherwise). `io_processes` (may be NULL) receives the number of processes
  * of this node the runtime advises to write or read at once, or 0 for no advice. */
 int greenckpt_begin(int kind, int level, const char *path, int64_t bytes, int *io_processes);
 
