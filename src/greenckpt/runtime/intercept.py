@@ -176,6 +176,19 @@ def _read_head(path: Path, size: int) -> bytes:
         return b""
 
 
+def _any_links(programs: Sequence[Path], family: str) -> bool:
+    """:func:`links_family` for several programs, each shared library read once."""
+    needles = [b"\0" + name.encode() + b"\0" for name in FAMILIES[family][1]]
+    read: set[Path] = set()
+    for program in programs:
+        for path in (program, *_libraries(program)):
+            if path not in read:
+                read.add(path)
+                if _has_any(path, needles):
+                    return True
+    return False
+
+
 def _some(names: Sequence[str], most: int = 4) -> str:
     more = f" and {len(names) - most} more" if len(names) > most else ""
     return ", ".join(names[:most]) + more
@@ -189,7 +202,7 @@ def missing_library_note(family: str, command: Sequence[str]) -> str | None:
     name, calls = FAMILIES[family]
     scan = _Scan()
     _scan(command, scan)
-    if any(links_family(p, family) for p in scan.programs):
+    if _any_links(scan.programs, family):
         return None
     named = _some([str(p) for p in scan.programs]) or "none found"
     if scan.scripts or not scan.programs:
