@@ -55,6 +55,13 @@ def register(sub: Any) -> None:
         help="leave the CPU frequency to the batch system (srun --cpu-freq): decide and "
         "account as without frequency control; other settings stay greenckpt's",
     )
+    p.add_argument(
+        "--previous-job",
+        default=None,
+        metavar="JOB_REPORT",
+        help="the earlier job's job-report.json: the work this node's run in it lost is "
+        "accounted in this node's report (its own report beside it, nodes/node<k>)",
+    )
     add_runtime_arguments(p)
     p.set_defaults(run=run)
 
@@ -112,6 +119,7 @@ def run(ns: argparse.Namespace) -> int:
             root=ns.root,
             state_file=ns.state_file,
             frequency_control=not ns.no_frequency_control,
+            previous_job=ns.previous_job,
         )
     except (ValueError, OSError) as exc:
         return cannot_start(identity, str(exc))

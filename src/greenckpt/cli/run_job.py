@@ -52,8 +52,15 @@ from greenckpt.errors import InvalidValueError
 from greenckpt.jsonout import dumps
 from greenckpt.report.job_plot import plot_job
 from greenckpt.report.job_text import render_job_text
+from greenckpt.runtime.earlier_run import earlier_job
 from greenckpt.runtime.job import JobCollector
-from greenckpt.runtime.job_report import JobEnd, JobReport, load_job_report
+from greenckpt.runtime.job_report import (
+    JobEnd,
+    JobReport,
+    load_job_report,
+    node_list,
+    silent_nodes,
+)
 from greenckpt.runtime.launch import AgentHandle, AgentSpec, Launcher, LocalLauncher
 from greenckpt.runtime.launch_mpiexec import MpiexecLauncher, job_socket, parse_hosts
 from greenckpt.runtime.launch_slurm import (
@@ -271,6 +278,7 @@ def run_job(ns: argparse.Namespace, command: list[str]) -> int:
     meter_names(ns)
     notes: list[str] = []
     agent_args = _agent_args(ns)
+    previous = _previous_job(ns, agent_args, notes)  # read before this job replaces it
     _cpu_freq(command, agent_args, notes)
     sock_dir = tempfile.mkdtemp(prefix="greenckpt-job-")
     try:
@@ -322,6 +330,7 @@ def run_job(ns: argparse.Namespace, command: list[str]) -> int:
                 exit_status=outcome.status,
                 notes=[
                     *notes,
+                    *_previous_notes(ns, previous, collector),
                     *_ending_notes(outcome),
                     *collector.notes,
                     *([kept] if kept else []),
@@ -337,6 +346,31 @@ def run_job(ns: argparse.Namespace, command: list[str]) -> int:
     finally:
         shutil.rmtree(sock_dir, ignore_errors=True)
     return _show(ns, report, directory, outcome)
+
+
+def _previous_job(ns: argparse.Namespace, agent_args: list[str], notes: list[str]) -> Path | None:
+    """The earlier job's report (``--previous``, else the one an earlier job left in the
+    output folder): every agent gets it, to account the work its node's run lost there."""
+    previous, note = earlier_job(ns.previous, Path(ns.report))
+    if note is not None:
+        notes.append(note)
+    if previous is not None:
+        agent_args += ["--previous-job", str(previous)]
+    return previous
+
+
+def _previous_notes(
+    ns: argparse.Namespace, previous: Path | None, collector: JobCollector
+) -> list[str]:
+    """``--previous`` named a job no node restarted after: said once for the job."""
+    if ns.previous is None or previous is None:
+        return []
+    if any((v.summary or {}).get("previous_lost") for v in collector.nodes()):
+        return []
+    return [
+        f"--previous {ns.previous}: no node restarted from a checkpoint written before this "
+        "job, so no work lost by that job is accounted"
+    ]
 
 
 def _await_agents(collector: JobCollector, handles: Sequence[AgentHandle]) -> None:
@@ -444,6 +478,14 @@ def _show(ns: argparse.Namespace, report: JobReport, directory: Path, outcome: R
             print(_node_reports_line(directory / "nodes"))
     if problem is not None:
         print(f"greenckpt run: error: {problem}", file=sys.stderr)
+    silent = silent_nodes(report.nodes)
+    if silent:
+        print(
+            f"greenckpt run: node(s) {node_list(silent)} heard no announcement: no notifier "
+            "reached their socket, so none of their phases were accounted (did every rank run "
+            "on other nodes?)",
+            file=sys.stderr,
+        )
     if outcome.status != 0:
         print(
             f"greenckpt run: the command exited with status {outcome.status}; every managed "

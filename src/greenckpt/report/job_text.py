@@ -1,5 +1,6 @@
-"""A job report as plain text: one line per node, the job's phases per kind and level, the
-totals and EPE, and why a node is missing from them.
+"""A job report as plain text: one line per node, the job's phases per kind and level (with
+the bytes of the I/O phases), the work each node's run in an earlier job lost, the totals and
+EPE, and why a node is missing from them.
 
 Why here: the figures are :mod:`greenckpt.runtime.job_report`'s; showing them is this layer's
 job. Every energy figure is printed with its source, and a node that died or was never managed
@@ -12,7 +13,10 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from greenckpt.phases import IO_KINDS
+from greenckpt.report.run_text import bytes_cell, previous_lost_line
 from greenckpt.runtime.job_report import JobReport
+from greenckpt.runtime.records import PreviousLoss
 
 __all__ = ["render_job_text"]
 
@@ -35,7 +39,8 @@ def render_job_text(report: JobReport) -> str:
     for kind, t in doc["by_kind"].items():
         rows.append(_kind_cells(kind, t))
         rows += [_kind_cells(f"  L{lv['level']}", lv) for lv in _levels(doc, kind)]
-    lines += _table(("phase", "count", "nodes", "node-s", "joules", "source"), rows)
+    lines += _table(("phase", "count", "nodes", "bytes", "node-s", "joules", "source"), rows)
+    lines += _previous_lines(doc["nodes"])
     complete = "" if total["complete"] else " (INCOMPLETE: see notes)"
     lines.append(
         f"job total: {total['seconds']:.3f} s wall, {total['node_seconds']:.3f} node-s, "
@@ -98,12 +103,26 @@ def _node_cells(r: Mapping[str, Any]) -> tuple[str, ...]:
     )
 
 
+def _previous_lines(nodes: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Per node, the work its run in the previous job lost (never in this job's totals)."""
+    lost = [(r["node"], r["previous_lost"]) for r in nodes if r.get("previous_lost")]
+    if not lost:
+        return []
+    lines = ["work lost by the previous job (per node, from its reports; not in the totals):"]
+    for node, loss in lost:
+        lines.append(f"  node {node}: " + previous_lost_line(PreviousLoss.from_dict(loss)))
+    return lines
+
+
 def _kind_cells(name: str, t: Mapping[str, Any]) -> tuple[str, ...]:
     count = f"{t['count']}" + (f" ({t['failed']} failed)" if t.get("failed") else "")
+    kind = name.strip() if not name.startswith("  L") else ""
+    io = kind in IO_KINDS or not kind
     return (
         name,
         count,
         str(t["nodes"]),
+        bytes_cell(t.get("bytes"), int(t.get("bytes_unknown") or 0)) if io else "",
         f"{t['node_seconds']:.3f}",
         _num(t["energy_j"], 1),
         t["source"] or "no node figure",

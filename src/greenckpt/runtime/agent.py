@@ -125,7 +125,9 @@ def tell_unable(identity: AgentIdentity, reason: str) -> bool:
 
 class NodeAgent:
     """A node's agent (see the module docstring). ``runtime``: this node's runtime, not yet
-    started; ``write_files``: writes the node's report files and returns their paths."""
+    started; ``write_files``: writes the node's report files and returns their paths;
+    ``modelled``: the node's modelled EPE; ``earlier``: adds the work this node's run in an
+    earlier job lost (:class:`~greenckpt.runtime.earlier_run.EarlierRun`) to its report."""
 
     def __init__(
         self,
@@ -135,9 +137,13 @@ class NodeAgent:
         *,
         progress_seconds: float = PROGRESS_SECONDS,
         modelled: Callable[[RunReport], ModelledEpe] | None = None,
+        earlier: Callable[[RunReport], RunReport] | None = None,
     ) -> None:
         self.identity = identity
         self.modelled = modelled
+        self.earlier = earlier
+        self.heard: int | None = None
+        """Requests the node's socket served (0: no notifier announced anything to it)."""
         self.runtime = runtime
         self.write_files = write_files
         self.progress_seconds = progress_seconds
@@ -172,6 +178,7 @@ class NodeAgent:
                 self._serve()
             finally:
                 server.close()
+                self.heard = server.heard
                 self._close_runtime()
             self._final(t0_unix)
             return 0
@@ -291,6 +298,8 @@ class NodeAgent:
         modelled = self._modelled(report)
         if modelled is not None:
             report = with_modelled_epe(report, modelled)
+        if self.earlier is not None:  # the work this node's run in an earlier job lost
+            report = self.earlier(report)
         self.report = report
         files = [str(p) for p in self.write_files(report)]
         summary = report.to_dict(include_trace=False)
@@ -298,6 +307,7 @@ class NodeAgent:
             summary["modelled_epe"] = modelled.to_dict()
         summary["t0_unix"] = t0_unix
         summary["files"] = files
+        summary["announcements"] = self.heard
         if report.trace is not None:
             series = downsample(report.trace.t_s, report.trace.watts, MAX_SERIES_POINTS)
             summary["series"] = {**series, "source": report.trace.source}

@@ -19,7 +19,7 @@ from pathlib import Path
 from greenckpt.errors import InvalidValueError
 from greenckpt.files import read_regular
 from greenckpt.runtime.job_report import load_job_report
-from greenckpt.runtime.lost_previous import with_previous_loss
+from greenckpt.runtime.lost_previous import earlier_restart, with_previous_loss
 from greenckpt.runtime.report import RunReport, load_report
 
 __all__ = [
@@ -56,6 +56,8 @@ class EarlierRun:
         """``report`` with the earlier run's lost work when this run restarted from a
         checkpoint written before it, or with a note saying why none is accounted."""
         if self.report is None:
+            if not self.explicit and earlier_restart(report.records) is None:
+                return report  # nothing to account: a report that cannot be read is no matter
             return _noted(
                 report,
                 f"{self.path} could not be read as an earlier run's report ({self.problem}): "
@@ -112,8 +114,9 @@ def earlier_job(given: str | None, directory: Path) -> tuple[Path | None, str | 
         try:
             load_job_report(given)
         except InvalidValueError as exc:
+            why = str(exc).partition("; compare a job")[0]  # its advice is --compare's
             raise InvalidValueError(
-                f"--previous: {exc}; give the job-report.json of the job that died"
+                f"--previous: {why}; give the job-report.json of the job that died"
             ) from None
         return Path(os.path.abspath(given)), None
     found = found_report(directory, JOB_REPORT_NAME)
@@ -132,18 +135,19 @@ def earlier_job(given: str | None, directory: Path) -> tuple[Path | None, str | 
 def earlier_node_run(job_report: Path, node: int) -> EarlierRun:
     """Node ``node``'s run in the earlier job of ``job_report``: its own report
     (``nodes/node<k>/report.json`` beside the job report), labelled ``previous job <path>,
-    node <k>``, with how that job ended (a completed job lost nothing)."""
+    node <k>``, with how that job ended (a completed job lost nothing). Never ``explicit``:
+    whether ``--previous`` named the job is the leader's to say, once for the job."""
     source = f"previous job {job_report}, node {node}"
     path = job_report.parent / "nodes" / f"node{node}" / REPORT_NAME
     try:
         doc = json.loads(read_regular(job_report).decode("utf-8"))
         ended = str(doc["job"]["ended"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        return EarlierRun(path, None, True, f"its job report: {exc}", source)
+        return EarlierRun(path, None, False, f"its job report: {exc}", source)
     try:
-        return EarlierRun(path, load_report(path), True, None, source, ended)
+        return EarlierRun(path, load_report(path), False, None, source, ended)
     except InvalidValueError as exc:
-        return EarlierRun(path, None, True, f"node {node} left no readable report: {exc}", source)
+        return EarlierRun(path, None, False, f"node {node} left no readable report: {exc}", source)
 
 
 def _noted(report: RunReport, note: str) -> RunReport:

@@ -40,6 +40,7 @@ _SUMMARY_KEYS = (
     "synthetic",
     "files",
     "t0_unix",
+    "announcements",
 )
 
 
@@ -53,6 +54,9 @@ def node_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
         else []
     )
     kept["records"] = len(summary.get("records") or [])
+    lost = summary.get("previous_lost")
+    if isinstance(lost, Mapping):  # one account of bounded size: its note cut like the others
+        kept["previous_lost"] = {**lost, "note": str(lost.get("note", ""))[:1000]}
     modelled = summary.get("modelled_epe")
     if isinstance(modelled, Mapping):  # the figure, its source and how it was derived
         kept["modelled_epe"] = {

@@ -28,11 +28,19 @@ from greenckpt.durable import write_atomic
 from greenckpt.errors import InvalidValueError
 from greenckpt.files import read_regular
 from greenckpt.jsonout import dumps
+from greenckpt.phases import IO_KINDS
 from greenckpt.runtime.job import JobPhase, NodeView
 from greenckpt.runtime.records import percent_difference
 from greenckpt.runtime.report import REPORT_MODE
 
-__all__ = ["JOB_REPORT_FORMAT", "JOB_REPORT_VERSION", "JobEnd", "JobReport", "load_job_report"]
+__all__ = [
+    "JOB_REPORT_FORMAT",
+    "JOB_REPORT_VERSION",
+    "JobEnd",
+    "JobReport",
+    "load_job_report",
+    "silent_nodes",
+]
 
 JOB_REPORT_FORMAT = "greenckpt-job-report"
 JOB_REPORT_VERSION = 1
@@ -198,6 +206,8 @@ def _node_row(v: NodeView) -> dict[str, Any]:
         "records": s.get("records") if not died else p.get("records"),
         "files": list(s.get("files", [])),
         "notes": notes,
+        "announcements": s.get("announcements"),
+        "previous_lost": s.get("previous_lost"),
     }
 
 
@@ -310,12 +320,41 @@ def _node_notes(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         if r.get("shared_with")
     ]
     for r in rows:
+        out += _quiet_and_previous_notes(r)
+    for r in rows:
         if r["state"] == "died":
             out.append(f"node {r['node']} died ({r['reason']}): {r['accounting_ends']}")
         elif r["state"] == "unmanaged":
             out.append(f"node {r['node']} unmanaged ({r['reason']}): not set, metered or restored")
         elif r["state"] != "finished":
             out.append(f"node {r['node']} never sent its final summary ({r['state']})")
+    return out
+
+
+def silent_nodes(rows: Sequence[Mapping[str, Any]]) -> list[int]:
+    """The finished nodes whose socket heard no announcement (no notifier reached it)."""
+    return [r["node"] for r in rows if r["state"] == "finished" and r.get("announcements") == 0]
+
+
+def _quiet_and_previous_notes(r: Mapping[str, Any]) -> list[str]:
+    """A node that heard nothing, and the work its run in an earlier job lost."""
+    out = []
+    if r["state"] == "finished" and r.get("announcements") == 0:
+        out.append(
+            f"node {r['node']} heard no announcement: no notifier (the checkpoint library, "
+            "greenckpt notify, an interposer) reached its socket, so no phase of it was "
+            "accounted there (did every rank run on other nodes?)"
+        )
+    lost = r.get("previous_lost")
+    if isinstance(lost, Mapping):
+        energy = lost.get("energy_j")
+        joules = "no energy figure" if energy is None else f"{energy:.1f} J"
+        source = lost.get("energy_source") or "no node figure"
+        out.append(
+            f"node {r['node']}: {float(lost['seconds']):.3f} s and {joules} ({source}) of work "
+            f"lost by its run in the previous job, not in this job's totals; source: "
+            f"{lost['source']}"
+        )
     return out
 
 
@@ -328,8 +367,22 @@ def _combine(sources: Iterable[str | None]) -> str | None:
 
 def _add(out: dict[str, dict[str, Any]], key: str, total: Mapping[str, Any]) -> None:
     row = out.setdefault(
-        key, {"count": 0, "failed": 0, "node_seconds": 0.0, "energy_j": 0.0, "nodes": 0}
+        key,
+        {
+            "count": 0,
+            "failed": 0,
+            "node_seconds": 0.0,
+            "energy_j": 0.0,
+            "nodes": 0,
+            "bytes": 0,
+            "bytes_unknown": 0,
+        },
     )
+    if "bytes" in total:
+        row["bytes"] += int(total.get("bytes") or 0)
+        row["bytes_unknown"] += int(total.get("bytes_unknown") or 0)
+    elif key.partition("\0")[0] in IO_KINDS:  # a died node's progress, an older summary
+        row["bytes_unknown"] += int(total.get("count", 0))
     row["count"] += int(total.get("count", 0))
     row["failed"] += int(total.get("failed", 0))
     row["node_seconds"] += float(total.get("seconds", 0.0))

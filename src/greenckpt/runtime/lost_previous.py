@@ -24,7 +24,7 @@ from greenckpt.runtime.lost import restored_from
 from greenckpt.runtime.records import PhaseRecord, PowerTrace, PreviousLoss, combine_sources
 from greenckpt.runtime.report import RunReport
 
-__all__ = ["ended_of", "previous_loss", "with_previous_loss"]
+__all__ = ["earlier_restart", "ended_of", "previous_loss", "with_previous_loss"]
 
 _COVERED = 0.999
 """The share of the lost span the earlier run's records must cover for their energy to be
@@ -54,12 +54,10 @@ def previous_loss(
     its first restart read back a checkpoint of its own. ``source`` labels the figures
     (``previous run <path>``), ``report`` is the earlier report's path; ``ended``: how the
     earlier run ended when known elsewhere (a job report), else read from ``previous``."""
-    restart = _first_restart(records)
-    if restart is None:
+    found = earlier_restart(records)
+    if found is None:
         return None
-    level = restart.level if restart.level is not None else _rework_level(records, restart)
-    if restored_from(list(records), restart.start_s, level) is not None:
-        return None  # it read back a checkpoint of this run: accounted as this run's lost
+    restart, level = found
     how = ended if ended is not None else ended_of(previous)
     end_s = previous.total_seconds
     if how == "completed":
@@ -111,6 +109,19 @@ def with_previous_loss(
     label = source or f"previous run {where}"
     loss = previous_loss(report.records, previous, source=label, report=where, ended=ended)
     return report if loss is None else replace(report, previous_lost=loss)
+
+
+def earlier_restart(records: Sequence[PhaseRecord]) -> tuple[PhaseRecord, int | None] | None:
+    """This run's first restart and the level it read (None: not named), when it read back
+    a checkpoint written before this run started; None when there is no restart or it read
+    one of this run's own (whose lost work is this run's ``lost`` records)."""
+    restart = _first_restart(records)
+    if restart is None:
+        return None
+    level = restart.level if restart.level is not None else _rework_level(records, restart)
+    if restored_from(list(records), restart.start_s, level) is not None:
+        return None
+    return restart, level
 
 
 def _first_restart(records: Sequence[PhaseRecord]) -> PhaseRecord | None:

@@ -48,7 +48,9 @@ class NodeOptions:
     controls gets, unless ``require_control`` refuses that), ``frequency_control`` False leaves
     the frequency to the batch system; ``meters`` (names, ``auto``), ``meter_csv``, ``tdp_w``
     and ``sample_rate_hz``: what is metered and how often; ``root`` and ``state_file``: an
-    emulated node's own sysfs tree and state file.
+    emulated node's own sysfs tree and state file; ``previous_job``: the report
+    (``job-report.json``) of the earlier job this one restarts after, beside which this
+    node's earlier report lies (the work it lost is accounted in this node's report).
     """
 
     policy: str = "profile"
@@ -68,6 +70,7 @@ class NodeOptions:
     sample_rate_hz: float = DEFAULT_RATE_HZ
     root: str | None = None
     state_file: str | None = None
+    previous_job: str | None = None
 
     def __post_init__(self) -> None:
         if self.policy not in POLICY_NAMES:

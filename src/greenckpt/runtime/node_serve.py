@@ -15,9 +15,11 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from pathlib import Path
 
 from greenckpt.errors import InvalidValueError
 from greenckpt.runtime.agent import AgentIdentity, NodeAgent, WriteFiles, tell_unable
+from greenckpt.runtime.earlier_run import earlier_node_run
 from greenckpt.runtime.job import JobError
 from greenckpt.runtime.launch import AGENT_ERROR
 from greenckpt.runtime.modelled import ModelledEpe
@@ -41,8 +43,12 @@ def serve_node(identity: AgentIdentity, options: NodeOptions, write_files: Write
     def modelled(report: RunReport) -> ModelledEpe:  # the job report sums the nodes'
         return options.modelled(report, runtime.policy)
 
+    earlier = None  # read now: this node's report of the earlier job is replaced at the end
+    if options.previous_job is not None:
+        earlier = earlier_node_run(Path(options.previous_job), identity.node).account
     try:
-        return NodeAgent(identity, runtime, write_files, modelled=modelled).run()
+        agent = NodeAgent(identity, runtime, write_files, modelled=modelled, earlier=earlier)
+        return agent.run()
     except JobError as exc:
         return cannot_start(identity, str(exc))
     finally:

@@ -186,6 +186,7 @@ class NotifyServer:
         self._late_s = 0.0  # the longest an event waited to be accounted (native front)
         self._processed = 0  # events of the native front accounted
         self._drained = threading.Condition()
+        self._heard = 0  # well-formed requests served (ping, begin, end)
 
     # ------------------------------------------------------------------ public
 
@@ -207,6 +208,13 @@ class NotifyServer:
         passed to the target's ``note`` when it has one (the runtime's report notes)."""
         with self._lock:
             return tuple(self._incidents)
+
+    @property
+    def heard(self) -> int:
+        """How many well-formed requests (``ping``, ``begin``, ``end``) reached this socket:
+        0 when no notifier ever announced anything to it (a node no rank ran on)."""
+        with self._conns_lock:
+            return self._heard
 
     def open_phases(self) -> dict[WireKind, int]:
         """Phases begun through this socket and not ended yet: kind -> how many begins."""
@@ -327,6 +335,8 @@ class NotifyServer:
             request = parse_request(decode(line))
         except ProtocolError as exc:
             return None, error_reply(exc)
+        with self._conns_lock:
+            self._heard += 1
         if isinstance(request, PingRequest):
             reply = {"v": PROTOCOL_VERSION, "ok": True, "runtime": f"greenckpt {__version__}"}
             return request, reply
