@@ -232,6 +232,26 @@ def test_bad_calls_are_refused_and_the_accounting_stays_right(
     assert target.open == {"checkpoint": 0, "restart": 0}
 
 
+def test_a_level_above_the_highest_is_refused_the_same_with_or_without_a_runtime(
+    driver: Path, server: NotifyServer, target: FakeTarget
+) -> None:
+    """Level 9 was accepted without a runtime and refused (−4) by one: a program tested
+    without greenckpt broke under it. The library checks it itself now (1..4 or none)."""
+    script = ["b", CHECKPOINT, 9, "/tmp", 10, "e", CHECKPOINT, 1, "b", RESTART, 5, "/tmp", 10,
+              "b", CHECKPOINT, 4, "/tmp", 10, "e", CHECKPOINT, 1]  # fmt: skip
+    alone, err_alone = run(driver, *script)
+    attached, err_attached = run(driver, *script, env=server_env(server))
+    statuses = [[line.split(" -> ")[1].split()[0] for line in lines] for lines in (alone, attached)]
+    assert statuses == [["-1", "-2", "-1", "1", "1"], ["-1", "-2", "-1", "0", "0"]]
+    refusals = [line for line in err_alone.splitlines() if "level" in line]
+    assert refusals == [line for line in err_attached.splitlines() if "level" in line]
+    assert refusals[0] == (
+        "greenckpt: greenckpt_begin(checkpoint): level 9; a level is 1 to 4 "
+        "(GREENCKPT_MAX_LEVEL), or GREENCKPT_NO_LEVEL"
+    )
+    assert target.calls == [("begin", "checkpoint", "/tmp", 10, 4), ("end", "checkpoint", True)]
+
+
 def test_a_refused_begin_is_an_error_and_its_end_is_not_sent(
     driver: Path, server: NotifyServer, target: FakeTarget
 ) -> None:

@@ -74,6 +74,7 @@ class FakeTarget:
         level: int | None,
         codec: str | None = None,
         node: int | None = None,
+        pid: int | None = None,
     ) -> Settings | None:
         self.nodes.append(node)
         self.inside += 1

@@ -18,8 +18,9 @@ from pathlib import Path
 from greenckpt.platform.restore import NodeSettings, pending_state, restore_from_state_file
 from greenckpt.platform.root import PlatformError, SysRoot
 from greenckpt.runtime.node import NO_FREQUENCY_CONTROL, Node, frequency_note
+from greenckpt.runtime.policy import DEFAULT_IO_PROCESSES, Policy
 from greenckpt.runtime.report import RunKind
-from greenckpt.runtime.settings import PHASE_KINDS, Settings
+from greenckpt.runtime.settings import PHASE_KINDS, PhaseRequest, Settings
 from greenckpt.runtime.spans import Span
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "CONTROL_OFF",
     "NO_CSTATES",
     "NodeControl",
+    "decide",
     "effective_settings",
     "run_notes",
 ]
@@ -54,6 +56,23 @@ def run_notes(node: Node, *, control: bool) -> list[str]:
     if not node.cstate_control:
         notes.append(NO_CSTATES)
     return notes
+
+
+def decide(policy: Policy, request: PhaseRequest, node: Node) -> Settings:
+    """``policy``'s settings for ``request``; a policy that raises gets defaults with the
+    reason (a checkpoint must never fail because a lookup did)."""
+    try:
+        return policy.decide(request)
+    except Exception as exc:
+        return Settings(
+            io_processes=max(1, min(DEFAULT_IO_PROCESSES, node.cpus)),
+            source="defaults (policy failed)",
+            codec=request.fixed_codec[1],
+            notes=(
+                f"policy {getattr(policy, 'name', '?')} failed: "
+                f"{type(exc).__name__}: {exc}; settings left as found",
+            ),
+        )
 
 
 def effective_settings(

@@ -102,8 +102,10 @@ class NotifyTarget(Protocol):
         level: int | None,
         codec: str | None = None,
         node: int | None = None,
+        pid: int | None = None,
     ) -> Settings | None:
-        """A ``kind`` phase starts on ``node``."""
+        """A ``kind`` phase starts on ``node``, announced by process ``pid`` (None: not
+        told; with ``node`` it tells the ranks' restarts of one attempt apart)."""
         ...
 
     def end(
@@ -365,6 +367,7 @@ class NotifyServer:
                 size=request.size,
                 level=request.level,
                 node=request.node,
+                pid=request.pid or None,  # 0: the notifier did not say
             )
             self._open[request.kind] = self._open.get(request.kind, 0) + 1
         if settings is None:

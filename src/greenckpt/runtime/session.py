@@ -33,23 +33,30 @@ from greenckpt.platform.nodelock import NodeHeldError
 from greenckpt.platform.root import PlatformError, SysRoot
 from greenckpt.platform.sampler import DEFAULT_RATE_HZ, Sampler
 from greenckpt.profile.power import PowerChoice
-from greenckpt.runtime.control import CONTROL_OFF, NodeControl, effective_settings, run_notes
-from greenckpt.runtime.hook import RuntimeHook, advice_note
-from greenckpt.runtime.lost import (
-    NO_CHECKPOINT_BEFORE,
-    newest_restart_s,
-    relabel_all_lost,
-    relabel_lost,
+from greenckpt.runtime.control import (
+    CONTROL_OFF,
+    NodeControl,
+    decide,
+    effective_settings,
+    run_notes,
 )
+from greenckpt.runtime.hook import RuntimeHook, advice_note
+from greenckpt.runtime.lost import NO_CHECKPOINT_BEFORE, relabel_all_lost, relabel_lost
 from greenckpt.runtime.metering import Reading, RunMeters
 from greenckpt.runtime.node import Node
-from greenckpt.runtime.policy import DEFAULT_IO_PROCESSES, Policy
+from greenckpt.runtime.policy import Policy
 from greenckpt.runtime.report import (
     RUN_KINDS,
     BaselineRun,
     PhaseRecord,
     RunKind,
     RunReport,
+)
+from greenckpt.runtime.restarts import (
+    Notifier,
+    RestartGroup,
+    abandon_rework,
+    relabel_for_rework,
 )
 from greenckpt.runtime.settings import (
     PHASE_KINDS,
@@ -129,6 +136,7 @@ class Runtime:
         self._segment: Segment | None = None
         self._records: list[PhaseRecord] = []
         self._abandoned: dict[RunKind, int] = {}
+        self._restart: RestartGroup | None = None  # the newest restart (runtime/restarts.py)
         self._next_index = 0
         self._order = 0
         self._notes: list[str] = []
@@ -314,6 +322,7 @@ class Runtime:
         codec: str | None = None,
         background: bool | None = None,
         node: int | None = None,
+        pid: int | None = None,
     ) -> Settings: ...
 
     @overload
@@ -327,6 +336,7 @@ class Runtime:
         codec: str | None = None,
         background: bool | None = None,
         node: int | None = None,
+        pid: int | None = None,
     ) -> None: ...
 
     def begin(
@@ -339,6 +349,7 @@ class Runtime:
         codec: str | None = None,
         background: bool | None = None,
         node: int | None = None,
+        pid: int | None = None,
     ) -> Settings | None:
         """A phase of ``kind`` starts; for an I/O phase return the settings now applied.
 
@@ -350,20 +361,35 @@ class Runtime:
         ``level`` of a restart, or of the rework after it, is the level of the checkpoint the
         restart reads back: it decides which work is accounted as lost (see the module
         docstring). ``lost`` cannot be begun: the runtime accounts it at the restart.
-        ``node``: the notifier's node index in the job, kept in the record (``nodes``).
+        ``node``: the notifier's node index in the job, kept in the record (``nodes``);
+        ``pid``: its process id. The ranks' restarts of one attempt are one restart even when
+        they do not overlap (:mod:`greenckpt.runtime.restarts`, told apart by node and pid).
         """
         request = phase_request(kind, path, size, level, codec)
+        notifier: Notifier = (node, pid)
         with self._lock:
             self._running_sampler()
             span = self._spans.get(kind)
+            if span is None and kind == "restart" and self._restart is not None:
+                now_s = self._meter.mark().t_s - self._meter.t0
+                span = self._restart.rejoin(
+                    notifier, now_s, self._records, self._spans, self._segment
+                )
+                if span is not None:  # the time since it ended is the restart's again
+                    self._segment = None
+                    self._node_control.reconcile(self._spans)
             if span is not None:
                 span.join(node=node, size=size, level=level, background=background)
+                if kind == "restart" and self._restart is not None:
+                    self._restart.notifiers.add(notifier)
                 return span.settings
             span = self._open_span(kind, self._meter.mark(), request, path, size, level, node)
+            if kind == "restart":
+                self._restart = RestartGroup(span, {notifier})
             if request is None:
                 self._resegment(span.start, split=True)
                 if kind == "rework" and level is not None:
-                    self._relabel_lost_for_rework(level)
+                    relabel_for_rework(self._records, self._spans, level)
                 return None
             return self._begin_io(span, request, background)
 
@@ -388,7 +414,7 @@ class Runtime:
             span.level = level
             span.levels.add(level)
         if kind == "restart":
-            self._abandon_rework()
+            abandon_rework(self._spans, self._abandoned)
         self._spans[kind] = span
         return span
 
@@ -397,7 +423,10 @@ class Runtime:
         lost since the checkpoint it reads back."""
         span.background = span.kind == "flush" if background is None else background
         span.settings = effective_settings(
-            self._decide(request), self.node, control=self.control, background=span.background
+            decide(self.policy, request, self.node),
+            self.node,
+            control=self.control,
+            background=span.background,
         )
         self._resegment(span.start, split=span.kind == "restart")
         if span.kind == "restart":
@@ -455,9 +484,13 @@ class Runtime:
             return self._resegment(mark, split=True)
         self._node_control.reconcile(self._spans)
         mark = self._meter.mark()
+        if self._restart is not None:
+            self._restart.closing(span)
         record = self._meter.record(span.kind, span.index, span.start, mark, **span.record_fields())
         if kind == "restart" and not span.ok:
             relabel_all_lost(self._records, record.start_s)
+        if self._restart is not None and self._restart.span is span:
+            self._restart.record = record
         self._records.append(record)
         self._resegment(mark)
         return record
@@ -582,41 +615,6 @@ class Runtime:
         self._next_index += 1
         return self._next_index - 1
 
-    def _decide(self, request: PhaseRequest) -> Settings:
-        """The policy's settings; a policy that raises gets defaults with the reason (a
-        checkpoint must never fail because a lookup did)."""
-        try:
-            return self.policy.decide(request)
-        except Exception as exc:
-            return Settings(
-                io_processes=max(1, min(DEFAULT_IO_PROCESSES, self.node.cpus)),
-                source="defaults (policy failed)",
-                codec=request.fixed_codec[1],
-                notes=(
-                    f"policy {getattr(self.policy, 'name', '?')} failed: "
-                    f"{type(exc).__name__}: {exc}; settings left as found",
-                ),
-            )
-
-    # -- lost work ---------------------------------------------------------------------------
-
-    def _abandon_rework(self) -> None:
-        """A restart begins while a rework is open: that rework belonged to the attempt that
-        died (no end will come from it), so it ends here; its notifiers' late ends are
-        ignored (:meth:`end`)."""
-        span = self._spans.pop("rework", None)
-        if span is not None:
-            self._abandoned["rework"] = self._abandoned.get("rework", 0) + span.refs
-
-    def _relabel_lost_for_rework(self, level: int) -> None:
-        """A rework names the level of the checkpoint its restart restored: account the lost
-        work of the newest restart again with that level (it can only grow: the newest
-        checkpoint of one level is never newer than the newest of all). A rework begun while
-        a restart is still open (a misbehaving notifier) says nothing about an older one."""
-        newest = newest_restart_s(self._records)
-        if newest is not None and "restart" not in self._spans:
-            relabel_lost(self._records, newest, level)
-
     def _foreground(self) -> SegmentKind | None:
         """What the time now counts as: None during a foreground I/O phase (it has its own
         record), start-up before the application started and teardown after it ended,
@@ -635,13 +633,14 @@ class Runtime:
         if self._segment is not None and (split or self._segment.kind != wanted):
             closed = self._close_segment(mark)
         if wanted is not None and self._segment is None:
-            self._segment = Segment(wanted, self._take_index(), mark)
+            rework = self._spans.get("rework") if wanted == "rework" else None
+            self._segment = Segment(wanted, self._take_index(), mark, rework)
         return closed
 
     def _close_segment(self, mark: Reading) -> PhaseRecord | None:
         seg, self._segment = self._segment, None
         if seg is None:
             return None
-        record = self._meter.record(seg.kind, seg.index, seg.start, mark)
+        record = self._meter.record(seg.kind, seg.index, seg.start, mark, level=seg.level())
         self._records.append(record)
         return record

@@ -91,8 +91,18 @@ class Span:
 
 @dataclass
 class Segment:
-    """The open compute, rework, start-up or teardown span between I/O phases."""
+    """The open compute, rework, start-up or teardown span between I/O phases. A rework
+    segment keeps the rework ``span`` it accounts: its record takes that span's level (the
+    level of the checkpoint the restart read back, as the notifiers said), even when the
+    span has ended by the time the segment is recorded."""
 
     kind: SegmentKind
     index: int
     start: Reading
+    span: Span | None = None
+
+    def level(self) -> int | None:
+        """The record's level: its rework span's (None when its notifiers disagreed)."""
+        if self.span is None or len(self.span.levels) > 1:
+            return None
+        return self.span.level

@@ -50,7 +50,7 @@ int FTI_Checkpoint(int id, int level) {
 
 int FTI_Recover(void) {
     STANDIN_LOG("FTI_Recover");
-    STANDIN_SYNC();
+    STANDIN_RECOVERY_SYNC();
     errno = 105;
     return FTI_SCES;
 }
@@ -78,7 +78,7 @@ int FTI_RecoverVar(int id) {
 
 int FTI_RecoverVarFinalize(void) {
     STANDIN_LOG("FTI_RecoverVarFinalize");
-    STANDIN_SYNC();
+    STANDIN_RECOVERY_SYNC();
     errno = 108;
     return FTI_SCES;
 }

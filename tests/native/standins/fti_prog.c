@@ -21,11 +21,17 @@ int main(int argc, char **argv) {
     CALL(FTI_Checkpoint(4, 8));
     CALL(FTI_Snapshot());
     CALL(FTI_Snapshot());
+    STANDIN_STAGGER_BEGIN(); /* each recovery: one rank after the other, when asked */
     CALL(FTI_Snapshot());
+    STANDIN_STAGGER_END();
+    STANDIN_STAGGER_BEGIN();
     CALL(FTI_Recover());
+    STANDIN_STAGGER_END();
+    STANDIN_STAGGER_BEGIN();
     CALL(FTI_RecoverVarInit());
     CALL(FTI_RecoverVar(0));
     CALL(FTI_RecoverVarFinalize());
+    STANDIN_STAGGER_END();
     CALL(FTI_Finalize());
     PROG_END();
     return 0;

@@ -38,11 +38,13 @@ int main(int argc, char **argv) {
     CALL(SCR_Start_output("bad.6", SCR_FLAG_CHECKPOINT)); /* refused while ckpt.5 is open */
     route_and_write("rank0.dat", 900);
     CALL(SCR_Complete_output(1));
+    STANDIN_STAGGER_BEGIN(); /* the ranks' restarts one after the other, when asked */
     CALL(SCR_Have_restart(&flag, name));
     CALL(SCR_Start_restart(name));
     printf("restart %s %d\n", name, flag);
     CALL(SCR_Route_file("rank0.dat", name)); /* read back: not written */
     CALL(SCR_Complete_restart(1));
+    STANDIN_STAGGER_END();
     CALL(SCR_Finalize());
     PROG_END();
     return 0;

@@ -107,9 +107,55 @@ int VELOC_Restart(const char *name, int version);
  * of a test program, as real FTI's collective phases do: every rank's phase then overlaps the
  * other ranks' same phase and no other, so the runtime merges them the same way every run. */
 #ifdef HAVE_MPI
-#define STANDIN_SYNC() MPI_Barrier(MPI_COMM_WORLD)
+#define STANDIN_SYNC()                                      \
+    do {                                                    \
+        if (!standin_staggering) MPI_Barrier(MPI_COMM_WORLD); \
+    } while (0)
 #else
 #define STANDIN_SYNC() ((void)0)
+#endif
+
+/* STANDIN_STAGGER_US=N (under MPI): the ranks run the calls between STANDIN_STAGGER_BEGIN()
+ * and STANDIN_STAGGER_END() one after another, rank r starting N microseconds after rank r-1
+ * has finished them (a ring of messages), and the stand-ins' recoveries meet in no barrier.
+ * That is a level-1 recovery as real FTI, SCR and VeloC do it on each rank without any
+ * collective: the ranks' restart announcements never overlap, yet belong to one restart.
+ * Inside the section CALL does not meet the other ranks either. Unset: nothing changes. */
+#ifdef HAVE_MPI
+static int standin_staggering __attribute__((unused));
+#define STANDIN_STAGGER_US() (getenv("STANDIN_STAGGER_US") ? atoi(getenv("STANDIN_STAGGER_US")) : -1)
+#define STANDIN_STAGGER_BEGIN()                                                     \
+    do {                                                                            \
+        int r_, token_ = 0;                                                         \
+        double t_;                                                                  \
+        if (STANDIN_STAGGER_US() < 0) break;                                        \
+        MPI_Barrier(MPI_COMM_WORLD);                                                \
+        MPI_Comm_rank(MPI_COMM_WORLD, &r_);                                         \
+        if (r_ > 0)                                                                 \
+            MPI_Recv(&token_, 1, MPI_INT, r_ - 1, 77, MPI_COMM_WORLD, MPI_STATUS_IGNORE); \
+        for (t_ = MPI_Wtime(); MPI_Wtime() - t_ < 1e-6 * STANDIN_STAGGER_US();) {   \
+        }                                                                           \
+        standin_staggering = 1;                                                     \
+    } while (0)
+#define STANDIN_STAGGER_END()                                                       \
+    do {                                                                            \
+        int r_, n_, token_ = 0;                                                     \
+        if (STANDIN_STAGGER_US() < 0) break;                                        \
+        standin_staggering = 0;                                                     \
+        MPI_Comm_rank(MPI_COMM_WORLD, &r_);                                         \
+        MPI_Comm_size(MPI_COMM_WORLD, &n_);                                         \
+        if (r_ + 1 < n_) MPI_Send(&token_, 1, MPI_INT, r_ + 1, 77, MPI_COMM_WORLD);   \
+        MPI_Barrier(MPI_COMM_WORLD);                                                \
+    } while (0)
+/* A stand-in recovery's barrier, left out when the recoveries are staggered. */
+#define STANDIN_RECOVERY_SYNC() \
+    do {                        \
+        if (STANDIN_STAGGER_US() < 0) MPI_Barrier(MPI_COMM_WORLD); \
+    } while (0)
+#else
+#define STANDIN_STAGGER_BEGIN() ((void)0)
+#define STANDIN_STAGGER_END() ((void)0)
+#define STANDIN_RECOVERY_SYNC() ((void)0)
 #endif
 
 #ifdef HAVE_MPI

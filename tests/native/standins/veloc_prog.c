@@ -24,10 +24,14 @@ int main(int argc, char **argv) {
     CALL(VELOC_Mem_unprotect(1));
     CALL(VELOC_Checkpoint_begin("heat", -3));
     CALL(VELOC_Restart_test("heat", 0));
+    STANDIN_STAGGER_BEGIN(); /* each restart: one rank after the other, when asked */
     CALL(VELOC_Restart("heat", 2));
+    STANDIN_STAGGER_END();
+    STANDIN_STAGGER_BEGIN();
     CALL(VELOC_Restart_begin("heat", 2));
     CALL(VELOC_Recover_mem());
     CALL(VELOC_Restart_end(0));
+    STANDIN_STAGGER_END();
     CALL(VELOC_Finalize(1));
     PROG_END();
     return 0;

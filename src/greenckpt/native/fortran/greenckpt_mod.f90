@@ -19,7 +19,7 @@ module greenckpt
 
   integer, parameter, public :: GREENCKPT_CHECKPOINT = 0, GREENCKPT_RESTART = 1, &
        GREENCKPT_FLUSH = 2, GREENCKPT_REWORK = 3, GREENCKPT_COMPUTE = 4
-  integer, parameter, public :: GREENCKPT_NO_LEVEL = 0
+  integer, parameter, public :: GREENCKPT_NO_LEVEL = 0, GREENCKPT_MAX_LEVEL = 4
   integer, parameter, public :: GREENCKPT_OK = 0, GREENCKPT_NO_RUNTIME = 1, &
        GREENCKPT_EINVAL = -1, GREENCKPT_ESTATE = -2, GREENCKPT_EFORK = -3, &
        GREENCKPT_ERUNTIME = -4
