@@ -9,7 +9,8 @@ possible. :class:`Runtime` is that component for one node, reached from any code
 :meth:`Runtime.end`, from any thread) and from the checkpoint library
 (:class:`~greenckpt.runtime.hook.RuntimeHook`). What it applies and when is decided in
 :mod:`greenckpt.runtime.control`, the spans it accounts are :mod:`greenckpt.runtime.spans`,
-and the work a failure lost is re-labelled by :mod:`greenckpt.runtime.lost`. The design —
+the work a failure lost is re-labelled by :mod:`greenckpt.runtime.lost`, and the ranks'
+restarts of one failure are joined into one by :mod:`greenckpt.runtime.restarts`. The design —
 overlapping notifications, accounting by meter marks, lost work — is in
 docs/design/runtime.md.
 """
