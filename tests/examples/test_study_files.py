@@ -13,7 +13,7 @@ STUDIES = ROOT / "examples" / "studies"
 
 @pytest.mark.parametrize(
     ("name", "cells", "runs"),
-    [("wu2018", 8, 24), ("saito2013", 6, 12), ("moran2018", 6, 12), ("mills2013", 6, 12)],
+    [("wu2018", 8, 24), ("saito2013", 6, 18), ("moran2018", 6, 18), ("mills2013", 6, 18)],
 )
 def test_each_shipped_study_parses_with_its_design(name: str, cells: int, runs: int) -> None:
     study = load_study(STUDIES / f"{name}.toml")

@@ -130,3 +130,9 @@ def test_a_killed_run_restarts_once_and_both_parts_are_accounted(tmp_path: Path)
         first["total"]["seconds"] + second["total"]["seconds"]
     )
     assert metrics["by_kind"]["restart"]["count"] == 1
+    summary = json.loads((out / "summary.json").read_text())
+    (entry,) = summary["cells"]
+    (outcome,) = entry["failures"]["runs"]
+    assert outcome["outcome"] == "restart" and outcome["restart_level"] == 1
+    assert "restart from level 1" in outcome["summary"]
+    assert entry["restarts"] == 1 and entry["restart_j_per_gb"] > 0  # the restart's reads

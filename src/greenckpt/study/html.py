@@ -77,7 +77,7 @@ def _table(summary: dict[str, Any], keys: tuple[str, ...], heads: tuple[str, ...
     """One table of the cells: each figure's estimate, then each one's Eq. 2 against the
     baseline (flagged when implausible or undecided)."""
     cols = "".join(f"<th>{_e(h)}</th>" for h in heads)
-    deltas = "".join(f"<th>Δ {_e(h.split(' ')[0])}</th>" for h in heads)
+    deltas = "".join(f"<th>Δ {_e(h.rsplit(' ', 1)[0])}</th>" for h in heads)
     rows = [f"<table id='{tid}'><tr><th>cell</th><th>power</th><th>runs</th>{cols}{deltas}</tr>"]
     for c in summary["cells"]:
         m, s, bad = c["metrics"], c["eq2_pct"], c.get("implausible", {})
@@ -246,12 +246,16 @@ def render(directory: Path, summary: dict[str, Any]) -> str:
         "<h2>Noise: what this study can resolve</h2>",
         _noise(summary),
         "<h2>Conclusions</h2><ul id='conclusions'>"
-        + "".join(f"<li>{_e(line)}</li>" for line in summary.get("conclusions", []))
+        + "".join(
+            f"<li>{_e(line)}</li>"
+            for line in summary.get("conclusions", [])
+            if not line.startswith("noise (")  # the section above says it
+        )
         + "</ul>",
     ]
     energy = ("energy J", "mean power W", "EPE W")
     power_table = _table(summary, ("energy_j", "mean_power_w", "epe_w"), energy, "energy")
-    time_table = _table(summary, ("seconds", "cpu_s"), ("time s", "node CPU-s"), "cells")
+    time_table = _table(summary, ("seconds", "cpu_s"), ("time s", "node CPU-s s"), "cells")
     power_head = f"<h2>Energy and power ({_e(sources)})</h2>"
     if measured_power:
         parts += [power_head, power_table, "<h2>Time and CPU-seconds (measured)</h2>", time_table]
