@@ -109,14 +109,17 @@ def run(ns: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 130
-    from greenckpt.study.report import summarise, write_report  # noqa: PLC0415
+    from greenckpt.study.report import write_report  # noqa: PLC0415
 
     if not (directory / "runs.jsonl").exists():
         raise InvalidValueError(f"{directory} holds no runs of a study (no runs.jsonl)")
     page = write_report(directory)
+    summary = json.loads((directory / "summary.json").read_text())
     if ns.json:
-        print(json.dumps(summarise(directory), indent=2))
+        print(json.dumps(summary, indent=2))
     else:
+        for line in summary.get("conclusions", []):
+            print(line)
         print(f"report: {page}")
     return 0
 
