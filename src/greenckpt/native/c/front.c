@@ -30,13 +30,20 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "greenckpt.h"
+#include "internal.h"
 #include "json_line.h"
 
-#define GCF_MAX_KINDS 16
 #define GCF_BUCKETS 1024
 #define GCF_CACHE_MAX 4096   /* request lines remembered; the cache is emptied when full */
 #define GCF_SEND_WAIT_MS 1000 /* a client that does not read its reply for this long is dropped */
 #define GCF_QUEUE_MAX 65536   /* events not yet taken by the runtime before lines wait for it */
+#define GCF_STR(x) #x
+#define GCF_XSTR(x) GCF_STR(x)
+/* The answer to a line that could not be queued for the runtime (out of memory). */
+#define GCF_NO_MEMORY_REPLY                                                                  \
+    "{\"v\":" GCF_XSTR(GREENCKPT_PROTOCOL_VERSION) ",\"ok\":false,\"error\":\"the runtime's " \
+    "native front is out of memory: this request was not passed to the runtime\"}\n"
 
 /* What gcf_next hands the runtime. */
 enum {
@@ -65,7 +72,10 @@ struct conn {
     char *buf;
     size_t len;
     int dead; /* an answer could not be sent: shut down, closed by the serving thread */
-    int held[GCF_MAX_KINDS]; /* phases of scope "connection" it began and did not end */
+    int held[GC_NKINDS]; /* phases of scope "connection" it began and did not end */
+    size_t waiting;        /* its requests waiting for the runtime */
+    struct item *bye;      /* its close event and the wait for the runtime's answer to it, */
+    struct pend *bye_wait; /* allocated when it was accepted: a close is never lost */
 };
 
 struct item { /* one queued event */
@@ -94,12 +104,12 @@ struct gcf {
     pthread_cond_t ready;
     size_t max_line;
     int nkinds;
-    char kinds[GCF_MAX_KINDS][16];
+    char kinds[GC_NKINDS][16];
     char *end_reply, *long_reply;
     size_t end_reply_len, long_reply_len;
-    int open[GCF_MAX_KINDS];
-    char *open_reply[GCF_MAX_KINDS];
-    size_t open_reply_len[GCF_MAX_KINDS];
+    int open[GC_NKINDS];
+    char *open_reply[GC_NKINDS];
+    size_t open_reply_len[GC_NKINDS];
     size_t pending;
     struct pend *phead, *ptail;
     struct item *qhead, *qtail;
@@ -110,6 +120,7 @@ struct gcf {
     int fast; /* 0: every line waits for the runtime (its decisions do not repeat) */
     uint64_t answered, waited, queued;
     size_t backlog; /* events queued and not yet taken */
+    int fail_allocs; /* test-only (gcf_fail_allocs): allocations for lines made to fail */
 };
 
 static double now_s(void) {
@@ -193,14 +204,22 @@ static void cache_clear_locked(struct gcf *f) {
 
 /* ------------------------------------------------------------------ the queue */
 
-static void enqueue(struct gcf *f, uint64_t conn, int type, double t, const char *line,
-                    size_t line_len, const char *sent, size_t sent_len) {
-    struct item *it = calloc(1, sizeof *it);
-    if (it == NULL) return; /* out of memory: the runtime loses one event, nothing crashes */
+/* Test-only (gcf_fail_allocs): whether this allocation for a line is made to fail. */
+static int injected_failure(struct gcf *f) {
+    if (f->fail_allocs <= 0) return 0;
+    f->fail_allocs -= 1;
+    return 1;
+}
+
+/* A queued event holding `line` then `sent`, or NULL when out of memory (nothing queued). */
+static struct item *new_item(struct gcf *f, uint64_t conn, int type, double t, const char *line,
+                             size_t line_len, const char *sent, size_t sent_len) {
+    struct item *it = injected_failure(f) ? NULL : calloc(1, sizeof *it);
+    if (it == NULL) return NULL;
     it->bytes = malloc(line_len + sent_len + 1);
     if (it->bytes == NULL) {
         free(it);
-        return;
+        return NULL;
     }
     if (line_len) memcpy(it->bytes, line, line_len);
     if (sent_len) memcpy(it->bytes + line_len, sent, sent_len);
@@ -209,6 +228,15 @@ static void enqueue(struct gcf *f, uint64_t conn, int type, double t, const char
     it->ev.t = t;
     it->ev.line_len = line_len;
     it->ev.sent_len = sent_len;
+    return it;
+}
+
+static void free_item(struct item *it) {
+    if (it != NULL) free(it->bytes);
+    free(it);
+}
+
+static void push_item(struct gcf *f, struct item *it) {
     if (f->qtail) f->qtail->next = it;
     else f->qhead = it;
     f->qtail = it;
@@ -217,13 +245,18 @@ static void enqueue(struct gcf *f, uint64_t conn, int type, double t, const char
     pthread_cond_broadcast(&f->ready);
 }
 
-static void wait_for(struct gcf *f, uint64_t conn, int event, int kind, int scope_conn) {
-    struct pend *p = calloc(1, sizeof *p);
-    if (p == NULL) return;
+/* A request waiting for the runtime, or NULL when out of memory. */
+static struct pend *new_pend(struct gcf *f, uint64_t conn, int event, int kind, int scope_conn) {
+    struct pend *p = injected_failure(f) ? NULL : calloc(1, sizeof *p);
+    if (p == NULL) return NULL;
     p->conn = conn;
     p->event = event;
     p->kind = kind;
     p->scope_conn = scope_conn;
+    return p;
+}
+
+static void push_pend(struct gcf *f, struct pend *p) {
     if (f->ptail) f->ptail->next = p;
     else f->phead = p;
     f->ptail = p;
@@ -246,6 +279,8 @@ static void forget_conn(struct gcf *f, struct conn *gone) {
         if (*p == gone) {
             *p = gone->next;
             free(gone->buf);
+            free_item(gone->bye);
+            free(gone->bye_wait);
             free(gone);
             return;
         }
@@ -304,28 +339,56 @@ static void release_held(struct gcf *f, struct conn *c) {
  * scope "connection" are released as the runtime will release them (when it reads the
  * event), unless requests still wait: then the runtime's answer to the close does it. */
 static void conn_closed(struct gcf *f, struct conn *c, double t) {
+    struct item *bye = c->bye;
+    struct pend *bye_wait = c->bye_wait;
+    c->bye = NULL;
+    c->bye_wait = NULL;
+    if (bye == NULL) { /* its close was queued before (the front stopping behind it) */
+        close_fd(f, c);
+        forget_conn(f, c);
+        return;
+    }
+    bye->ev.conn = c->id;
+    bye->ev.t = t;
     if (f->pending > 0 && !f->stopping) {
         /* the answers still owed to it may be read after a half-close: keep the descriptor
          * (no longer read) until the runtime has answered the close too */
         if (c->fd >= 0) epoll_ctl(f->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-        wait_for(f, c->id, EV_CLOSE, -1, 0);
-        enqueue(f, c->id, GCF_CLOSED_PENDING, t, NULL, 0, NULL, 0);
+        bye_wait->conn = c->id;
+        bye_wait->event = EV_CLOSE;
+        bye_wait->kind = -1;
+        push_pend(f, bye_wait);
+        bye->ev.type = GCF_CLOSED_PENDING;
+        push_item(f, bye);
         return;
     }
+    free(bye_wait);
     close_fd(f, c);
-    if (f->stopping) {
-        enqueue(f, c->id, GCF_CLOSED, t, NULL, 0, NULL, 0);
-        forget_conn(f, c);
-    } else {
-        release_held(f, c);
-        enqueue(f, c->id, GCF_CLOSED, t, NULL, 0, NULL, 0);
-        forget_conn(f, c);
+    if (!f->stopping) release_held(f, c);
+    bye->ev.type = GCF_CLOSED;
+    push_item(f, bye);
+    forget_conn(f, c);
+}
+
+/* A line that could not be queued for the runtime (out of memory): the client is answered at
+ * once with an error, never left waiting out its timeout for an answer that cannot come. A
+ * client with earlier requests still waiting (one that does not wait for each answer before
+ * its next line; greenckpt's clients all do) would get this answer before theirs: its
+ * connection is shut down instead, which it sees at once too. */
+static void refuse(struct conn *c) {
+    if (c->waiting == 0) {
+        send_to(c, GCF_NO_MEMORY_REPLY, sizeof GCF_NO_MEMORY_REPLY - 1);
+        return;
     }
+    c->dead = 1;
+    shutdown(c->fd, SHUT_RDWR);
 }
 
 /* One complete request line from c (under the lock). */
 static void request(struct gcf *f, struct conn *c, const char *line, size_t n, double t) {
     struct req r = parse(f, line, n);
+    struct item *it;
+    struct pend *p;
     /* a runtime this far behind makes clients wait for it: the queue stays bounded */
     if (!f->fast || f->backlog >= GCF_QUEUE_MAX) goto wait;
     if (f->pending == 0 && r.event == EV_BEGIN) {
@@ -343,21 +406,29 @@ static void request(struct gcf *f, struct conn *c, const char *line, size_t n, d
             }
         }
         if (reply != NULL) {
+            /* the event first: an answer sent is an answer the runtime will account */
+            it = new_item(f, c->id, GCF_ANSWERED, t, line, n, reply, len);
+            if (it == NULL) goto refuse;
             if (f->open[k] == 0) {
                 f->open_reply[k] = copy(reply, len);
                 f->open_reply_len[k] = len;
-                if (f->open_reply[k] == NULL) goto wait; /* out of memory: let Python answer */
+                if (f->open_reply[k] == NULL) { /* out of memory: let Python answer */
+                    free_item(it);
+                    goto wait;
+                }
                 reply = f->open_reply[k];
             }
             f->open[k] += 1;
             if (r.scope_conn) c->held[k] += 1;
             f->answered += 1;
             send_to(c, reply, len);
-            enqueue(f, c->id, GCF_ANSWERED, t, line, n, reply, len);
+            push_item(f, it);
             return;
         }
     } else if (f->pending == 0 && r.event == EV_END && r.end_ok && f->open[r.kind] > 0) {
         int k = r.kind;
+        it = new_item(f, c->id, GCF_ANSWERED, t, line, n, f->end_reply, f->end_reply_len);
+        if (it == NULL) goto refuse;
         f->open[k] -= 1;
         if (f->open[k] == 0) {
             free(f->open_reply[k]);
@@ -366,12 +437,22 @@ static void request(struct gcf *f, struct conn *c, const char *line, size_t n, d
         if (c->held[k] > 0) c->held[k] -= 1;
         f->answered += 1;
         send_to(c, f->end_reply, f->end_reply_len);
-        enqueue(f, c->id, GCF_ANSWERED, t, line, n, f->end_reply, f->end_reply_len);
+        push_item(f, it);
         return;
     }
 wait:
-    wait_for(f, c->id, r.event, r.kind, r.scope_conn);
-    enqueue(f, c->id, GCF_PENDING, t, line, n, NULL, 0);
+    p = new_pend(f, c->id, r.event, r.kind, r.scope_conn);
+    it = p != NULL ? new_item(f, c->id, GCF_PENDING, t, line, n, NULL, 0) : NULL;
+    if (it == NULL) {
+        free(p);
+        goto refuse;
+    }
+    c->waiting += 1;
+    push_pend(f, p);
+    push_item(f, it);
+    return;
+refuse:
+    refuse(c);
 }
 
 /* Read what c has sent and handle each complete line (the buffer holds at most one line of
@@ -387,7 +468,11 @@ static void readable(struct gcf *f, struct conn *c) {
             if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
             pthread_mutex_lock(&f->lock);
             if (got <= 0) {
-                if (c->len > 0) enqueue(f, c->id, GCF_PARTIAL, now_s(), c->buf, c->len, NULL, 0);
+                if (c->len > 0) { /* out of memory: only the report's line on it is lost */
+                    struct item *it = new_item(f, c->id, GCF_PARTIAL, now_s(), c->buf, c->len,
+                                               NULL, 0);
+                    if (it != NULL) push_item(f, it);
+                }
                 conn_closed(f, c, now_s());
                 pthread_mutex_unlock(&f->lock);
                 return;
@@ -429,8 +514,17 @@ static void accept_all(struct gcf *f) {
             return; /* EAGAIN, or out of descriptors: the client's connect waits in the backlog */
         }
         c = calloc(1, sizeof *c);
-        if (c != NULL) c->buf = malloc(f->max_line + 1);
-        if (c == NULL || c->buf == NULL) {
+        if (c != NULL) {
+            c->buf = malloc(f->max_line + 1);
+            c->bye = calloc(1, sizeof *c->bye);
+            c->bye_wait = calloc(1, sizeof *c->bye_wait);
+        }
+        if (c == NULL || c->buf == NULL || c->bye == NULL || c->bye_wait == NULL) {
+            if (c != NULL) { /* out of memory: the client sees its connection closed */
+                free(c->buf);
+                free(c->bye);
+                free(c->bye_wait);
+            }
             free(c);
             close(fd);
             continue;
@@ -516,7 +610,7 @@ struct gcf *gcf_start(int listen_fd, size_t max_line, const char *kinds, const c
     pthread_condattr_t attr;
     const char *p = kinds;
     if (f == NULL) return NULL;
-    while (*p && f->nkinds < GCF_MAX_KINDS) {
+    while (*p && f->nkinds < GC_NKINDS) {
         size_t n = strcspn(p, ",");
         if (n == 0 || n >= sizeof f->kinds[0]) break;
         memcpy(f->kinds[f->nkinds++], p, n);
@@ -612,6 +706,7 @@ int gcf_reply(struct gcf *f, uint64_t conn, const char *data, size_t n, int ok,
     if (f->phead == NULL) f->ptail = NULL;
     f->pending -= 1;
     c = find_conn(f, conn);
+    if (c != NULL && p->event != EV_CLOSE && c->waiting > 0) c->waiting -= 1;
     if (c != NULL && ok && p->kind >= 0) {
         if (p->event == EV_BEGIN && p->scope_conn) c->held[p->kind] += 1;
         if (p->event == EV_END && c->held[p->kind] > 0) c->held[p->kind] -= 1;
@@ -669,6 +764,14 @@ int gcf_cache_put(struct gcf *f, const char *line, size_t n, const char *reply, 
     return e->reply ? 0 : -1;
 }
 
+/* Test-only: the next `n` allocations for a line (its queued event, or its wait for the
+ * runtime) fail as when memory is exhausted (tests/runtime/test_notify_front.py). */
+void gcf_fail_allocs(struct gcf *f, int n) {
+    pthread_mutex_lock(&f->lock);
+    f->fail_allocs = n;
+    pthread_mutex_unlock(&f->lock);
+}
+
 /* Forget every cached answer (the runtime's decisions changed). */
 void gcf_cache_clear(struct gcf *f) {
     pthread_mutex_lock(&f->lock);
@@ -709,7 +812,7 @@ void gcf_free(struct gcf *f) {
         free(p);
     }
     cache_clear_locked(f);
-    for (k = 0; k < GCF_MAX_KINDS; ++k) free(f->open_reply[k]);
+    for (k = 0; k < GC_NKINDS; ++k) free(f->open_reply[k]);
     close(f->epfd);
     close(f->wake_fd);
     pthread_mutex_destroy(&f->lock);

@@ -12,6 +12,7 @@
  */
 #define _GNU_SOURCE
 #include "greenckpt.h"
+#include "internal.h"
 #include "json_line.h"
 
 #include <errno.h>
@@ -31,10 +32,8 @@
 #define GC_REPLY_MAX 65536    /* the wire format's longest line */
 #define GC_MSG_MAX 1024       /* one error line */
 #define GC_TIMEOUT_S 120      /* a runtime that does not answer in this long is given up */
-#define GC_NKINDS 5
 
-static const char *const KIND_NAMES[GC_NKINDS] = {"checkpoint", "restart", "flush", "rework",
-                                                  "compute"};
+static const char *const KIND_NAMES[GC_NKINDS] = GC_KIND_NAMES;
 
 /* ------------------------------------------------------------------ per-thread state */
 

@@ -13,12 +13,31 @@
 #include <stdint.h>
 
 #include "greenckpt.h"
+#include "internal.h"
 
 #define GCI_PATH_MAX 4096
 
 /* The real function `name` (the next definition after this library), or NULL after one line
  * on stderr saying it is missing. `family` names the library in that line. */
 void *gci_real(const char *family, const char *name);
+
+/* One wrapped function's real definition, looked up at its first call (gci_real_once). */
+struct gci_real_slot {
+    void *fn;
+    int state; /* 0: not looked up, 1: being looked up, 2: fn is the answer */
+};
+
+/* gci_real, once per slot: the first caller looks up and publishes the answer (release;
+ * readers acquire); a thread arriving during that lookup does its own dlsym (the same answer,
+ * no second stderr line) instead of reading a pointer still being written. No lock: a fork
+ * in the middle cannot leave one held. */
+void *gci_real_once(struct gci_real_slot *slot, const char *family, const char *name);
+
+/* In a wrapper, before anything else: `real_`, the real `name` of function pointer type
+ * `type` (NULL when missing). The file defines GCI_FAMILY, the library's name in messages. */
+#define REAL(type, name)                                                                   \
+    static struct gci_real_slot real_slot_;                                                \
+    type real_ = (type)gci_real_once(&real_slot_, GCI_FAMILY, #name)
 
 /* Whether the wrappers of `family` ("fti", "scr", "veloc") announce phases: all of them when
  * GREENCKPT_INTERCEPT is unset, else only the families it names (comma-separated). */

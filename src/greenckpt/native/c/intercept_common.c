@@ -20,10 +20,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define GCI_KINDS 5
-
 static __thread int tl_depth;             /* wrapped calls running in this thread */
-static __thread int tl_split[GCI_KINDS];  /* a split phase of this kind is open here */
+static __thread int tl_split[GC_NKINDS];  /* a split phase of this kind is open here */
 
 void *gci_real(const char *family, const char *name) {
     void *fn = dlsym(RTLD_NEXT, name);
@@ -32,6 +30,19 @@ void *gci_real(const char *family, const char *name) {
                 "greenckpt intercept: %s is not in any library this program loaded (is %s "
                 "linked?); the call returns %s's error code\n",
                 name, family, family);
+    return fn;
+}
+
+void *gci_real_once(struct gci_real_slot *slot, const char *family, const char *name) {
+    int state = 0;
+    void *fn;
+    if (__atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) == 2) return slot->fn;
+    if (!__atomic_compare_exchange_n(&slot->state, &state, 1, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE))
+        return state == 2 ? slot->fn : dlsym(RTLD_NEXT, name);
+    fn = gci_real(family, name);
+    slot->fn = fn;
+    __atomic_store_n(&slot->state, 2, __ATOMIC_RELEASE);
     return fn;
 }
 

@@ -38,13 +38,7 @@ typedef fti_id_t (*composite_fn)(const char *, size_t, void *);
 typedef int (*checkpoint_fn)(int, int);
 typedef int (*void_fn)(void);
 
-#define REAL(type, name)                                                        \
-    static type real_;                                                          \
-    static int looked_;                                                         \
-    if (!__atomic_load_n(&looked_, __ATOMIC_ACQUIRE)) {                         \
-        real_ = (type)gci_real("FTI", #name);                                   \
-        __atomic_store_n(&looked_, 1, __ATOMIC_RELEASE);                        \
-    }
+#define GCI_FAMILY "FTI" /* the library a missing function's line names (REAL) */
 
 static char g_local[GCI_PATH_MAX];  /* ckpt_dir: levels 1..3 and recovery */
 static char g_global[GCI_PATH_MAX]; /* glbl_dir: level 4 */

@@ -55,13 +55,7 @@ typedef int (*route_fn)(const char *, char *);
 typedef int (*have_fn)(int *, char *);
 typedef const char *(*config_fn)(const char *);
 
-#define REAL(type, name)                                                        \
-    static type real_;                                                          \
-    static int looked_;                                                         \
-    if (!__atomic_load_n(&looked_, __ATOMIC_ACQUIRE)) {                         \
-        real_ = (type)gci_real("SCR", #name);                                   \
-        __atomic_store_n(&looked_, 1, __ATOMIC_RELEASE);                        \
-    }
+#define GCI_FAMILY "SCR" /* the library a missing function's line names (REAL) */
 
 /* SCR's settings as resolved at SCR_Init (SCR allows changing them only before it). */
 static struct {

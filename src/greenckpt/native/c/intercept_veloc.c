@@ -34,13 +34,7 @@ typedef int (*void_fn)(void);
 typedef int (*named_fn)(const char *, int);
 typedef int (*route_fn)(const char *, char *);
 
-#define REAL(type, name)                                                        \
-    static type real_;                                                          \
-    static int looked_;                                                         \
-    if (!__atomic_load_n(&looked_, __ATOMIC_ACQUIRE)) {                         \
-        real_ = (type)gci_real("VeloC", #name);                                 \
-        __atomic_store_n(&looked_, 1, __ATOMIC_RELEASE);                        \
-    }
+#define GCI_FAMILY "VeloC" /* the library a missing function's line names (REAL) */
 
 static char g_scratch[GCI_PATH_MAX];
 static int64_t g_file_bytes;  /* files routed in the previous phase (0: none yet) */
