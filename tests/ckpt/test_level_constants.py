@@ -30,10 +30,10 @@ GROUPED = LevelSpec(
     "wide erasure code",
     Storage.NODE_LOCAL,
     "the loss of up to parity nodes of each wide group",
+    scheme="erasure",
     subdir="level5",
-    settings=("group_size", "parity"),
 )
-"""A test-only fifth level that takes the erasure settings, like level 3."""
+"""A test-only fifth level with the erasure scheme, so its settings, like level 3."""
 
 FAR = LevelSpec(7, "far archive", Storage.GLOBAL, "the loss of the site", subdir="level7")
 """A test-only level numbered with a gap after level 4."""

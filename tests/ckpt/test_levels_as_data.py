@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from greenckpt.ckpt import redundancy as redundancy_module
 from greenckpt.ckpt.api import Checkpointer
 from greenckpt.ckpt.comm import Comm
 from greenckpt.ckpt.config import ConfigError, LevelConfig, load_config
@@ -31,6 +30,7 @@ from greenckpt.ckpt.levels import (
     level_spec,
     register_level,
     unregister_level,
+    unregister_scheme,
 )
 from greenckpt.ckpt.manifest import (
     Manifest,
@@ -140,7 +140,7 @@ def mirrored() -> Iterator[LevelSpec]:
         yield MIRRORED
     finally:
         unregister_level(MIRRORED.number)
-        del redundancy_module.SCHEMES["mirror"]
+        unregister_scheme("mirror")
 
 
 def _dirs(tmp_path: Path) -> dict[str, Any]:

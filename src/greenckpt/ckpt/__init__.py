@@ -17,7 +17,16 @@ if TYPE_CHECKING:
     from greenckpt.ckpt.comm import Comm
     from greenckpt.ckpt.config import Config, ConfigError, LevelConfig, load_config
     from greenckpt.ckpt.hooks import NullHook, PhaseAdvice, PhaseHook
-    from greenckpt.ckpt.levels import LevelSpec, Storage, register_level
+    from greenckpt.ckpt.levels import (
+        LevelSetting,
+        LevelSpec,
+        SchemeSpec,
+        Storage,
+        register_level,
+        register_scheme,
+        unregister_level,
+        unregister_scheme,
+    )
     from greenckpt.ckpt.manifest import ManifestError
     from greenckpt.ckpt.records import (
         CheckpointError,
@@ -25,6 +34,7 @@ if TYPE_CHECKING:
         RecoveryError,
         RecoveryInfo,
     )
+    from greenckpt.ckpt.redundancy import Redundancy
     from greenckpt.ckpt.schedule import Backoff
     from greenckpt.ckpt.store import StoreError
 
@@ -37,6 +47,7 @@ _PUBLIC = {
     "Config": "greenckpt.ckpt.config",
     "ConfigError": "greenckpt.ckpt.config",
     "LevelConfig": "greenckpt.ckpt.config",
+    "LevelSetting": "greenckpt.ckpt.levels",
     "LevelSpec": "greenckpt.ckpt.levels",
     "ManifestError": "greenckpt.ckpt.manifest",
     "NullHook": "greenckpt.ckpt.hooks",
@@ -44,10 +55,15 @@ _PUBLIC = {
     "PhaseHook": "greenckpt.ckpt.hooks",
     "RecoveryError": "greenckpt.ckpt.records",
     "RecoveryInfo": "greenckpt.ckpt.records",
+    "Redundancy": "greenckpt.ckpt.redundancy",
+    "SchemeSpec": "greenckpt.ckpt.levels",
     "Storage": "greenckpt.ckpt.levels",
     "StoreError": "greenckpt.ckpt.store",
     "load_config": "greenckpt.ckpt.config",
     "register_level": "greenckpt.ckpt.levels",
+    "register_scheme": "greenckpt.ckpt.levels",
+    "unregister_level": "greenckpt.ckpt.levels",
+    "unregister_scheme": "greenckpt.ckpt.levels",
 }
 """Each public name and the module that defines it."""
 
@@ -60,6 +76,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "LevelConfig",
+    "LevelSetting",
     "LevelSpec",
     "ManifestError",
     "NullHook",
@@ -67,10 +84,15 @@ __all__ = [
     "PhaseHook",
     "RecoveryError",
     "RecoveryInfo",
+    "Redundancy",
+    "SchemeSpec",
     "Storage",
     "StoreError",
     "load_config",
     "register_level",
+    "register_scheme",
+    "unregister_level",
+    "unregister_scheme",
 ]
 
 

@@ -16,15 +16,15 @@ import tomllib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from greenckpt.ckpt.config_model import Config, LevelConfig, check_parity
+from greenckpt.ckpt.config_model import Config, LevelConfig
 from greenckpt.ckpt.config_settings import (
     ENV_PREFIX,
     LEVEL_ENV_PATTERN,
-    LEVEL_SETTINGS,
     NO_LEVEL,
     TOP,
     TOP_DEFAULTS,
     TOP_ENV,
+    every_level_setting,
     how_to_set,
     level_keys,
     level_variables,
@@ -35,7 +35,7 @@ from greenckpt.ckpt.config_settings import (
     suggest,
 )
 from greenckpt.ckpt.config_values import ConfigError, Interval, Reading, show, to_path
-from greenckpt.ckpt.levels import Storage, level_numbers, level_specs
+from greenckpt.ckpt.levels import Storage, level_numbers, level_spec, level_specs, scheme_spec
 
 _CONFIG_ENV = ENV_PREFIX + "CONFIG"
 _DEFAULT = "default"
@@ -128,7 +128,7 @@ def _read_toml(given: object, given_by: str, env: Mapping[str, str]) -> _Merged:
 
 
 def _level_specific_hint(key: str) -> str:
-    for name, setting in LEVEL_SETTINGS.items():
+    for name, setting in every_level_setting().items():
         if key in (name, setting.key):
             return f"; {setting.key} applies to {levels_only(name)}"
     return ""
@@ -226,7 +226,7 @@ def _read_level_keyword(level: int, value: object) -> _Merged:
         merged[f"{name}.enabled"] = (value.enabled, where)
         merged[f"{name}.codec"] = (value.codec, where)
         for field_name, setting in settings_of(level).items():
-            merged[f"{name}.{setting.key}"] = (getattr(value, field_name), where)
+            merged[f"{name}.{setting.key}"] = (value.settings[field_name], where)
         return merged
     if not isinstance(value, Mapping):
         raise ConfigError(
@@ -278,14 +278,17 @@ def _switches(merged: _Merged, top: Mapping[str, object]) -> _Switches:
     return intervals, enabled
 
 
-def _check_parities(merged: _Merged) -> None:
-    """Parity below the group size, for every level that takes both, naming both sources."""
+def _check_schemes(merged: _Merged) -> None:
+    """Each level's scheme's check across its settings (parity below the group size), given
+    the merged values with their sources, so that a message names where each came from."""
     for level in level_numbers():
-        if "parity" in settings_of(level):
-            group_size, group_where = merged[f"l{level}.group_size"]
-            parity, parity_where = merged[f"l{level}.parity"]
-            assert isinstance(group_size, int) and isinstance(parity, int)
-            check_parity(level, group_size, parity, group_where, parity_where)
+        check = scheme_spec(level_spec(level).scheme).check
+        if check is not None:
+            values = {
+                name: merged[f"l{level}.{setting.key}"]
+                for name, setting in settings_of(level).items()
+            }
+            check(level, values)
 
 
 def _level_config(
@@ -313,7 +316,7 @@ def _level_config(
         every_iterations=interval.iterations,
         auto=interval.auto,
         codec=codec,
-        **extra,
+        settings=extra,
     )
 
 
@@ -322,7 +325,7 @@ def _build(merged: _Merged) -> Config:
     sources: dict[str, str] = {key: merged[key][1] for key in TOP}
     top: dict[str, Any] = {key: merged[key][0] for key in TOP}
     switches = _switches(merged, top)
-    _check_parities(merged)
+    _check_schemes(merged)
     levels = tuple(_level_config(level, merged, switches, sources) for level in level_numbers())
     return Config(**top, levels=levels, sources=sources)
 

@@ -11,17 +11,15 @@ re-exports both classes; see docs/design/levels-and-config.md.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TypedDict
 
 from greenckpt.ckpt.config_settings import (
-    GROUP_SIZE_DEFAULT,
-    LEVEL_SETTINGS,
     NO_LEVEL,
-    PARITY_DEFAULT,
     TOP,
+    every_level_setting,
     how_to_set,
     levels_only,
     settings_of,
@@ -37,7 +35,7 @@ from greenckpt.ckpt.config_values import (
     to_codec,
     to_int,
 )
-from greenckpt.ckpt.levels import level_numbers, level_spec, numbers_text
+from greenckpt.ckpt.levels import level_numbers, level_spec, numbers_text, scheme_spec
 from greenckpt.errors import InvalidValueError
 from greenckpt.io.checksum import CHECKSUMS
 
@@ -51,15 +49,19 @@ class SettingDescription(TypedDict):
     source: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class LevelConfig:
     """The settings of one registered checkpoint level (:mod:`greenckpt.ckpt.levels`).
 
     At most one of ``every_s``, ``every_iterations`` and ``auto`` is set: the level's automatic
-    interval. An enabled level without one takes only explicit checkpoints. ``group_size``,
-    ``parity`` and ``async_flush`` apply to the levels whose spec names them in
-    ``LevelSpec.settings`` (built in: level 3, level 3, level 4); on other levels they keep
-    their defaults. The values are checked on construction (with this class as the source).
+    interval. An enabled level without one takes only explicit checkpoints. ``settings`` holds
+    the values of the settings the level's redundancy scheme and spec declare
+    (:func:`~greenckpt.ckpt.levels.level_settings`: ``group_size`` and ``parity`` for the
+    erasure scheme of level 3, ``async_flush`` for level 4), each at its default unless given;
+    they may be given as keywords too (``LevelConfig(3, parity=2)``) and read as attributes
+    (``config.level(3).parity``). A setting the level does not take is refused unless it
+    holds that setting's default. The values are checked on construction (with this class
+    as the source).
     """
 
     level: int
@@ -68,9 +70,30 @@ class LevelConfig:
     every_iterations: int | None = None
     auto: bool = False
     codec: str | None = None
-    group_size: int = GROUP_SIZE_DEFAULT
-    parity: int = PARITY_DEFAULT
-    async_flush: bool = False
+    settings: Mapping[str, object] = field(default_factory=dict, hash=False)
+
+    def __init__(
+        self,
+        level: int,
+        enabled: bool = False,
+        every_s: float | None = None,
+        every_iterations: int | None = None,
+        auto: bool = False,
+        codec: str | None = None,
+        settings: Mapping[str, object] | None = None,
+        **named: object,
+    ) -> None:
+        for name, value in (
+            ("level", level),
+            ("enabled", enabled),
+            ("every_s", every_s),
+            ("every_iterations", every_iterations),
+            ("auto", auto),
+            ("codec", codec),
+        ):
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "settings", {**(settings or {}), **named})
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         level = self.level
@@ -83,7 +106,6 @@ class LevelConfig:
 
         to_bool(self.enabled, reading("enabled"))
         to_bool(self.auto, reading("auto"))
-        to_bool(self.async_flush, reading("async_flush"))
         if self.every_s is not None:
             r = reading("every_s")
             if not is_real(self.every_s):
@@ -98,32 +120,45 @@ class LevelConfig:
             raise ConfigError(f"{where}: give only one of {', '.join(given)}")
         if given and not self.enabled:
             raise ConfigError(f"{where}: {given[0]} is set on a disabled level: set enabled=True")
-        own = settings_of(level)
-        for name, setting in LEVEL_SETTINGS.items():
+        object.__setattr__(self, "settings", self._checked_settings(where, reading))
+
+    def _checked_settings(self, where: str, reading: Callable[[str], Reading]) -> dict[str, object]:
+        """The level's settings, each given one checked and the others at their defaults."""
+        own = settings_of(self.level)
+        known = every_level_setting()
+        for name, value in self.settings.items():
             if name in own:
-                setting.convert(getattr(self, name), reading(name))
-            elif getattr(self, name) != setting.default:
+                continue
+            if name not in known:
+                valid = ", ".join(own) or "none"
+                raise ConfigError(
+                    f"{where}: unknown setting {name!r}: level {self.level} takes {valid}"
+                )
+            if value != known[name].default:
                 raise ConfigError(f"{where}: {name} applies to {levels_only(name)}")
-            if name == "parity" and name in own:
-                check_parity(level, self.group_size, self.parity, where, where)
+        values = {
+            name: setting.convert(self.settings.get(name, setting.default), reading(name))
+            for name, setting in own.items()
+        }
+        check = scheme_spec(level_spec(self.level).scheme).check
+        if check is not None:
+            check(self.level, {name: (value, where) for name, value in values.items()})
+        return values
+
+    def __getattr__(self, name: str) -> object:
+        """A level-specific setting by name (``config.level(3).parity``)."""
+        settings = self.__dict__.get("settings")
+        if settings is None or name.startswith("_") or name not in settings:
+            raise AttributeError(
+                f"{type(self).__name__} of level {self.__dict__.get('level')} has no setting "
+                f"{name!r}"
+            )
+        return settings[name]
 
     @property
     def has_interval(self) -> bool:
         """Whether checkpoints at this level are also taken automatically."""
         return self.every_s is not None or self.every_iterations is not None or self.auto
-
-
-def check_parity(
-    level: int, group_size: int, parity: int, group_where: str, parity_where: str
-) -> None:
-    """Refuse a level's parity that leaves its erasure groups no data block, naming where
-    both values came from."""
-    if parity >= group_size:
-        where = parity_where if parity_where == group_where else f"{parity_where} and {group_where}"
-        raise ConfigError(
-            f"{where}: l{level} parity ({parity}) must be < group_size ({group_size}): "
-            "a group needs at least one data block"
-        )
 
 
 def _default_levels() -> tuple[LevelConfig, ...]:
@@ -210,8 +245,9 @@ class Config:
     def describe(self) -> dict[str, SettingDescription]:
         """Every setting's value (SI units) and source, for reports and documentation.
 
-        Keys are the top-level field names and ``l<n>.<field>`` for the levels (``group_size``
-        and ``parity`` for level 3 only, ``async_flush`` for level 4 only). Sources read
+        Keys are the top-level field names and ``l<n>.<field>`` for the levels, with each
+        level's own settings by name (``group_size`` and ``parity`` for level 3 only,
+        ``async_flush`` for level 4 only). Sources read
         ``"default"``, ``"keyword keep"``, ``"GREENCKPT_KEEP"`` or
         ``"<file>: [checkpoint] keep"``; the three interval fields of a level share the source
         of its ``every``.
@@ -224,5 +260,6 @@ class Config:
             names += list(settings_of(lvl.level))
             for name in names:
                 key = f"l{lvl.level}.{name}"
-                out[key] = {"value": getattr(lvl, name), "source": self._source(key)}
+                value = lvl.settings[name] if name in lvl.settings else getattr(lvl, name)
+                out[key] = {"value": value, "source": self._source(key)}  # type: ignore[typeddict-item]
         return out

@@ -3,9 +3,10 @@
 Why a table: a setting is named once here — its TOML key and keyword, its
 ``GREENCKPT_<NAME>`` variable, its converter and default — and the reading, merging and
 describing code walk the table instead of naming settings one by one. The level-specific
-settings (``group_size``, ``parity``, ``async``) belong to the levels whose
-:class:`~greenckpt.ckpt.levels.LevelSpec` names them, so a registered fifth level gets its
-``[checkpoint.l5]`` table, keyword and variables from the registry. Internal to
+settings (``group_size``, ``parity``, ``async``) are declared by the redundancy schemes and
+levels that take them (:class:`~greenckpt.ckpt.levels.LevelSetting`), so a registered fifth
+level gets its ``[checkpoint.l5]`` table, keyword and variables, and a registered scheme its
+settings, from the registries. Internal to
 :mod:`greenckpt.ckpt.config`; see docs/design/levels-and-config.md.
 """
 
@@ -13,12 +14,10 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from types import MappingProxyType
 
 from greenckpt.ckpt.config_values import (
-    Reading,
     to_bool,
     to_checksum,
     to_codec,
@@ -31,7 +30,14 @@ from greenckpt.ckpt.config_values import (
     to_name,
     to_on_unrecoverable,
 )
-from greenckpt.ckpt.levels import level_numbers, level_spec, level_specs, numbers_text
+from greenckpt.ckpt.levels import (
+    Convert,
+    LevelSetting,
+    level_numbers,
+    level_settings,
+    level_specs,
+    numbers_text,
+)
 from greenckpt.io.checksum import CHECKSUMS
 
 #: Prefix of the environment variables read by :func:`load_config`.
@@ -40,9 +46,6 @@ NO_LEVEL = (
     "no checkpoint level is enabled: give a level an interval "
     '(every = "10min", "50it" or "auto") or enabled = true'
 )
-
-#: A converter: checks a raw value read from a source and returns it normalised.
-Convert = Callable[[object, Reading], object]
 
 #: Top-level settings: field name (= TOML key = keyword) -> converter.
 TOP: Mapping[str, Convert] = MappingProxyType(
@@ -77,34 +80,19 @@ TOP_DEFAULTS: Mapping[str, object] = MappingProxyType(
     }
 )
 
-GROUP_SIZE_DEFAULT = 4
-PARITY_DEFAULT = 1
-
-
-@dataclass(frozen=True)
-class LevelSetting:
-    """A setting that only the levels whose spec names it take (``LevelSpec.settings``)."""
-
-    key: str
-    """Its TOML key, level keyword key and ``GREENCKPT_L<n>_<KEY>`` suffix."""
-    convert: Convert
-    default: object
-
-
-#: The level-specific settings: LevelConfig field -> how it is read.
-LEVEL_SETTINGS: Mapping[str, LevelSetting] = MappingProxyType(
-    {
-        "group_size": LevelSetting("group_size", to_int(2), GROUP_SIZE_DEFAULT),
-        "parity": LevelSetting("parity", to_int(1), PARITY_DEFAULT),
-        "async_flush": LevelSetting("async", to_bool, False),
-    }
-)
-
 
 def settings_of(level: int) -> dict[str, LevelSetting]:
-    """The level-specific settings of ``level``, by LevelConfig field, in table order."""
-    names = level_spec(level).settings
-    return {name: setting for name, setting in LEVEL_SETTINGS.items() if name in names}
+    """The level-specific settings of ``level`` by name: its scheme's, then its own."""
+    return level_settings(level)
+
+
+def every_level_setting() -> dict[str, LevelSetting]:
+    """Every level-specific setting of the registered levels, by name (first declaration)."""
+    found: dict[str, LevelSetting] = {}
+    for spec in level_specs():
+        for name, setting in level_settings(spec.number).items():
+            found.setdefault(name, setting)
+    return found
 
 
 def levels_phrase(levels: tuple[int, ...]) -> str:
@@ -116,11 +104,10 @@ def levels_phrase(levels: tuple[int, ...]) -> str:
     return f"levels {numbers_text(levels, 'and')}"
 
 
-def levels_only(field_name: str) -> str:
+def levels_only(name: str) -> str:
     """``level 3 only``: the levels that take a level-specific setting."""
-    return (
-        f"{levels_phrase(tuple(s.number for s in level_specs() if field_name in s.settings))} only"
-    )
+    takers = tuple(s.number for s in level_specs() if name in level_settings(s.number))
+    return f"{levels_phrase(takers)} only" if takers else "no registered level"
 
 
 def level_keys(level: int) -> dict[str, Convert]:

@@ -132,7 +132,7 @@ class AsyncFlush:
 
     def __init__(self, job: Job) -> None:
         self._job = job
-        flushed = [n for n in job.config.enabled_levels if job.level(n).async_flush]
+        flushed = [n for n in job.config.enabled_levels if job.level(n).settings.get("async_flush")]
         self.level: int | None = flushed[0] if flushed else None
         self.source = 0 if self.level is None else self._via()
         self._flush: Flush | None = None

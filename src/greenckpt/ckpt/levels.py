@@ -5,8 +5,15 @@ redundancy it adds and which settings it takes besides its interval and codec â€
 are written once here, and the configuration (:mod:`greenckpt.ckpt.config`), the manifest
 check, the notification socket and the :class:`~greenckpt.ckpt.api.Checkpointer` read them
 when they run instead of restating level numbers. Adding a level is one spec and one
-:func:`register_level` call (plus a :class:`~greenckpt.ckpt.redundancy.Redundancy` scheme for a
-new kind of redundancy).
+:func:`register_level` call; a new kind of redundancy is one class implementing
+:class:`~greenckpt.ckpt.redundancy.Redundancy` and one :func:`register_scheme` call, which
+declares the settings the scheme takes (:class:`LevelSetting`: key, converter, default) and
+the check across them. A level takes its scheme's settings plus its own (``LevelSpec.settings``)
+and the configuration reads, checks and describes them from these declarations alone.
+
+The built-in schemes are declared here, their classes named by ``"module:attribute"`` and
+imported when a Checkpointer first builds one: the configuration (read by the CLI, which must
+start without NumPy) needs the declarations, not the erasure code.
 
 The numbers order the levels by cost; what a level survives (:attr:`LevelSpec.tolerates`) is
 only a partial order, so a checkpoint retires or stands in for another level's only where it
@@ -17,25 +24,210 @@ docs/design/levels-and-config.md ("Levels as data") explains both.
 from __future__ import annotations
 
 import enum
+import importlib
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeAlias
 
 from greenckpt.ckpt.topology import Topology
 from greenckpt.errors import InvalidValueError
 
+if TYPE_CHECKING:
+    from greenckpt.ckpt.comm import Comm
+    from greenckpt.ckpt.config_model import LevelConfig
+    from greenckpt.ckpt.config_values import Reading
+    from greenckpt.ckpt.redundancy import Redundancy
+
 __all__ = [
     "BUILTIN_LEVELS",
+    "BUILTIN_SCHEMES",
     "Failure",
+    "LevelSetting",
     "LevelSpec",
+    "SchemeFactory",
+    "SchemeSpec",
     "Storage",
     "level_numbers",
+    "level_settings",
     "level_spec",
     "level_specs",
     "numbers_text",
     "register_level",
+    "register_scheme",
+    "scheme_spec",
+    "scheme_specs",
     "unregister_level",
+    "unregister_scheme",
 ]
+
+Convert: TypeAlias = "Callable[[object, Reading], object]"
+"""A setting's converter: checks a raw value read from a source, returns it normalised."""
+
+
+# The converters of the built-in settings import the configuration's when first called: this
+# module is read by the notification socket's client, which must start without NumPy (that
+# greenckpt.io, under the configuration's converters, loads).
+
+
+def _at_least(minimum: int) -> Convert:
+    def convert(value: object, r: Reading) -> object:
+        from greenckpt.ckpt.config_values import to_int  # noqa: PLC0415 - see above
+
+        return to_int(minimum)(value, r)
+
+    return convert
+
+
+def _boolean(value: object, r: Reading) -> object:
+    from greenckpt.ckpt.config_values import to_bool  # noqa: PLC0415 - see above
+
+    return to_bool(value, r)
+
+
+@dataclass(frozen=True)
+class LevelSetting:
+    """A setting that only some levels take: those whose scheme or spec declares it.
+
+    ``name``: the :attr:`LevelConfig.settings <greenckpt.ckpt.config.LevelConfig>` key and the
+    name :meth:`Config.describe <greenckpt.ckpt.config.Config.describe>` shows
+    (``l3.group_size``); ``key``: its TOML key, level keyword key and ``GREENCKPT_L<n>_<KEY>``
+    suffix (``name`` when not given); ``convert``: checks and normalises a value (the
+    converters of :mod:`greenckpt.ckpt.config_values`, or any callable raising
+    :class:`~greenckpt.ckpt.config.ConfigError` through its ``Reading``); ``default``: its
+    value when no source gives one.
+    """
+
+    name: str
+    convert: Convert
+    default: object
+    key: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.key:
+            object.__setattr__(self, "key", self.name)
+
+
+Sourced: TypeAlias = Mapping[str, tuple[object, str]]
+"""A level's setting values by name, each with the source it came from (for messages)."""
+
+SettingsCheck: TypeAlias = Callable[[int, Sourced], None]
+"""A check across a scheme's settings of one level (``level``, values with their sources);
+it raises :class:`~greenckpt.ckpt.config.ConfigError` naming the sources."""
+
+SchemeFactory: TypeAlias = "Callable[[Comm, Topology, LevelConfig, str], Redundancy]"
+"""Builds a level's redundancy from the job's communicator and topology, the level's settings
+(its scheme's values in ``LevelConfig.settings``) and the checksum (collective: every rank
+builds the same levels in the same order)."""
+
+
+@dataclass(frozen=True)
+class SchemeSpec:
+    """A redundancy scheme, as data: its name (what a :class:`LevelSpec` names), how to build
+    it (a :data:`SchemeFactory`, or ``"module:attribute"`` naming one, imported on first use),
+    the settings every level using it takes, and a check across them."""
+
+    name: str
+    factory: SchemeFactory | str
+    settings: tuple[LevelSetting, ...] = ()
+    check: SettingsCheck | None = None
+
+    def build_factory(self) -> SchemeFactory:
+        """The factory, imported if named by a string."""
+        if not isinstance(self.factory, str):
+            return self.factory
+        module, _, attribute = self.factory.partition(":")
+        found: object = importlib.import_module(module)
+        for part in attribute.split("."):
+            found = getattr(found, part)
+        assert callable(found)
+        return found
+
+
+def check_parity(level: int, values: Sourced) -> None:
+    """The erasure scheme's check: parity below the group size (a group needs a data block),
+    naming where both values came from."""
+    (group_size, group_where), (parity, parity_where) = values["group_size"], values["parity"]
+    assert isinstance(group_size, int) and isinstance(parity, int)
+    if parity >= group_size:
+        from greenckpt.ckpt.config_values import ConfigError  # noqa: PLC0415 - see _at_least
+
+        where = parity_where if parity_where == group_where else f"{parity_where} and {group_where}"
+        raise ConfigError(
+            f"{where}: l{level} parity ({parity}) must be < group_size ({group_size}): "
+            "a group needs at least one data block"
+        )
+
+
+GROUP_SIZE_DEFAULT = 4
+PARITY_DEFAULT = 1
+_REDUNDANCY = "greenckpt.ckpt.redundancy:"
+
+BUILTIN_SCHEMES: tuple[SchemeSpec, ...] = (
+    SchemeSpec("none", _REDUNDANCY + "NoRedundancy.build"),
+    SchemeSpec("partner", _REDUNDANCY + "PartnerLevel.build"),
+    SchemeSpec(
+        "erasure",
+        _REDUNDANCY + "ErasureLevel.build",
+        settings=(
+            LevelSetting("group_size", _at_least(2), GROUP_SIZE_DEFAULT),
+            LevelSetting("parity", _at_least(1), PARITY_DEFAULT),
+        ),
+        check=check_parity,
+    ),
+)
+"""The built-in redundancy schemes, always registered."""
+
+ASYNC_FLUSH = LevelSetting("async_flush", _boolean, False, key="async")
+"""Level 4's own setting: write to its ``async_via`` level first, copy in the background."""
+
+_SCHEMES: dict[str, SchemeSpec] = {spec.name: spec for spec in BUILTIN_SCHEMES}
+
+
+def register_scheme(
+    name: str,
+    factory: SchemeFactory | str,
+    *,
+    settings: tuple[LevelSetting, ...] = (),
+    check: SettingsCheck | None = None,
+) -> SchemeSpec:
+    """Add a redundancy scheme that level specs can name: how to build it, the settings
+    every level using it takes, and the check across them (see :class:`SchemeSpec`)."""
+    if name in _SCHEMES:
+        raise InvalidValueError(f"redundancy scheme {name!r} is already registered")
+    names = [s.name for s in settings]
+    if len(set(names)) != len(names) or ASYNC_FLUSH.name in names:
+        raise InvalidValueError(f"redundancy scheme {name!r}: its settings {names} repeat a name")
+    spec = SchemeSpec(name, factory, tuple(settings), check)
+    _SCHEMES[name] = spec
+    return spec
+
+
+def unregister_scheme(name: str) -> None:
+    """Remove a scheme added by :func:`register_scheme` (the built-in ones stay; a scheme a
+    registered level names stays until that level is removed)."""
+    if any(spec.name == name for spec in BUILTIN_SCHEMES):
+        raise InvalidValueError(f"redundancy scheme {name!r} is built in and cannot be removed")
+    users = [spec.number for spec in _REGISTRY.values() if spec.scheme == name]
+    if users:
+        raise InvalidValueError(f"redundancy scheme {name!r} is used by level {users[0]}")
+    _SCHEMES.pop(name, None)
+
+
+def scheme_spec(name: str) -> SchemeSpec:
+    """The scheme registered as ``name``; :class:`ValueError` naming the known ones if none."""
+    try:
+        return _SCHEMES[name]
+    except KeyError:
+        raise InvalidValueError(
+            f"unknown redundancy scheme {name!r}: known schemes are {', '.join(_SCHEMES)}"
+        ) from None
+
+
+def scheme_specs() -> tuple[SchemeSpec, ...]:
+    """Every registered scheme, built-in ones first."""
+    return tuple(_SCHEMES.values())
 
 
 class Storage(enum.Enum):
@@ -107,9 +299,9 @@ class LevelSpec:
     ``subdir``: the level's own subdirectory of its storage's base (each level's checkpoints
     must be listed, kept and removed apart from the others', or a level-1 cleanup would delete
     the older level-2 checkpoint that a node loss needs). ``scheme``: the name of its
-    redundancy (:data:`greenckpt.ckpt.redundancy.SCHEMES`; ``"none"``: the rank files only).
-    ``settings``: the :class:`~greenckpt.ckpt.config.LevelConfig` fields that apply to this
-    level besides the interval and codec every level has. ``async_via``: the level whose
+    redundancy (a registered :class:`SchemeSpec`; ``"none"``: the rank files only), whose
+    settings the level takes. ``settings``: the level's own settings besides its scheme's and
+    the interval and codec every level has (:class:`LevelSetting`). ``async_via``: the level whose
     store an asynchronous checkpoint of this one is written to first (with the ``async``
     setting), before a background copy commits it here. ``survives`` says in words what
     ``tolerates`` says as data: the :class:`Failure` kinds its checkpoints survive (by
@@ -123,7 +315,7 @@ class LevelSpec:
     survives: str
     scheme: str = "none"
     subdir: str | None = None
-    settings: tuple[str, ...] = ()
+    settings: tuple[LevelSetting, ...] = ()
     async_via: int | None = None
     tolerates: frozenset[Failure] | None = None
 
@@ -172,7 +364,6 @@ BUILTIN_LEVELS: tuple[LevelSpec, ...] = (
         "the loss of up to parity nodes of each group",
         scheme="erasure",
         subdir="level3",
-        settings=("group_size", "parity"),
         tolerates=frozenset({Failure.PROCESS, Failure.ONE_NODE, Failure.NODES_PER_GROUP}),
     ),
     LevelSpec(
@@ -180,7 +371,7 @@ BUILTIN_LEVELS: tuple[LevelSpec, ...] = (
         "global file system",
         Storage.GLOBAL,
         "the loss of every node",
-        settings=("async_flush",),
+        settings=(ASYNC_FLUSH,),
         async_via=1,
         tolerates=frozenset(Failure),
     ),
@@ -201,6 +392,13 @@ def register_level(spec: LevelSpec) -> None:
         )
     if spec.number < max(_REGISTRY):
         raise InvalidValueError(f"level {spec.number} must be above level {max(_REGISTRY)}")
+    scheme = scheme_spec(spec.scheme)
+    names = [s.name for s in (*scheme.settings, *spec.settings)]
+    if len(set(names)) != len(names):
+        raise InvalidValueError(
+            f"level {spec.number}: its settings {names} repeat a name (its scheme "
+            f"{spec.scheme!r} declares {[s.name for s in scheme.settings]})"
+        )
     if spec.async_via is not None and spec.async_via not in _REGISTRY:
         raise InvalidValueError(
             f"level {spec.number}: async_via names unknown level {spec.async_via}"
@@ -218,6 +416,13 @@ def unregister_level(number: int) -> None:
 def level_specs() -> tuple[LevelSpec, ...]:
     """Every registered level, in increasing order."""
     return tuple(_REGISTRY[n] for n in sorted(_REGISTRY))
+
+
+def level_settings(number: int) -> dict[str, LevelSetting]:
+    """The settings level ``number`` takes besides interval and codec, by name: its scheme's,
+    then its own."""
+    spec = level_spec(number)
+    return {s.name: s for s in (*scheme_spec(spec.scheme).settings, *spec.settings)}
 
 
 def level_numbers() -> tuple[int, ...]:

@@ -4,7 +4,8 @@ A level-2 or level-3 checkpoint is a level-1 checkpoint (every rank's file in it
 directory) plus redundant data on *other* nodes: a partner copy (:class:`PartnerLevel`) or
 erasure-code parity (:class:`ErasureLevel`); levels 1 and 4 have none (:class:`NoRedundancy`).
 Each implements :class:`Redundancy`, the one interface the checkpointer uses, and is named by
-a scheme in :data:`SCHEMES` that a level's spec (:mod:`greenckpt.ckpt.levels`) refers to. The
+a scheme registered with :func:`~greenckpt.ckpt.levels.register_scheme` (which also declares
+the settings the scheme takes) that a level's spec (:mod:`greenckpt.ckpt.levels`) refers to. The
 jobs of a redundancy:
 
 * ``encode`` — after every rank wrote its file into the staging directory and all agreed, make
@@ -27,26 +28,25 @@ when the node lost everything) and the commit afterwards are the caller's job
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
 from greenckpt.ckpt.agree import agree, agree_with
 from greenckpt.ckpt.comm import Comm
 from greenckpt.ckpt.erasure import GroupLayout, Scheme
 from greenckpt.ckpt.groups import encode_parity, erasure_groups, parity_name, rebuild_data
+from greenckpt.ckpt.levels import SchemeFactory, register_scheme, scheme_spec
 from greenckpt.ckpt.manifest import Manifest, RankEntry
 from greenckpt.ckpt.partner import copy_name, inverse, partner_holders
 from greenckpt.ckpt.topology import Topology
 from greenckpt.ckpt.transfer import shift_file
-from greenckpt.errors import InvalidValueError
 from greenckpt.io.checksum import file_digest
 
 if TYPE_CHECKING:
     from greenckpt.ckpt.config import LevelConfig
 
 __all__ = [
-    "SCHEMES",
     "ErasureLevel",
     "NoRedundancy",
     "PartnerLevel",
@@ -135,6 +135,13 @@ class NoRedundancy:
 
     rebuilds = False
 
+    @classmethod
+    def build(
+        cls, comm: Comm, topology: Topology, settings: LevelConfig, checksum: str
+    ) -> NoRedundancy:
+        """The scheme ``none`` (a :data:`~greenckpt.ckpt.levels.SchemeFactory`)."""
+        return cls()
+
     def encode(
         self, stage: Path, entries: Sequence[RankEntry]
     ) -> tuple[dict[str, Any], str | None]:
@@ -164,6 +171,13 @@ class PartnerLevel:
         self.topology = topology
         self.holders = partner_holders(topology)
         self.owners = inverse(self.holders)
+
+    @classmethod
+    def build(
+        cls, comm: Comm, topology: Topology, settings: LevelConfig, checksum: str
+    ) -> PartnerLevel:
+        """The scheme ``partner`` (a :data:`~greenckpt.ckpt.levels.SchemeFactory`)."""
+        return cls(comm, topology, checksum)
 
     rebuilds = True
 
@@ -291,6 +305,16 @@ class ErasureLevel:
         self.layout = GroupLayout(len(self.group), parity)
         self.scheme: Scheme = self.layout.code().scheme
         self.gcomm = comm.split(self.index, comm.rank)
+
+    @classmethod
+    def build(
+        cls, comm: Comm, topology: Topology, settings: LevelConfig, checksum: str
+    ) -> ErasureLevel:
+        """The scheme ``erasure`` (a :data:`~greenckpt.ckpt.levels.SchemeFactory`): its
+        ``group_size`` and ``parity`` settings (collective)."""
+        values = settings.settings
+        group_size, parity = cast(int, values["group_size"]), cast(int, values["parity"])
+        return cls(comm, topology, group_size, parity, checksum)
 
     rebuilds = True
 
@@ -478,48 +502,8 @@ class ErasureLevel:
         return error
 
 
-SchemeFactory: TypeAlias = "Callable[[Comm, Topology, LevelConfig, str], Redundancy]"
-"""Builds a level's redundancy from the job's communicator and topology, the level's settings
-and the checksum (collective: every rank builds the same levels in the same order)."""
-
-
-def _no_redundancy(
-    comm: Comm, topology: Topology, settings: LevelConfig, checksum: str
-) -> NoRedundancy:
-    return NoRedundancy()
-
-
-def _partner(comm: Comm, topology: Topology, settings: LevelConfig, checksum: str) -> PartnerLevel:
-    return PartnerLevel(comm, topology, checksum)
-
-
-def _erasure(comm: Comm, topology: Topology, settings: LevelConfig, checksum: str) -> ErasureLevel:
-    return ErasureLevel(comm, topology, settings.group_size, settings.parity, checksum)
-
-
-SCHEMES: dict[str, SchemeFactory] = {
-    "none": _no_redundancy,
-    "partner": _partner,
-    "erasure": _erasure,
-}
-"""Redundancy schemes by the name a :class:`~greenckpt.ckpt.levels.LevelSpec` gives."""
-
-
-def register_scheme(name: str, factory: SchemeFactory) -> None:
-    """Add a redundancy scheme that level specs can name."""
-    if name in SCHEMES:
-        raise InvalidValueError(f"redundancy scheme {name!r} is already registered")
-    SCHEMES[name] = factory
-
-
 def build_redundancy(
     scheme: str, comm: Comm, topology: Topology, settings: LevelConfig, checksum: str
 ) -> Redundancy:
     """The redundancy named ``scheme`` for one level of this job (collective)."""
-    try:
-        factory = SCHEMES[scheme]
-    except KeyError:
-        raise InvalidValueError(
-            f"unknown redundancy scheme {scheme!r}: known schemes are {', '.join(SCHEMES)}"
-        ) from None
-    return factory(comm, topology, settings, checksum)
+    return scheme_spec(scheme).build_factory()(comm, topology, settings, checksum)
