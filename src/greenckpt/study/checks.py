@@ -6,10 +6,12 @@ without checkpoints, with an interval that excludes 0 — impossible, since it d
 work. So (1) the run-to-run spread is measured from the study's own runs (the baseline cell's
 runs, and the paired log-ratios of every compared cell) and turned into the smallest effect
 this study can resolve; (2) a cell that does at least its baseline's work (the same run plus
-checkpoints or injected failures) and comes out cheaper beyond the noise is flagged
-implausible with its likely causes, never presented as a saving; (3) each run with an injected
-failure says what it did: a restart from which level, a checkpoint rejected by its digest, a
-result changed (its digest differs from the failure-free runs'), or no effect.
+checkpoints or injected failures) and comes out cheaper beyond the noise, or a cell that
+changes only how checkpoints are written and saves more than its baseline spent outside
+compute, is flagged implausible with its likely causes, never presented as a saving; (3)
+each run with an injected failure says what it did: a restart from which level, a checkpoint
+rejected by its digest, a result changed (its digest differs from the failure-free runs'), or
+no effect.
 """
 
 from __future__ import annotations
@@ -26,19 +28,26 @@ from greenckpt.study.stats import resolvable_pct
 
 __all__ = [
     "CHECKED",
+    "IO_FACTORS",
     "MORE_WORK_FACTORS",
     "app_result",
     "conclusions",
     "failure_outcomes",
     "implausible",
+    "io_only",
     "more_work",
     "noise",
+    "outside_compute_pct",
 ]
 
 CHECKED = ("seconds", "cpu_s", "energy_j")
 """The figures that cannot fall when a run does more work (mean power and EPE may)."""
 MORE_WORK_FACTORS = ("checkpoint", "failure")
 """Factors whose level other than "none" adds work to a run that is otherwise the same."""
+IO_FACTORS = ("codec", "io_processes", "target")
+"""Factors that change only how checkpoints are written: the compute phases stay the same, so
+a cell differing from its baseline only in these can save at most what the baseline spent
+outside its compute phases."""
 
 
 def app_result(run_dir: Path) -> dict[str, Any] | None:
@@ -74,6 +83,26 @@ def more_work(factors: dict[str, Any], baseline: dict[str, Any]) -> bool:
     return bool(differ) and all(
         k in MORE_WORK_FACTORS and str(baseline[k]) == "none" for k in differ
     )
+
+
+def io_only(factors: dict[str, Any], baseline: dict[str, Any]) -> bool:
+    """Whether a cell differs from its baseline cell only in :data:`IO_FACTORS`."""
+    differ = [k for k, v in factors.items() if k in baseline and str(baseline[k]) != str(v)]
+    return bool(differ) and all(k in IO_FACTORS for k in differ)
+
+
+def outside_compute_pct(base_runs: list[dict[str, Any]], metric: str) -> float | None:
+    """The largest share, in %, of ``metric`` that the baseline's runs spent outside their
+    compute phases (checkpoints, restarts, flushes...): what an I/O-only change can save at
+    most. Seconds' shares stand for CPU-seconds; None without phase figures."""
+    key = "energy_j" if metric == "energy_j" else "seconds"
+    shares = []
+    for r in base_runs:
+        kinds = r["metrics"].get("by_kind") or {}
+        total = sum(float(v.get(key) or 0.0) for v in kinds.values())
+        if total > 0 and "compute" in kinds:
+            shares.append((total - float(kinds["compute"].get(key) or 0.0)) / total * 100)
+    return max(shares) if shares else None
 
 
 def _logs(runs: Iterable[dict[str, Any]], metric: str) -> np.ndarray:
@@ -150,20 +179,39 @@ def implausible(
     journal: list[dict[str, Any]],
     noise_of: dict[str, Any],
 ) -> dict[str, Any]:
-    """For a cell that does at least its baseline's work: each of :data:`CHECKED` whose Eq. 2
-    interval lies wholly below 0 (cheaper beyond the noise), with why it cannot be a saving
-    and the likely causes (noise, order, throttling or other load), each with its evidence."""
+    """Each of :data:`CHECKED` whose Eq. 2 interval lies wholly below what physics allows, with
+    why it cannot be a saving and the likely causes (noise, order, throttling or other load),
+    each with its evidence. What physics allows: nothing below 0 for a cell that does at least
+    its baseline's work (:func:`more_work`); no saving larger than the baseline's share outside
+    compute for a cell that changes only how checkpoints are written (:func:`io_only`)."""
     out = {}
+    base, cell = entry["baseline_cell"], entry["cell"]
     for metric in CHECKED:
         saving = entry["eq2_pct"].get(metric)
-        if not saving or saving.get("high") is None or saving["high"] >= 0:
+        if not saving or saving.get("high") is None:
+            continue
+        if entry.get("more_work_than_baseline"):
+            limit = 0.0
+            why = (
+                f"{cell} does at least the work of {base} (plus checkpoints or injected "
+                "failures), so it cannot cost less: this is not a saving"
+            )
+        elif entry.get("io_only_vs_baseline"):
+            share = outside_compute_pct(base_runs, metric)
+            if share is None:
+                continue
+            limit = share
+            why = (
+                f"{cell} differs from {base} only in how checkpoints are written, which can "
+                f"save at most the {share:.1f} % of the baseline spent outside compute: a "
+                "larger saving is not caused by it"
+            )
+        else:
+            continue
+        if saving["high"] >= -limit:
             continue
         causes = _causes(metric, saving, runs, base_runs, journal, noise_of.get(metric))
-        out[metric] = {
-            "why": f"{entry['cell']} does at least the work of {entry['baseline_cell']} (plus "
-            "checkpoints or injected failures), so it cannot cost less: this is not a saving",
-            "likely_causes": causes,
-        }
+        out[metric] = {"why": why, "limit_pct": round(-limit, 2), "likely_causes": causes}
     return out
 
 
@@ -320,11 +368,15 @@ def conclusions(summary: dict[str, Any]) -> list[str]:
             line = f"{c['cell']} vs {c['baseline_cell']}: " + "; ".join(parts)
             found = c.get("implausible", {})
             if found:
-                causes = "; ".join(next(iter(found.values()))["likely_causes"])
-                line += (
-                    " — IMPLAUSIBLE: it does at least the baseline's work, so this is not a "
-                    f"saving; likely {causes}"
+                first = next(iter(found.values()))
+                causes = "; ".join(first["likely_causes"])
+                rule = (
+                    "it does at least the baseline's work, so this is not a saving"
+                    if first["limit_pct"] == 0
+                    else "it changes only how checkpoints are written, which can save at most "
+                    f"{-first['limit_pct']:.1f} % (the baseline's share outside compute)"
                 )
+                line += f" — IMPLAUSIBLE: {rule}; likely {causes}"
             lines.append(line)
         failures = c.get("failures")
         if failures:

@@ -105,6 +105,7 @@ def summarise(directory: Path, baseline: dict[str, Any] | None = None) -> dict[s
             "more_work_than_baseline": (
                 not is_base and checks.more_work(factors_of[cell], baseline or {})
             ),
+            "io_only_vs_baseline": not is_base and checks.io_only(factors_of[cell], baseline or {}),
             "metrics": {},
             "eq2_pct": {},
             "energy_by_kind_j": _by_kind(runs),
@@ -133,7 +134,7 @@ def summarise(directory: Path, baseline: dict[str, Any] | None = None) -> dict[s
     }
     for entry in cells:
         runs, base_runs = entry.pop("_runs"), entry.pop("_base_runs")
-        if entry["more_work_than_baseline"]:
+        if entry["more_work_than_baseline"] or entry["io_only_vs_baseline"]:
             found = checks.implausible(entry, runs, base_runs, journal, noise)
             if found:
                 entry["implausible"] = found
