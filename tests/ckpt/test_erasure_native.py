@@ -15,9 +15,20 @@ import zfec
 
 from greenckpt.ckpt import erasure
 from greenckpt.ckpt.erasure import ErasureCode
-from greenckpt.native import gf
+from greenckpt.native import BuildError, gf, library_dir
 
-pytestmark = pytest.mark.skipif(not gf.available(), reason="libgreenckpt_gf not built (no cc)")
+
+def _built() -> bool:
+    """Build the libraries as ``greenckpt config`` does (an encode never builds them)."""
+    try:
+        library_dir()
+    except BuildError:
+        return False
+    gf._library.cache_clear()
+    return gf.available()
+
+
+pytestmark = pytest.mark.skipif(not _built(), reason="libgreenckpt_gf not built (no cc)")
 
 
 @pytest.fixture(params=["simd", "portable"])

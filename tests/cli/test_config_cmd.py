@@ -58,3 +58,16 @@ def test_a_compile_error_is_named_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(build.BuildError, match=r"failed building libgreenckpt.so: x.c:1:1: error"):
         build.build_libraries(tmp_path / "out", cc=[str(broken)])
     assert not any((tmp_path / "out").glob("*.so"))
+
+
+def test_config_builds_what_a_rank_then_loads_without_building(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(native, "PACKAGED_LIB_DIR", tmp_path / "not-built")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert native.built_library_dir() is None  # looks, never builds
+    assert not (tmp_path / "cache").exists()
+    assert main(["config", "--lib-dir"]) == 0
+    folder = Path(capsys.readouterr().out.strip())
+    assert native.built_library_dir() == folder
+    assert (folder / "libgreenckpt_gf.so").is_file()

@@ -26,6 +26,7 @@ from greenckpt.native.build import (
 
 __all__ = [
     "BuildError",
+    "built_library_dir",
     "cflags",
     "fortran_module",
     "fortran_mpi_module",
@@ -67,6 +68,17 @@ def _complete(folder: Path, digest: str) -> bool:
 def _cache_root() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "greenckpt" / "native"
+
+
+def built_library_dir() -> Path | None:
+    """The folder with libraries built from these sources (at install, or by ``greenckpt
+    config``), or None: never runs a compiler. For what a rank loads (level 3's parity
+    encoder): a job's every rank compiling at its first checkpoint is what this avoids."""
+    digest = sources_digest()
+    for folder in (PACKAGED_LIB_DIR, _cache_root() / digest):
+        if _complete(folder, digest):
+            return folder
+    return None
 
 
 def library_dir() -> Path:

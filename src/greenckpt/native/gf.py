@@ -1,30 +1,44 @@
 """ctypes access to libgreenckpt_gf: one parity piece of an erasure code (see ``c/gf.c``).
 
-Why here: the library is built with the others (:func:`greenckpt.native.library_dir`); the
-checkpoint library's erasure code (:mod:`greenckpt.ckpt.erasure`) calls :func:`combine` when
-it loads and keeps zfec and NumPy as the fallback where it does not (no C compiler).
+Why here: the library is built with the others, at install or by ``greenckpt config``
+(:func:`greenckpt.native.library_dir`); the checkpoint library's erasure code
+(:mod:`greenckpt.ckpt.erasure`) calls :func:`combine` when it loads and keeps zfec and NumPy
+as the fallback where it does not. Never built here: importing this module or encoding runs no
+compiler (a job's every rank would, at its first level-3 checkpoint); where the library is not
+built, the first encode warns once, in one line, that ``greenckpt config`` builds it.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import warnings
 from collections.abc import Sequence
 
 from greenckpt.errors import InvalidValueError
-from greenckpt.native import library_dir
+from greenckpt.native import built_library_dir
 from greenckpt.native.build import BuildError
 
 __all__ = ["LIBRARY", "available", "combine", "force_portable", "simd"]
 
 LIBRARY = "libgreenckpt_gf.so"
+NOT_BUILT = (
+    f"greenckpt: {LIBRARY} is not built for this installation; level 3's parity is computed "
+    "by zfec (the same bytes, slower): run `greenckpt config --lib-dir` once, where a C "
+    "compiler is, to build it"
+)
+"""The one line warned (once per process) where the library is not built."""
 
 
 @functools.cache
 def _library() -> ctypes.CDLL | None:
+    folder = built_library_dir()
+    if folder is None:
+        warnings.warn(NOT_BUILT, RuntimeWarning, stacklevel=4)
+        return None
     try:
-        lib = ctypes.CDLL(str(library_dir() / LIBRARY))
-    except (OSError, BuildError):
+        lib = ctypes.CDLL(str(folder / LIBRARY))
+    except OSError:
         return None
     vp, size = ctypes.c_void_p, ctypes.c_size_t
     lib.gce_combine.argtypes = (ctypes.c_int, ctypes.POINTER(vp), ctypes.POINTER(size),
@@ -64,7 +78,10 @@ def combine(
     ``ones[i]`` is 1 where c_i = 1 (a plain XOR). The caller keeps the inputs alive."""
     lib = _library()
     if lib is None:
-        raise BuildError(f"{LIBRARY} is not available (no C compiler?): use zfec instead")
+        raise BuildError(
+            f"{LIBRARY} is not available (run `greenckpt config --lib-dir` to build it): "
+            "use zfec instead"
+        )
     k = len(addresses)
     if len(lengths) != k or len(tables) != 32 * k or len(ones) != k:
         raise InvalidValueError(

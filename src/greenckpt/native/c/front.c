@@ -120,7 +120,7 @@ struct gcf {
     int fast; /* 0: every line waits for the runtime (its decisions do not repeat) */
     uint64_t answered, waited, queued;
     size_t backlog; /* events queued and not yet taken */
-    int fail_allocs; /* test-only (gcf_fail_allocs): allocations for lines made to fail */
+    int fail_alloc_in; /* test-only (gcf_fail_alloc): the allocation for a line made to fail */
 };
 
 static double now_s(void) {
@@ -204,11 +204,10 @@ static void cache_clear_locked(struct gcf *f) {
 
 /* ------------------------------------------------------------------ the queue */
 
-/* Test-only (gcf_fail_allocs): whether this allocation for a line is made to fail. */
+/* Test-only (gcf_fail_alloc): whether this allocation for a line is made to fail. */
 static int injected_failure(struct gcf *f) {
-    if (f->fail_allocs <= 0) return 0;
-    f->fail_allocs -= 1;
-    return 1;
+    if (f->fail_alloc_in <= 0) return 0;
+    return --f->fail_alloc_in == 0;
 }
 
 /* A queued event holding `line` then `sent`, or NULL when out of memory (nothing queued). */
@@ -764,11 +763,12 @@ int gcf_cache_put(struct gcf *f, const char *line, size_t n, const char *reply, 
     return e->reply ? 0 : -1;
 }
 
-/* Test-only: the next `n` allocations for a line (its queued event, or its wait for the
- * runtime) fail as when memory is exhausted (tests/runtime/test_notify_front.py). */
-void gcf_fail_allocs(struct gcf *f, int n) {
+/* Test-only: the `nth` allocation for a line from now (1: the next; each line needs its
+ * queued event, and its wait for the runtime when it waits) fails as when memory is exhausted
+ * (tests/runtime/test_front_no_memory.py); 0: none. */
+void gcf_fail_alloc(struct gcf *f, int nth) {
     pthread_mutex_lock(&f->lock);
-    f->fail_allocs = n;
+    f->fail_alloc_in = nth;
     pthread_mutex_unlock(&f->lock);
 }
 
