@@ -37,6 +37,7 @@ def write_study(
                        "energy_j": 8 * seconds[block], "power_source": "estimated"}  # fmt: skip
             if checkpoint_share is not None:
                 io = seconds[block] * checkpoint_share
+                metrics["useful_compute_s"] = seconds[block] - io
                 metrics["by_kind"] = {
                     "compute": {
                         "seconds": seconds[block] - io,
@@ -111,6 +112,10 @@ def test_an_io_only_change_cannot_save_more_than_the_baseline_spent_outside_comp
     assert not one["more_work_than_baseline"] and one["io_only_vs_baseline"]
     assert one["eq2_pct"]["seconds"]["high"] < -4
     assert ("implausible" in one) == flagged  # half the time in checkpoints: a saving; unknown: -
+    if share is not None:  # measured within each run: 4 % of the time is 4/96 of compute
+        over = one["overhead_pct"]
+        assert over["mean"] == pytest.approx(share / (1 - share) * 100)
+        assert over["low"] == pytest.approx(over["mean"]) and over["n"] == 3
     if flagged:
         assert one["implausible"]["seconds"]["limit_pct"] == pytest.approx(-4.0)
         assert "can save at most the 4.0 %" in one["implausible"]["seconds"]["why"]

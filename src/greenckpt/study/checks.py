@@ -364,6 +364,13 @@ def conclusions(summary: dict[str, Any]) -> list[str]:
             for metric in ("seconds", "cpu_s", "energy_j")
             if (saving := c["eq2_pct"].get(metric))
         ]
+        over = c.get("overhead_pct")
+        if over and over.get("low") is not None and over["mean"] > 0.05:
+            parts.append(
+                f"within each run (measured): {over['mean']:.1f} % [{over['low']:.1f}, "
+                f"{over['high']:.1f}] of its useful compute time went to checkpoints and other "
+                "non-compute phases"
+            )
         if parts:
             line = f"{c['cell']} vs {c['baseline_cell']}: " + "; ".join(parts)
             found = c.get("implausible", {})

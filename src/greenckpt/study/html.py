@@ -73,12 +73,22 @@ def _fmt_pct(sav: dict[str, Any] | None, implausible: dict[str, Any] | None = No
     return text
 
 
-def _table(summary: dict[str, Any], keys: tuple[str, ...], heads: tuple[str, ...], tid: str) -> str:
+def _table(
+    summary: dict[str, Any],
+    keys: tuple[str, ...],
+    heads: tuple[str, ...],
+    tid: str,
+    *,
+    overhead: bool = False,
+) -> str:
     """One table of the cells: each figure's estimate, then each one's Eq. 2 against the
-    baseline (flagged when implausible or undecided)."""
+    baseline (flagged when implausible or undecided); ``overhead``: a last column with the time
+    outside useful compute, measured within each run."""
     cols = "".join(f"<th>{_e(h)}</th>" for h in heads)
+    last = "<th>outside useful compute, % of it (within each run)</th>" if overhead else ""
     deltas = "".join(f"<th>Δ {_e(h.rsplit(' ', 1)[0])}</th>" for h in heads)
-    rows = [f"<table id='{tid}'><tr><th>cell</th><th>power</th><th>runs</th>{cols}{deltas}</tr>"]
+    head = f"<tr><th>cell</th><th>power</th><th>runs</th>{cols}{deltas}{last}</tr>"
+    rows = [f"<table id='{tid}'>{head}"]
     for c in summary["cells"]:
         m, s, bad = c["metrics"], c["eq2_pct"], c.get("implausible", {})
         base = " (baseline)" if c["is_baseline"] else ""
@@ -88,10 +98,19 @@ def _table(summary: dict[str, Any], keys: tuple[str, ...], heads: tuple[str, ...
             f"<td class='n'>{c['runs']}{failed}</td>"
             + "".join(f"<td class='n'>{_fmt(m.get(k))}</td>" for k in keys)
             + "".join(f"<td class='n'>{_fmt_pct(s.get(k), bad.get(k))}</td>" for k in keys)
+            + (f"<td class='n'>{_fmt_overhead(c.get('overhead_pct'))}</td>" if overhead else "")
             + "</tr>"
         )
     rows.append("</table>")
     return "\n".join(rows)
+
+
+def _fmt_overhead(est: dict[str, Any] | None) -> str:
+    if not est:
+        return "–"
+    if est.get("low") is None:
+        return f"{est['mean']:.1f} %"
+    return f"{est['mean']:.1f} % [{est['low']:.1f}, {est['high']:.1f}]"
 
 
 def _failures(summary: dict[str, Any]) -> str | None:
@@ -255,7 +274,9 @@ def render(directory: Path, summary: dict[str, Any]) -> str:
     ]
     energy = ("energy J", "mean power W", "EPE W")
     power_table = _table(summary, ("energy_j", "mean_power_w", "epe_w"), energy, "energy")
-    time_table = _table(summary, ("seconds", "cpu_s"), ("time s", "node CPU-s s"), "cells")
+    time_table = _table(
+        summary, ("seconds", "cpu_s"), ("time s", "node CPU-s s"), "cells", overhead=True
+    )
     power_head = f"<h2>Energy and power ({_e(sources)})</h2>"
     if measured_power:
         parts += [power_head, power_table, "<h2>Time and CPU-seconds (measured)</h2>", time_table]

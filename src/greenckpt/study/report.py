@@ -21,7 +21,14 @@ from typing import Any
 import numpy as np
 
 from greenckpt.study import checks
-from greenckpt.study.stats import CELL_METHOD, PAIRED_METHOD, WELCH_METHOD, cell_estimate, eq2
+from greenckpt.study.stats import (
+    CELL_METHOD,
+    PAIRED_METHOD,
+    WELCH_METHOD,
+    cell_estimate,
+    eq2,
+    mean_ci,
+)
 
 __all__ = ["MEASURED", "METRICS", "summarise", "write_report"]
 
@@ -121,6 +128,9 @@ def summarise(directory: Path, baseline: dict[str, Any] | None = None) -> dict[s
             if logs is not None:
                 paired_logs[metric].append(logs)
         _failures(entry, runs, outcomes)
+        overhead = _overheads(runs)
+        if overhead:
+            entry["overhead_pct"] = mean_ci(overhead)
         if base_name and not base_runs and not is_base:
             entry["note"] = f"no {source} runs of its baseline cell {base_name}"
         entry["_runs"], entry["_base_runs"] = runs, base_runs
@@ -188,6 +198,17 @@ def _compare(
     if pairs and len(pairs) >= 2 and all(a > 0 and b > 0 for a, b in pairs):
         return np.log([a / b for a, b in pairs])
     return None
+
+
+def _overheads(runs: list[dict[str, Any]]) -> list[float]:
+    """Each run's time outside useful compute (checkpoints, restarts, rework...) in % of its
+    useful compute time: measured within the run, so the machine's load between runs cancels."""
+    out = []
+    for r in runs:
+        seconds, useful = r["metrics"].get("seconds"), r["metrics"].get("useful_compute_s")
+        if seconds and useful:
+            out.append((float(seconds) / float(useful) - 1.0) * 100.0)
+    return out
 
 
 def _failures(

@@ -38,6 +38,7 @@ __all__ = [
     "cell_estimate",
     "eq2",
     "log_t_interval",
+    "mean_ci",
     "repeats_needed",
     "resolvable_pct",
     "t_quantile",
@@ -121,6 +122,20 @@ def cell_estimate(values: Sequence[float]) -> Estimate:
         )
     centre, low, high = (float(v) for v in log_t_interval(np.log(arr)))
     return Estimate(median, math.exp(centre), math.exp(low), math.exp(high), int(arr.size))
+
+
+def mean_ci(values: Sequence[float]) -> dict[str, float | int | str | None]:
+    """The mean of ``values`` with its 95 % Student t-interval on the values themselves (for a
+    figure that may be 0, such as a share of time: no logarithm); no interval below 2."""
+    arr = np.asarray(values, dtype=float)
+    if arr.size == 0:
+        raise InvalidValueError("no values")
+    mean = float(arr.mean())
+    if arr.size < 2:
+        return {"mean": mean, "low": None, "high": None, "n": 1, "method": "no interval: n < 2"}
+    half = t_quantile(arr.size - 1) * float(arr.std(ddof=1)) / math.sqrt(arr.size)
+    return {"mean": mean, "low": mean - half, "high": mean + half, "n": int(arr.size),
+            "method": "mean, 95 % Student t-interval"}  # fmt: skip
 
 
 def eq2(
