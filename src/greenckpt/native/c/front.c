@@ -680,7 +680,8 @@ int gcf_next(struct gcf *f, struct gcf_event *ev, char *buf, size_t cap, int tim
     f->backlog -= 1;
     pthread_mutex_unlock(&f->lock);
     *ev = it->ev;
-    memcpy(buf, it->bytes, it->ev.line_len + it->ev.sent_len);
+    if (it->ev.line_len + it->ev.sent_len) /* a close has no bytes (and no buffer) */
+        memcpy(buf, it->bytes, it->ev.line_len + it->ev.sent_len);
     free(it->bytes);
     free(it);
     return 1;
