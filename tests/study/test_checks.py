@@ -116,6 +116,8 @@ def test_an_io_only_change_cannot_save_more_than_the_baseline_spent_outside_comp
         over = one["overhead_pct"]
         assert over["mean"] == pytest.approx(share / (1 - share) * 100)
         assert over["low"] == pytest.approx(over["mean"]) and over["n"] == 3
+        diff = one["overhead_vs_baseline_pp"]  # the same share in both, block by block
+        assert diff["mean"] == pytest.approx(0.0, abs=1e-9) and diff["n"] == 3
     if flagged:
         assert one["implausible"]["seconds"]["limit_pct"] == pytest.approx(-4.0)
         assert "can save at most the 4.0 %" in one["implausible"]["seconds"]["why"]

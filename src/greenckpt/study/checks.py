@@ -369,7 +369,7 @@ def conclusions(summary: dict[str, Any]) -> list[str]:
             parts.append(
                 f"within each run (measured): {over['mean']:.1f} % [{over['low']:.1f}, "
                 f"{over['high']:.1f}] of its useful compute time went to checkpoints and other "
-                "non-compute phases"
+                "non-compute phases" + _overhead_vs(c.get("overhead_vs_baseline_pp"))
             )
         if parts:
             line = f"{c['cell']} vs {c['baseline_cell']}: " + "; ".join(parts)
@@ -392,6 +392,16 @@ def conclusions(summary: dict[str, Any]) -> list[str]:
             lines.append(f"{c['cell']}: injected {failures['runs'][0]['injected']} — {counts} "
                          f"of {len(failures['runs'])} runs (e.g. {first})")  # fmt: skip
     return lines
+
+
+def _overhead_vs(diff: dict[str, Any] | None) -> str:
+    if not diff or diff.get("low") is None:
+        return ""
+    verdict = " ≈ 0 (undecided)" if diff["low"] <= 0 <= diff["high"] else ""
+    return (
+        f", {diff['mean']:+.1f} points [{diff['low']:+.1f}, {diff['high']:+.1f}] against the "
+        f"baseline's in the same block{verdict}"
+    )
 
 
 def _kind(measured: dict[str, str], metric: str) -> str:

@@ -85,7 +85,11 @@ def _table(
     baseline (flagged when implausible or undecided); ``overhead``: a last column with the time
     outside useful compute, measured within each run."""
     cols = "".join(f"<th>{_e(h)}</th>" for h in heads)
-    last = "<th>outside useful compute, % of it (within each run)</th>" if overhead else ""
+    last = (
+        "<th>outside useful compute, % of it (within each run); Δ: points vs the baseline</th>"
+        if overhead
+        else ""
+    )
     deltas = "".join(f"<th>Δ {_e(h.rsplit(' ', 1)[0])}</th>" for h in heads)
     head = f"<tr><th>cell</th><th>power</th><th>runs</th>{cols}{deltas}{last}</tr>"
     rows = [f"<table id='{tid}'>{head}"]
@@ -98,19 +102,23 @@ def _table(
             f"<td class='n'>{c['runs']}{failed}</td>"
             + "".join(f"<td class='n'>{_fmt(m.get(k))}</td>" for k in keys)
             + "".join(f"<td class='n'>{_fmt_pct(s.get(k), bad.get(k))}</td>" for k in keys)
-            + (f"<td class='n'>{_fmt_overhead(c.get('overhead_pct'))}</td>" if overhead else "")
+            + (f"<td class='n'>{_fmt_overhead(c)}</td>" if overhead else "")
             + "</tr>"
         )
     rows.append("</table>")
     return "\n".join(rows)
 
 
-def _fmt_overhead(est: dict[str, Any] | None) -> str:
+def _fmt_overhead(c: dict[str, Any]) -> str:
+    est, diff = c.get("overhead_pct"), c.get("overhead_vs_baseline_pp")
     if not est:
         return "–"
     if est.get("low") is None:
         return f"{est['mean']:.1f} %"
-    return f"{est['mean']:.1f} % [{est['low']:.1f}, {est['high']:.1f}]"
+    text = f"{est['mean']:.1f} % [{est['low']:.1f}, {est['high']:.1f}]"
+    if diff and diff.get("low") is not None:
+        text += f"; Δ {diff['mean']:+.1f} pt [{diff['low']:+.1f}, {diff['high']:+.1f}]"
+    return text
 
 
 def _failures(summary: dict[str, Any]) -> str | None:

@@ -130,7 +130,11 @@ def summarise(directory: Path, baseline: dict[str, Any] | None = None) -> dict[s
         _failures(entry, runs, outcomes)
         overhead = _overheads(runs)
         if overhead:
-            entry["overhead_pct"] = mean_ci(overhead)
+            entry["overhead_pct"] = mean_ci(list(overhead.values()))
+        base_over = _overheads(base_runs)
+        diffs = [v - base_over[b] for b, v in overhead.items() if b in base_over]
+        if paired_design and diffs and not is_base:
+            entry["overhead_vs_baseline_pp"] = mean_ci(diffs)
         if base_name and not base_runs and not is_base:
             entry["note"] = f"no {source} runs of its baseline cell {base_name}"
         entry["_runs"], entry["_base_runs"] = runs, base_runs
@@ -200,14 +204,15 @@ def _compare(
     return None
 
 
-def _overheads(runs: list[dict[str, Any]]) -> list[float]:
+def _overheads(runs: list[dict[str, Any]]) -> dict[int, float]:
     """Each run's time outside useful compute (checkpoints, restarts, rework...) in % of its
-    useful compute time: measured within the run, so the machine's load between runs cancels."""
-    out = []
+    useful compute time, by block: measured within the run, so the machine's load between
+    runs cancels."""
+    out = {}
     for r in runs:
         seconds, useful = r["metrics"].get("seconds"), r["metrics"].get("useful_compute_s")
         if seconds and useful:
-            out.append((float(seconds) / float(useful) - 1.0) * 100.0)
+            out[int(r.get("block", 0))] = (float(seconds) / float(useful) - 1.0) * 100.0
     return out
 
 
