@@ -34,8 +34,9 @@ ALLOWED: dict[str, set[str]] = {
     # fakes and contract suites for tests (pytest allowed); nothing in src/ imports it
     "testing": {"ckpt", "io", "platform", "model"},
     "report": {"runtime", "ckpt", "profile", "io", "platform", "optimize", "model", "sim"},
-    # studies: run greenckpt run per cell (a subprocess) and summarise the runs' reports
-    "study": {"ckpt", "runtime"},
+    # studies: each run through the runtime's library call (greenckpt.runtime.run), its report
+    # written and shown as greenckpt run does (report/), then summarised
+    "study": {"ckpt", "runtime", "report"},
     "cli": {
         "study",
         "native",

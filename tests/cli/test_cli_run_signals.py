@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from greenckpt.cli.run_cmd import run_with_runtime
+from greenckpt.runtime.command import run_with_runtime
 from greenckpt.runtime.policy import Node
 from greenckpt.runtime.session import Runtime
 from greenckpt.runtime.settings import PhaseRequest, Settings

@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
+from greenckpt.cli.agent_cmd import _options as agent_options
 from greenckpt.cli.main import build_parser, main
-from greenckpt.cli.run_cmd import failure_rate
-from greenckpt.cli.run_job import _agent_args
+from greenckpt.cli.runtime_flags import failure_rate, node_options
 from greenckpt.errors import InvalidValueError
+from greenckpt.runtime.job_agents import agent_args
 from greenckpt.units import format_duration
 from tests.cli.test_cli import BASE as PLAN
 from tests.cli.test_cli_run import greenckpt
@@ -146,10 +147,11 @@ def test_the_job_leader_passes_its_agents_the_node_mtbf_and_every_profile() -> N
          "--profile", "b.json", "--app-power", "20W", "--", "true"]
     )  # fmt: skip
     assert isinstance(ns, argparse.Namespace)
-    args = _agent_args(ns)
-    assert args[args.index("--node-mtbf") + 1] == "28800.0s"
-    assert args[args.index("--job-mtbf") + 1] == "7200.0s"
-    assert [args[i + 1] for i, a in enumerate(args) if a == "--profile"] == ["a.json", "b.json"]
+    options = node_options(ns)
+    assert options.rate_per_s == pytest.approx(1 / 7200)  # 4 nodes x 8 h = the job's 2 h
+    assert options.profiles == ("a.json", "b.json")
+    agent = build_parser().parse_args([*AGENT, *agent_args(options)])
+    assert agent_options(agent) == options  # typed options, not flags rebuilt as strings
 
 
 def test_profile_run_adaptive_takes_node_mtbf_as_its_mtbf(

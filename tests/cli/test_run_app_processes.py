@@ -11,8 +11,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+from greenckpt.cli.agent_cmd import _options as agent_options
 from greenckpt.cli.main import build_parser
-from greenckpt.cli.run_job import _agent_args
+from greenckpt.cli.runtime_flags import node_options
+from greenckpt.runtime.job_agents import agent_args
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = textwrap.dedent(
@@ -55,10 +57,9 @@ def test_a_bad_count_is_one_line_and_exit_2(tmp_path: Path) -> None:
 def test_every_agent_gets_the_ranks_per_node() -> None:
     ns = build_parser().parse_args(["run", "--app-processes", "8", "--", "true"])
     assert isinstance(ns, argparse.Namespace)
-    args = _agent_args(ns)
-    assert args[args.index("--app-processes") + 1] == "8"
+    args = agent_args(node_options(ns))
     agent = build_parser().parse_args(
         ["agent", "--node", "0", "--job-id", "j", "--socket", "s", "--leader", "h:1",
          "--output", "o", *args]
     )  # fmt: skip
-    assert agent.app_processes == 8
+    assert agent_options(agent).app_processes == 8

@@ -115,15 +115,13 @@ def test_impossible_levels_and_conflicts_are_refused(
         load_study(write(tmp_path, GOOD.replace("size = [1, 2]", both)))
 
 
-def test_settings_factors_become_fixed_policy_flags(tmp_path: Path) -> None:
-    from greenckpt.study.runner import runtime_command  # noqa: PLC0415
+def test_settings_factors_become_the_fixed_policys_options(tmp_path: Path) -> None:
+    from greenckpt.study.runner import runtime_options  # noqa: PLC0415
 
     study = load_study(write(tmp_path, GOOD.replace("size = [1, 2]", "io_processes = [1, 3]")))
     run = next(r for r in design.runs(study) if r.levels["io_processes"] == 3)
-    (tmp_path / "run").mkdir()
-    cmd = runtime_command(study, run, tmp_path / "run")
-    i = cmd.index("--policy")
-    assert cmd[i : i + 4] == ["--policy", "fixed", "--io-processes", "3"]
+    options, nodes = runtime_options(study, run)
+    assert (options.policy, options.io_processes, nodes) == ("fixed", 3, None)
 
 
 def test_the_target_factor_fills_the_target_placeholder(tmp_path: Path) -> None:

@@ -1,9 +1,12 @@
 """``greenckpt agent``: one node's agent of a job (started by ``greenckpt run``, not by hand).
 
 Why a command: the launcher (local processes, ``srun``; ``mpiexec`` next) starts the agent as
-a program on each node. It parses the node's flags, builds that node's runtime (the
-flags of ``run``; a sysfs root and state file of its own for an emulated node) and runs
-:class:`~greenckpt.runtime.agent.NodeAgent`. The job token comes from the environment
+a program on each node. It parses the node's flags and hands them to the library's
+:func:`~greenckpt.runtime.node_serve.serve_node`, which builds that node's runtime and runs
+:class:`~greenckpt.runtime.agent.NodeAgent`. The runtime's options are the leader's typed
+:class:`~greenckpt.runtime.node_options.NodeOptions` as JSON (``--node-options``; the flags of
+``run`` are still taken when it is absent), with a sysfs root and state file of its own for
+an emulated node. The job token comes from the environment
 (``GREENCKPT_JOB_TOKEN``), never from the command line, where every user could read it. An
 agent that cannot start prints one line naming its node and why, sends the same line to the
 leader (which prints it at once), and exits 1.
@@ -13,17 +16,19 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 from pathlib import Path
 from typing import Any
 
 from greenckpt.cli.argtypes import non_negative_int
 from greenckpt.cli.commands import command_help
-from greenckpt.cli.run_cmd import add_runtime_arguments, node_options
+from greenckpt.cli.runtime_flags import add_runtime_arguments, node_options
 from greenckpt.errors import InvalidValueError
 from greenckpt.report.run_files import report_writer
 from greenckpt.runtime.agent import AgentIdentity, parse_address
 from greenckpt.runtime.job import TOKEN_ENV
+from greenckpt.runtime.node_options import NodeOptions
 from greenckpt.runtime.node_serve import cannot_start, serve_node
 
 
@@ -61,6 +66,13 @@ def register(sub: Any) -> None:
         metavar="JOB_REPORT",
         help="the earlier job's job-report.json: the work this node's run in it lost is "
         "accounted in this node's report (its own report beside it, nodes/node<k>)",
+    )
+    p.add_argument(
+        "--node-options",
+        default=None,
+        metavar="JSON",
+        help="the runtime's options as the job's leader checked them (NodeOptions as JSON); "
+        "the runtime flags below are then not read",
     )
     add_runtime_arguments(p)
     p.set_defaults(run=run)
@@ -114,13 +126,30 @@ def run(ns: argparse.Namespace) -> int:
     _place_node(ns)
     identity = AgentIdentity(ns.node, ns.job_id, ns.socket, ns.leader, token)
     try:
-        options = dataclasses.replace(
-            node_options(ns),
-            root=ns.root,
-            state_file=ns.state_file,
-            frequency_control=not ns.no_frequency_control,
-            previous_job=ns.previous_job,
-        )
+        options = _options(ns)
     except (ValueError, OSError) as exc:
         return cannot_start(identity, str(exc))
     return serve_node(identity, options, report_writer(Path(ns.output), f"node {ns.node}"))
+
+
+def _options(ns: argparse.Namespace) -> NodeOptions:
+    """The node's runtime options: the leader's (``--node-options``) or the flags', with this
+    node's own root, state file and what its flags turn off."""
+    if ns.node_options is None:
+        given = node_options(ns)
+    else:
+        try:
+            doc = json.loads(ns.node_options)
+        except json.JSONDecodeError as exc:
+            raise InvalidValueError(f"--node-options is not JSON: {exc}") from None
+        if not isinstance(doc, dict):
+            raise InvalidValueError("--node-options is not a JSON object of node options")
+        given = NodeOptions.from_dict(doc)
+    return dataclasses.replace(
+        given,
+        root=ns.root if ns.root is not None else given.root,
+        state_file=ns.state_file if ns.state_file is not None else given.state_file,
+        control=given.control and not ns.no_control,
+        frequency_control=given.frequency_control and not ns.no_frequency_control,
+        previous_job=ns.previous_job if ns.previous_job is not None else given.previous_job,
+    )

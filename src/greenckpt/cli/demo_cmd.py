@@ -70,8 +70,10 @@ from greenckpt.report.plan_report import plan_tables, plan_to_dict
 from greenckpt.report.run_files import write_report_safely
 from greenckpt.report.run_text import render_run_text
 from greenckpt.runtime.modelled import ModelledEpe, modelled_epe, with_modelled_epe
+from greenckpt.runtime.node_options import NodeOptions, node_policy
 from greenckpt.runtime.notify import NotifyServer
-from greenckpt.runtime.policy import Node, make_policy
+from greenckpt.runtime.policy import Node
+from greenckpt.runtime.profiles import NamedProfile
 from greenckpt.runtime.report import RunReport
 from greenckpt.runtime.session import Runtime
 from greenckpt.units import format_duration, format_power, format_size
@@ -338,14 +340,14 @@ def _failure_run(
     at the interval the run used), that prediction and the restarted result."""
     env = {**os.environ, **INTERVALS}
     log = work / "runs.log"
-    policy = make_policy(
-        "profile",
-        profile,
-        node=node,
-        app_power=result.scenario.app_power,
-        mtbf=MTBF_S,
+    options = NodeOptions(  # the runtime's options, as greenckpt run would build them
+        policy="profile",
+        profiles=(str(work / "profile.json"),),
+        app_power_w=result.scenario.app_power,
+        rate_per_s=1.0 / MTBF_S,
         app_processes=RANKS_PER_NODE,
     )
+    policy = node_policy(options, node, (NamedProfile(options.profiles[0], profile),))
     out = work / "restarted.json"
     with Runtime(policy, node=node) as runtime, NotifyServer(runtime) as server:
         env.update(server.environ())

@@ -15,7 +15,19 @@ a profile. :mod:`greenckpt.runtime.session` applies them per phase and always re
 observed one (:func:`modelled_epe`); :mod:`greenckpt.runtime.notify` serves the same to other
 processes over a local socket. How the parts fit, and the modules they are split into
 (node, baselines, fit, control, spans, metering, lost, hook): docs/design/runtime.md.
+
+Running a command under the runtime, on this node or over a job's nodes, is one call:
+:func:`run` (:mod:`greenckpt.runtime.job_run`) with the node runtime's typed options
+(:class:`NodeOptions`); it returns a :class:`JobOutcome` (exit status, the run's or the job's
+report). ``greenckpt run``, the demo and studies call it; so can a user's own script. Those
+three names are imported on first use (PEP 562), so importing one runtime module does not
+import the job machinery.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
 
 from greenckpt.runtime.modelled import ModelledEpe, modelled_epe, with_modelled_epe
 from greenckpt.runtime.policy import (
@@ -42,6 +54,17 @@ from greenckpt.runtime.report import (
 from greenckpt.runtime.session import Runtime, RuntimeHook
 from greenckpt.runtime.settings import PHASE_KINDS, PhaseKind, PhaseRequest, Settings
 
+if TYPE_CHECKING:
+    from greenckpt.runtime.job_run import JobOutcome, run
+    from greenckpt.runtime.node_options import NodeOptions
+
+_LAZY = {
+    "JobOutcome": "greenckpt.runtime.job_run",
+    "run": "greenckpt.runtime.job_run",
+    "NodeOptions": "greenckpt.runtime.node_options",
+}
+"""Public names imported on first use, and the module they come from."""
+
 __all__ = [
     "DEFAULT_IO_PROCESSES",
     "GOVERNOR_POLICIES",
@@ -51,8 +74,10 @@ __all__ = [
     "BaselineRun",
     "DefaultPolicy",
     "GovernorPolicy",
+    "JobOutcome",
     "ModelledEpe",
     "Node",
+    "NodeOptions",
     "PhaseKind",
     "PhaseRecord",
     "PhaseRequest",
@@ -67,6 +92,21 @@ __all__ = [
     "make_policy",
     "modelled_epe",
     "percent_difference",
+    "run",
     "storage_key_of",
     "with_modelled_epe",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """A public name of :data:`_LAZY`, imported on first use (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

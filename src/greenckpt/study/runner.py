@@ -1,8 +1,11 @@
-"""Running a study: every run through ``greenckpt run``, journalled, resumable.
+"""Running a study: every run through the energy-aware runtime, journalled, resumable.
 
-Why a subprocess per run: each run must go through the energy-aware runtime exactly as a
-user's job would (policy, settings, accounting, report), and a run that crashes must not take
-the study with it. Why a journal: a study takes long; ``runs.jsonl`` gets one line per
+Why the runtime's library call per run (:func:`greenckpt.runtime.run`): each run must go
+through the energy-aware runtime exactly as a user's job would (policy, settings, accounting,
+report), with the run's options typed (:class:`~greenckpt.runtime.NodeOptions`), not flags
+composed as strings; the application is still a process of its own, so a run that crashes
+does not take the study with it (a run the runtime refuses is a failed run, its one line in
+``output.log``). Why a journal: a study takes long; ``runs.jsonl`` gets one line per
 finished run, appended and synced, so an interrupted study resumes with the runs that are
 missing, and a study directory can never mix the runs of two different study files
 (``study.json`` holds the file's SHA-256 and the design).
@@ -17,19 +20,27 @@ import os
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from greenckpt.ckpt.comm import find_mpiexec
 from greenckpt.errors import GreenckptError
+from greenckpt.report.job_files import write_job_files
+from greenckpt.report.job_text import render_job_text
+from greenckpt.report.run_files import write_report_safely
+from greenckpt.report.run_text import render_run_text
+from greenckpt.runtime.job_report import JobReport
+from greenckpt.runtime.job_run import JobOutcome
+from greenckpt.runtime.job_run import run as run_under_runtime
+from greenckpt.runtime.node_options import NodeOptions
 from greenckpt.study.checks import app_result
 from greenckpt.study.design import Run, runs
 from greenckpt.study.spec import Study, StudyError, parse_ckp
+from greenckpt.units import parse_duration, parse_frequency, parse_power
 
 __all__ = ["Interrupted", "expand_command", "metrics_of", "run_study", "study_identity"]
 
@@ -172,27 +183,79 @@ def _failure_args(level: str) -> list[str]:
     return []
 
 
-def runtime_command(study: Study, run: Run, run_dir: Path, report: str = "report") -> list[str]:
-    """``greenckpt run`` with the study's [run] options and the run's policy, its report in
-    ``run_dir/report``."""
+def runtime_options(study: Study, run: Run) -> tuple[NodeOptions, int | None]:
+    """The runtime's options for ``run`` (the study's [run] options and the run's policy; a
+    settings factor makes it ``fixed``) and the emulated nodes (None: this node)."""
     levels = {**_defaults(), **run.levels}
     fixed = [f for f in ("io_processes", "frequency", "cstates") if f in run.levels]
-    policy = "fixed" if fixed else str(levels["policy"])
-    cmd = [sys.executable, "-m", "greenckpt", "run", "--policy", policy]
-    for factor in fixed:
-        cmd += ["--" + factor.replace("_", "-"), str(run.levels[factor])]
-    cmd += ["-o", str(run_dir / report)]
-    options = study.run
-    if options.get("no_control"):
-        cmd.append("--no-control")
-    for profile in options.get("profile", []):
-        cmd += ["--profile", str(Path(profile).resolve())]
-    for key, flag in (("node_mtbf", "--node-mtbf"), ("app_power", "--app-power")):
-        if key in options:
-            cmd += [flag, str(options[key])]
-    if "nodes_emulated" in options:
-        cmd += ["--nodes-emulated", str(options["nodes_emulated"])]
-    return [*cmd, "--", *expand_command(study, run, run_dir)]
+    given = study.run
+    mtbf, power = given.get("node_mtbf"), given.get("app_power")
+    frequency = run.levels.get("frequency")
+    options = NodeOptions(
+        policy="fixed" if fixed else str(levels["policy"]),
+        profiles=tuple(str(Path(p).resolve()) for p in given.get("profile", [])),
+        io_processes=None if "io_processes" not in fixed else int(str(run.levels["io_processes"])),
+        frequency_hz=None if frequency is None else round(parse_frequency(str(frequency))),
+        cstates=None if "cstates" not in fixed else run.levels["cstates"] == "on",
+        app_power_w=None if power is None else parse_power(str(power)),
+        rate_per_s=None if mtbf is None else 1.0 / parse_duration(str(mtbf)),  # one node's
+        control=not given.get("no_control", False),
+    )
+    nodes = given.get("nodes_emulated")
+    return options, None if nodes is None else int(nodes)
+
+
+def _run_once(
+    study: Study, run: Run, run_dir: Path, environ: dict[str, str], log: IO[str], report: str
+) -> int:
+    """``run`` once under the runtime, its output in ``log`` and its report files in
+    ``run_dir/report``; its exit status (2 when the runtime refused it, 1 when the runtime
+    failed: the study goes on). KeyboardInterrupt when a signal stopped it."""
+
+    def say(line: str) -> None:
+        print(f"greenckpt run: {line}", file=log, flush=True)
+
+    log.flush()
+    try:
+        options, nodes = runtime_options(study, run)
+        outcome = run_under_runtime(
+            expand_command(study, run, run_dir),
+            nodes=nodes,
+            options=options,
+            report_dir=run_dir / report,
+            environ=environ,
+            stdout=log,
+            stderr=log,
+            say=say,
+        )
+    except (GreenckptError, ValueError, OSError) as exc:  # refused before it ran: one line
+        say(f"error: {exc}")
+        return 2
+    except Exception as exc:  # a run that crashes must not end the study
+        say(f"error: the runtime failed: {type(exc).__name__}: {exc}")
+        return 1
+    if outcome.signal is not None:  # Ctrl-C or SIGTERM: stop the study, keep what finished
+        raise KeyboardInterrupt
+    _write_files(outcome, log, say)
+    return outcome.status
+
+
+def _write_files(outcome: JobOutcome, log: IO[str], say: Callable[[str], None]) -> None:
+    """The run's report: its table in the run's log, its files in its report folder."""
+    directory = outcome.report_dir
+    if isinstance(outcome.report, JobReport):
+        print(render_job_text(outcome.report), file=log, flush=True)
+        try:
+            paths, problem = write_job_files(outcome.report, directory), None
+        except OSError as exc:
+            paths, problem = [], f"the job report could not be written to {directory}: {exc}"
+    else:
+        print(render_run_text(outcome.report), file=log, flush=True)
+        paths, problem = write_report_safely(outcome.report, directory)
+    if paths:
+        print("report: " + ", ".join(str(p) for p in paths), file=log, flush=True)
+    if problem is not None:
+        say(f"error: {problem}")
 
 
 def metrics_of(report_dir: Path) -> dict[str, Any] | None:
@@ -259,7 +322,7 @@ def _one(study: Study, run: Run, directory: Path) -> dict[str, Any]:
         Path(target.replace("{run_dir}", str(run_dir))).mkdir(parents=True, exist_ok=True)
     started = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
-    env = dict(os.environ)
+    env: dict[str, str] = {}  # added to the application's environment
     codec = str(run.levels.get("codec", "app"))
     if codec != "app":  # the example applications' level 1 codec (the library's variable)
         env["GREENCKPT_L1_CODEC"] = codec
@@ -269,8 +332,8 @@ def _one(study: Study, run: Run, directory: Path) -> dict[str, Any]:
         if failure.startswith("kill@"):  # the planned kill, then one restart from checkpoints
             iteration = int(failure[len("kill@") : -len("it")])
             inject = {**env, "GREENCKPT_INJECT": f"kill@compute:rank=1,iteration={iteration}"}
-            killed = _launch(runtime_command(study, run, run_dir), inject, log)
-            code = _launch(runtime_command(study, run, run_dir, "restart-report"), env, log)
+            killed = _run_once(study, run, run_dir, inject, log, "report")
+            code = _run_once(study, run, run_dir, env, log, "restart-report")
             metrics = combined(
                 metrics_of(run_dir / "report"), metrics_of(run_dir / "restart-report")
             )
@@ -279,7 +342,7 @@ def _one(study: Study, run: Run, directory: Path) -> dict[str, Any]:
                 "restart_report": str(Path("runs") / run.id / "restart-report"),
             }
         else:
-            code = _launch(runtime_command(study, run, run_dir), env, log)
+            code = _run_once(study, run, run_dir, env, log, "report")
             metrics = metrics_of(run_dir / "report")
     return {
         **extra,
@@ -296,23 +359,6 @@ def _one(study: Study, run: Run, directory: Path) -> dict[str, Any]:
         "metrics": metrics,
         "app_result": app_result(run_dir),
     }
-
-
-def _launch(cmd: list[str], env: dict[str, str], log: Any) -> int:
-    """Run ``cmd`` in its own process group; on Ctrl-C stop the group and re-raise."""
-    proc = subprocess.Popen(
-        cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env
-    )
-    try:
-        return proc.wait()
-    except BaseException:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGINT)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(30)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        raise
 
 
 def run_study(
