@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from greenckpt.ckpt import api
+from greenckpt.ckpt import api, schedule
 from greenckpt.ckpt.api import Checkpointer, CheckpointError, RecoveryError
 from greenckpt.ckpt.inject import erase_node_storage
 from greenckpt.ckpt.manifest import LEGACY_VERSION, MANIFEST_DIGEST_KEY, MANIFEST_NAME
@@ -46,7 +46,7 @@ from greenckpt.ckpt.store import CheckpointStore
 
 
 def backoff_seconds(root: Path) -> dict[str, Any]:
-    api._BACKOFF_MIN_S = 2.0  # the wait of level 4, which has no interval to count in
+    schedule.BACKOFF_MIN_S = 2.0  # the wait of level 4, which has no interval to count in
     CheckpointStore.free_bytes = lambda self: 0  # type: ignore[method-assign]
     ck = Checkpointer(
         local_dir=str(root / "local"),

@@ -11,13 +11,19 @@ import pytest
 from greenckpt.ckpt.agree import (
     PEER,
     Failure,
+    LocalFailure,
+    Verdict,
     agree,
+    agree_on,
     agree_with,
+    fail_if,
     first_cause,
     one_line,
     raise_first,
 )
+from greenckpt.ckpt.comm import Comm
 from greenckpt.io.pool import IOJobError
+from greenckpt.testing.comm import run_ranks
 
 T = TypeVar("T")
 
@@ -80,3 +86,58 @@ def test_one_line_names_the_class_not_its_module() -> None:
         "OSError: [Errno 28] No space left on device"
     )
     assert one_line(KeyboardInterrupt()) == "KeyboardInterrupt"
+
+
+def test_a_rank_s_exception_is_every_rank_s_failure_verdict() -> None:
+    """agree_on runs the computation itself: rank 2's exception is caught there, reduced,
+    and every rank (rank 2 too) returns the same failure instead of raising or hanging."""
+    ran: list[int] = []
+
+    def work(comm: Comm) -> Verdict[int]:
+        def compute() -> int:
+            ran.append(comm.rank)
+            if comm.rank == 2:
+                raise OSError(28, "No space left on device")
+            return comm.rank * 10
+
+        return agree_on(comm, compute)
+
+    verdicts = run_ranks(4, work)
+    assert sorted(ran) == [0, 1, 2, 3]
+    expected = Failure(2, "OSError: [Errno 28] No space left on device")
+    assert all(v.failure == expected for v in verdicts)
+    assert all(not v.ok and v.failed == (2,) for v in verdicts)
+    assert all(v.values == [0, 10, None, 30] for v in verdicts)
+
+
+def test_agree_on_all_ok_and_local_failures_in_their_own_words() -> None:
+    ok = run_ranks(3, lambda comm: agree_on(comm, lambda: comm.rank))
+    assert all(v.ok and v.failure is None and v.values == [0, 1, 2] for v in ok)
+
+    def work(comm: Comm) -> Verdict[None]:
+        return agree_on(
+            comm,
+            lambda: fail_if({1: "cannot read x", 2: "checksum"}.get(comm.rank)),
+            causes_first=True,
+        )
+
+    verdicts = run_ranks(3, work)
+    assert all(v.failure == Failure(1, "cannot read x") for v in verdicts)
+    assert all(v.errors == [None, "cannot read x", "checksum"] for v in verdicts)
+    with pytest.raises(LocalFailure, match=r"^why$"):
+        fail_if("why")
+    fail_if("")
+    fail_if(None)
+
+
+def test_agree_on_puts_a_cause_before_its_peer_echoes() -> None:
+    def work(comm: Comm) -> Verdict[None]:
+        def compute() -> None:
+            if comm.rank == 0:
+                raise LocalFailure(PEER + "nothing arrived")
+            raise ValueError("bad block")
+
+        return agree_on(comm, compute, causes_first=True)
+
+    verdicts = run_ranks(2, work)
+    assert all(v.failure == Failure(1, "ValueError: bad block") for v in verdicts)

@@ -169,7 +169,7 @@ def test_auto_interval_uses_the_measured_checkpoint_time(tmp_path: Path) -> None
     assert ck.need_checkpoint() == 1  # nothing measured yet: checkpoint to measure
     info = ck.checkpoint()
     assert ck.need_checkpoint() is None  # Young/Daly-like interval of minutes for ms checkpoints
-    assert 10 * info.seconds < ck._auto_interval(1) < 3600
+    assert 10 * info.seconds < ck._schedule.auto_interval(1) < 3600
 
 
 def test_global_level_serves_when_local_is_lost(tmp_path: Path) -> None:

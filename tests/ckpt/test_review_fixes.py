@@ -16,7 +16,6 @@ import time
 import warnings
 from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -39,6 +38,7 @@ from greenckpt.ckpt.manifest import (
     read_manifest,
     write_manifest,
 )
+from greenckpt.ckpt.schedule import Backoff, Schedule
 from greenckpt.ckpt.store import CheckpointStore, FreeSpaceUnknownError
 from tests.ckpt.test_manifest import valid_doc
 
@@ -358,17 +358,14 @@ def test_level_3_does_not_retire_level_2(tmp_path: Path) -> None:
 
 
 def _fallback_for(number: int, held: set[int], enabled: tuple[int, ...]) -> int | None:
-    """``Checkpointer._fallback`` on a stand-in for a job with ``enabled`` levels, of which
-    ``held`` are held back (the rule alone: levels 2 and 3 need several nodes)."""
+    """``Schedule.fallback`` for a job with ``enabled`` levels, of which ``held`` are held
+    back after a failure at iteration 10 (the rule alone: levels 2 and 3 need several nodes)."""
     settings: dict[str, Any] = {f"l{n}": {"enabled": True} for n in enabled}
     config = load_config(env={}, local_dir="/l", global_dir="/g", **settings)
-    job = SimpleNamespace(
-        config=config,
-        _stores=dict.fromkeys(enabled),
-        _may_try=lambda n, iteration, now: n not in held,
-        _spec=spec,
-    )
-    return Checkpointer._fallback(job, number, 10, 0.0)  # type: ignore[arg-type]
+    schedule = Schedule(config, enabled, spec, rank=0)
+    for n in held:
+        schedule.backoff[n] = Backoff.after(None, n, "failed", 10, 0.0, (None, 60.0))
+    return schedule.fallback(number, 10, 0.0)
 
 
 def test_a_held_back_level_goes_to_one_that_survives_what_it_survives() -> None:

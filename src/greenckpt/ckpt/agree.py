@@ -5,20 +5,35 @@ Why one helper: a collective step that fails on one rank must fail on every rank
 or the ranks that think they succeeded go on into the next collective while the failed one
 raises, and the job hangs. Every such step (writing a checkpoint, committing it, encoding its
 redundancy, rebuilding lost files, opening the stores) ends with this agreement (SCR's
-collective "complete" step is the model). An error that only echoes another rank's failure
-(nothing arrived from it) is marked :data:`PEER`; where that matters, the cause is reported
-before its echoes (:func:`first_cause`).
+collective "complete" step is the model). :func:`agree_on` wraps the local computation itself
+(PyTorch DCP's agreement helper is the model): it runs it, takes an exception it raises as
+this rank's failure and reduces every rank's outcome, so no caller can compute a verdict by
+hand or skip the reduction on a rank whose computation failed. An error that only echoes
+another rank's failure (nothing arrived from it) is marked :data:`PEER`; where that matters,
+the cause is reported before its echoes (:func:`first_cause`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Final, TypeVar
+from typing import Final, Generic, TypeVar
 
 from greenckpt.ckpt.comm import Comm
 
-__all__ = ["PEER", "Failure", "agree", "agree_with", "first_cause", "one_line", "raise_first"]
+__all__ = [
+    "PEER",
+    "Failure",
+    "LocalFailure",
+    "Verdict",
+    "agree",
+    "agree_on",
+    "agree_with",
+    "fail_if",
+    "first_cause",
+    "one_line",
+    "raise_first",
+]
 
 T = TypeVar("T")
 
@@ -63,10 +78,65 @@ def _pick(errors: Sequence[str | None], causes_first: bool) -> Failure | None:
     return None if bad is None else Failure(*bad)
 
 
+class LocalFailure(Exception):  # noqa: N818 - reads as "raise LocalFailure(why)"
+    """Raised by a computation given to :func:`agree_on` to fail this rank in its own words
+    (the message as it is, without the class's name that :func:`one_line` adds)."""
+
+
+def fail_if(problem: str | None) -> None:
+    """Raise :class:`LocalFailure` with ``problem`` when there is one (None or "": ok); for
+    a computation that reports its failure as a message rather than an exception."""
+    if problem:
+        raise LocalFailure(problem)
+
+
+@dataclass(frozen=True)
+class Verdict(Generic[T]):
+    """What every rank agreed on after :func:`agree_on`: the same on every rank."""
+
+    values: list[T | None]
+    """Every rank's result, by rank (None where the rank failed)."""
+    errors: list[str | None]
+    """Every rank's error, by rank (None where it succeeded)."""
+    failure: Failure | None
+    """The failure reported to every rank (see :func:`agree`), None when all succeeded."""
+
+    @property
+    def ok(self) -> bool:
+        """Whether every rank succeeded."""
+        return self.failure is None
+
+    @property
+    def failed(self) -> tuple[int, ...]:
+        """The ranks that failed, in order."""
+        return tuple(r for r, e in enumerate(self.errors) if e)
+
+
+def agree_on(comm: Comm, compute: Callable[[], T], *, causes_first: bool = False) -> Verdict[T]:
+    """Run ``compute`` on this rank and agree on the outcome with every rank (collective).
+
+    An exception ``compute`` raises (any :class:`Exception`) is this rank's failure, in
+    :func:`one_line`'s words (a :class:`LocalFailure`'s message as it is); the reduction
+    happens whatever ``compute`` did, so every rank learns the same :class:`Verdict` and a
+    rank whose computation raised cannot leave the others waiting in the collective."""
+    value: T | None = None
+    error: str | None = None
+    try:
+        value = compute()
+    except LocalFailure as exc:
+        error = str(exc) or "failed"
+    except Exception as exc:  # a local failure: reported on every rank, not raised here
+        error = one_line(exc)
+    gathered = comm.allgather((value, error))
+    errors = [e or None for _, e in gathered]
+    return Verdict([v for v, _ in gathered], errors, _pick(errors, causes_first))
+
+
 def agree(comm: Comm, error: str | None, *, causes_first: bool = False) -> Failure | None:
     """Every rank's ``error`` (None or "" for ok) gathered; the first failing rank's, the same
     on every rank, or None when all succeeded (collective). ``causes_first``: a cause before
-    the :data:`PEER` echoes it produced elsewhere."""
+    the :data:`PEER` echoes it produced elsewhere. For a computation that already ran and
+    caught its own errors; :func:`agree_on` runs it."""
     return _pick(comm.allgather(error), causes_first)
 
 
@@ -74,7 +144,7 @@ def agree_with(
     comm: Comm, value: T, error: str | None, *, causes_first: bool = False
 ) -> tuple[list[T], Failure | None]:
     """:func:`agree` that also gathers each rank's ``value`` in the same collective: every
-    rank's values (by rank) and the agreed failure, if any."""
+    rank's values (by rank; a failed rank's too) and the agreed failure, if any."""
     gathered = comm.allgather((value, error))
     return [v for v, _ in gathered], _pick([e for _, e in gathered], causes_first)
 

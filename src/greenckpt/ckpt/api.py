@@ -31,7 +31,6 @@ import time
 import warnings
 from collections.abc import Mapping
 from dataclasses import replace
-from functools import partial
 from pathlib import Path
 from typing import Any, SupportsIndex
 
@@ -52,16 +51,7 @@ from greenckpt.ckpt.recovery import set_aside as set_stores_aside
 from greenckpt.ckpt.redundancy import Redundancy, build_redundancy
 from greenckpt.ckpt.retention import Retention
 from greenckpt.ckpt.rework import Rework
-from greenckpt.ckpt.schedule import (
-    BACKOFF_MAX_FACTOR,
-    BACKOFF_MIN_S,
-    Backoff,
-    DecisionPolicy,
-    Last,
-    fallback_level,
-    policy_for,
-    stand_in_reason,
-)
+from greenckpt.ckpt.schedule import Backoff, Schedule
 from greenckpt.ckpt.store import CheckpointStore
 from greenckpt.ckpt.topology import Topology, write_waves
 from greenckpt.errors import InvalidValueError, UsageError
@@ -78,10 +68,6 @@ __all__ = [
 
 LEVEL_NAMES = {spec.number: spec.name for spec in BUILTIN_LEVELS}
 """The built-in levels' names (every level's is its :class:`~greenckpt.ckpt.levels.LevelSpec`'s)."""
-
-_BACKOFF_MAX_FACTOR = BACKOFF_MAX_FACTOR
-_BACKOFF_MIN_S = BACKOFF_MIN_S
-"""Read at each failure (tests lower it): see :data:`greenckpt.ckpt.schedule.BACKOFF_MIN_S`."""
 
 
 def _index(value: object) -> int | None:
@@ -172,14 +158,8 @@ class Checkpointer:
         self._rework = Rework(self._job, self._phases)
         latest = max((max(s.committed(), default=0) for s in self._stores.values()), default=0)
         self._next_id = max(self.comm.allgather(latest)) + 1
-        now = time.monotonic()
-        self._last_time = dict.fromkeys(self._stores, now)
-        self._last_iteration = dict.fromkeys(self._stores, 0)
-        self._last_seconds: dict[int, float] = {}
+        self._schedule = Schedule(self.config, self._stores, self._spec, self.rank)
         self.history: list[CheckpointInfo] = []
-        self._backoff: dict[int, Backoff] = {}
-        self._covering: dict[int, tuple[int, ...]] = {}
-        self._iteration_seen: int | None = None
         self._retention = Retention(self._job, self._flush.source_of)
         self._verified = self._retention.verified  # the same dict: read by tests
         self.set_aside: tuple[Path, ...] = ()
@@ -240,144 +220,16 @@ class Checkpointer:
         """
         self._check_open()
         iteration = _as_iteration(iteration, "need_checkpoint()")
-        if iteration is not None:
-            self._iteration_seen = iteration
+        self._schedule.saw(iteration)
         self._poll_flush(wait=False)
         if iteration is not None:
             self._rework.note(iteration)
-        due: list[int] = []
-        timed = False
-        now = time.monotonic()
-        for number in self._stores:
-            policy = self._policy(number)
-            if policy is None:
-                continue
-            timed = timed or policy.clocked
-            last = Last(self._last_iteration[number], self._last_time[number])
-            if policy.due(last, iteration, now):
-                due.append(number)
-        level, covering = self._route(due, iteration, now)
-        # every rank holds the same back-offs (a failure is raised on all of them), so all
-        # take this branch alike; a deadline in seconds is read from each rank's own clock
-        clocked = timed or any(held.in_seconds for held in self._backoff.values())
-        if clocked and self.comm.size > 1:
-            level, covering = self.comm.bcast((level, covering))
-        self._covering = {level: covering} if level is not None and covering else {}
-        return level
+        return self._schedule.decide(iteration, self.comm)
 
     @property
     def backoff(self) -> dict[int, Backoff]:
         """The levels held back after failed checkpoints, by level (a copy)."""
-        return dict(self._backoff)
-
-    def _may_try(self, number: int, iteration: int | None, now: float) -> bool:
-        held = self._backoff.get(number)
-        return held is None or held.over(iteration, now)
-
-    def _route(
-        self, due: list[int], iteration: int | None, now: float
-    ) -> tuple[int | None, tuple[int, ...]]:
-        """The level to offer for the ``due`` ones (the highest), and the held-back levels
-        above it that it stands in for (a lower level standing in does not serve them by
-        itself, so :meth:`checkpoint` must be told)."""
-        offered: set[int] = set()
-        held: set[int] = set()
-        for number in due:
-            if self._may_try(number, iteration, now):
-                offered.add(number)
-                continue
-            alternative = self._fallback(number, iteration, now)
-            if alternative is not None:
-                offered.add(alternative)
-                held.add(number)
-        if not offered:
-            return None, ()
-        level = max(offered)
-        return level, tuple(sorted(n for n in held if n > level))
-
-    def _fallback(self, number: int, iteration: int | None, now: float) -> int | None:
-        """Where a checkpoint of held-back level ``number`` goes, among the enabled levels not
-        held back (:func:`~greenckpt.ckpt.schedule.fallback_level`)."""
-        usable = [
-            n
-            for n in self.config.enabled_levels
-            if n != number and n in self._stores and self._may_try(n, iteration, now)
-        ]
-        return fallback_level(number, usable, self._spec)
-
-    def _policy(self, number: int) -> DecisionPolicy | None:
-        """Level ``number``'s decision policy (None: only explicit checkpoints)."""
-        return policy_for(number, self._level(number), partial(self._auto_interval, number))
-
-    def _stand_in(self, number: int, alternative: int, iteration: int | None, now: float) -> str:
-        """How the back-off warning describes ``alternative`` standing in for ``number``."""
-        enabled = {n: self._spec(n) for n in self.config.enabled_levels}
-        writable = [n for n in enabled if n in self._stores and self._may_try(n, iteration, now)]
-        return stand_in_reason(number, alternative, enabled, writable)
-
-    def _retry_interval(
-        self, number: int, covering: tuple[int, ...]
-    ) -> tuple[int | None, float | None]:
-        """The interval a back-off of ``number`` counts in, (iterations, seconds): its own,
-        else that of the level it stood in for, else ``_BACKOFF_MIN_S`` seconds."""
-        for n in (number, *covering):
-            policy = self._policy(n)
-            if policy is not None:
-                return policy.interval(_BACKOFF_MIN_S)
-        return None, _BACKOFF_MIN_S
-
-    def _note_failure(
-        self,
-        number: int,
-        exc: CheckpointError,
-        iteration: int | None,
-        covering: tuple[int, ...],
-        stacklevel: int = 4,
-    ) -> None:
-        """Hold level ``number`` back after a failed checkpoint (on every rank: the failure
-        was raised on all of them); rank 0 warns at the first failure in a row."""
-        at = iteration if iteration is not None else self._iteration_seen
-        now = time.monotonic()
-        held = Backoff.after(
-            self._backoff.get(number),
-            number,
-            str(exc),
-            at,
-            now,
-            self._retry_interval(number, covering),
-            _BACKOFF_MIN_S,
-        )
-        self._backoff[number] = held
-        if held.failures > 1 or self.rank != 0:
-            return
-        alternative = self._fallback(number, at, now)
-        if alternative is None:
-            meanwhile = "no other level can be written, so none is taken until then"
-        else:
-            meanwhile = "meanwhile its due checkpoints go to " + self._stand_in(
-                number, alternative, at, now
-            )
-        warnings.warn(
-            f"greenckpt: a level-{number} ({self._spec(number).name}) checkpoint failed: {exc}. "
-            f"Backing off: level {number} is offered again {held.describe()}, the wait "
-            f"doubling with each further failure (up to {_BACKOFF_MAX_FACTOR} intervals); "
-            f"{meanwhile}. Said once until a level-{number} checkpoint succeeds",
-            RuntimeWarning,
-            stacklevel=stacklevel,
-        )
-
-    def _auto_interval(self, level: int) -> float:
-        """The time-optimal interval (saito2013 §6's model) for the measured checkpoint time
-        of ``level`` and the configured MTBF; 0 (checkpoint now) until one was measured."""
-        seconds = self._last_seconds.get(level)
-        mtbf = self.config.mtbf
-        if seconds is None or mtbf is None:
-            return 0.0
-        # imported here: the model pulls in SciPy (~30 MiB and ~0.15 s per rank at start-up),
-        # which only jobs with an automatic interval need
-        from greenckpt.model.intervals import time_optimal_interval  # noqa: PLC0415
-
-        return float(time_optimal_interval(max(seconds, 1e-3), 1.0 / mtbf))
+        return dict(self._schedule.backoff)
 
     # ------------------------------------------------------------------ checkpoint
 
@@ -413,7 +265,7 @@ class Checkpointer:
                 f"{', '.join(map(str, self._stores))}"
             )
         flushing = number == self._flush_level
-        covering, self._covering = self._covering.get(number, ()), {}
+        covering = self._schedule.take_covering(number)
         self._poll_flush(wait=flushing)
         written = self._flush_source if flushing else number
         try:
@@ -423,19 +275,14 @@ class Checkpointer:
                 )
             info = self._checkpoint_at(written, iteration)
         except CheckpointError as exc:
-            self._note_failure(number, exc, iteration, covering)
+            self._schedule.failed(number, exc, iteration, covering)
             raise
         self._retention.stored_ratio[written] = info.stored_bytes / max(1, info.logical_bytes)
         self._committed(written, info.id)
         if flushing:
             self._flush.start(info, self._phases)
             info = replace(info, level=number, flushing=True)
-        self._last_seconds[number] = info.seconds
-        for lower in self._stores:  # a checkpoint at a level also serves every lower one
-            if lower <= number or lower in covering:  # and those it stood in for
-                self._last_time[lower] = time.monotonic()
-                if iteration is not None:
-                    self._last_iteration[lower] = iteration
+        self._schedule.served(number, iteration, info.seconds, covering)
         self.history.append(info)
         return info
 
@@ -443,7 +290,7 @@ class Checkpointer:
         """Book-keeping once checkpoint ``ckpt_id`` is committed at ``level`` on every rank:
         the level's back-off ends, the checkpoint counts as verified (written and checked by
         this run), and the older lower-level checkpoints it makes redundant are retired."""
-        self._backoff.pop(level, None)
+        self._schedule.committed(level)
         self._retention.add_verified(level, ckpt_id)
         self._retention.retire_below(level)
 
@@ -485,7 +332,7 @@ class Checkpointer:
         done = self._flush.poll(self._phases, self._retention.verified_with, wait=wait)
         if isinstance(done, FlushFailure):
             assert self._flush_level is not None  # only a flushed level has a flush
-            self._note_failure(self._flush_level, done.error, done.iteration, (), stacklevel=5)
+            self._schedule.failed(self._flush_level, done.error, done.iteration, (), stacklevel=5)
             raise done.error
         if done is not None:
             self._committed(done.level, done.id)
@@ -547,14 +394,12 @@ class Checkpointer:
             failure = exc
         finally:
             self._phases.end("restart", ok, time.monotonic() - start)
-        self._backoff.clear()  # the schedule starts again from what was restored
+        self._schedule.backoff.clear()  # the schedule starts again from what was restored
         if failure is not None:
             self._start_afresh(failure, state)
             return None
         self.set_aside = ()
-        for n in self._stores:  # the schedule goes on from the restored checkpoint
-            self._last_time[n] = time.monotonic()
-            self._last_iteration[n] = info.iteration or 0
+        self._schedule.restart(info.iteration or 0)  # goes on from the restored checkpoint
         self._next_id = max(self._next_id, info.id + 1)
         self._retention.add_verified(info.level, info.id)
         self._rework.begin(info)
@@ -568,10 +413,7 @@ class Checkpointer:
         """
         self.set_aside = set_stores_aside(self._job, failure)
         self.protected.state = state
-        now = time.monotonic()
-        for number in self._stores:
-            self._last_time[number] = now
-            self._last_iteration[number] = 0
+        self._schedule.restart(0)
         self._verified.clear()
         self._rework.forget()  # every rank's note of the old run: no rework
         if self.rank == 0:

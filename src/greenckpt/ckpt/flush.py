@@ -28,10 +28,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Final
 
-from greenckpt.ckpt.agree import one_line
+from greenckpt.ckpt.agree import Failure, agree_on, fail_if, one_line
 from greenckpt.ckpt.announce import Announcer
 from greenckpt.ckpt.config import ConfigError
 from greenckpt.ckpt.inject import maybe_fail
@@ -39,7 +40,6 @@ from greenckpt.ckpt.job import Job, tidy
 from greenckpt.ckpt.levels import Storage, level_spec
 from greenckpt.ckpt.manifest import Manifest
 from greenckpt.ckpt.records import CheckpointError, CheckpointInfo
-from greenckpt.ckpt.store import StoreError
 from greenckpt.errors import InvalidValueError
 
 __all__ = ["AsyncFlush", "Flush", "FlushFailure"]
@@ -206,18 +206,17 @@ class AsyncFlush:
             return None
         if wait:
             flush.wait()
-        states = self._job.comm.allgather((flush.done(), flush.error))
-        if not all(done for done, _ in states):
+        copied = agree_on(self._job.comm, partial(_copied, flush))
+        if False in copied.values:  # some rank's copy is still running
             return None
         self._flush = self._manifest = None
-        errors = [e for _, e in states]
-        phases.end("flush", not any(errors), flush.seconds or 0.0)
-        bad = self._commit(flush, manifest, errors)
+        phases.end("flush", copied.ok, flush.seconds or 0.0)
+        bad = copied.failure or self._commit(flush, manifest)
         if bad is not None:
             self._job.abort(level, self._job.stores[level], flush.ckpt_id)
             error = CheckpointError(
                 f"the asynchronous flush of checkpoint {flush.ckpt_id} to the global file "
-                f"system failed on rank {bad[0]}: {bad[1]}; it was not committed there "
+                f"system failed on rank {bad.rank}: {bad.error}; it was not committed there "
                 "(the checkpoint is still on node-local storage)"
             )
             return FlushFailure(error, flush.iteration)
@@ -236,18 +235,24 @@ class AsyncFlush:
             mine.stored_bytes,
         )
 
-    def _commit(
-        self, flush: Flush, manifest: Manifest | None, errors: list[str | None]
-    ) -> tuple[int, str] | None:
-        """Commit the copy if no rank failed (the level's leader; collective): the first
-        failing rank and its error, or None."""
+    def _commit(self, flush: Flush, manifest: Manifest | None) -> Failure | None:
+        """Commit the copy (the level's leader, once every rank's copy succeeded;
+        collective): the agreed failure, or None."""
         level = self.level
         assert level is not None
-        if not any(errors) and self._job.is_leader(level):
-            assert manifest is not None  # rank 0's flush started, or it would have an error
-            try:
+
+        def commit() -> None:
+            if self._job.is_leader(level):
+                assert manifest is not None  # its flush started, or it would have an error
                 self._job.stores[level].commit(flush.ckpt_id, manifest)
-            except (StoreError, OSError, ValueError) as exc:
-                errors[0] = one_line(exc)
-        errors[0] = self._job.comm.bcast(errors[0])
-        return next(((r, e) for r, e in enumerate(errors) if e), None)
+
+        return agree_on(self._job.comm, commit).failure
+
+
+def _copied(flush: Flush) -> bool:
+    """Whether this rank's copy is over (False while it runs); its error raised as this
+    rank's failure once it is over."""
+    if not flush.done():
+        return False
+    fail_if(flush.error)
+    return True

@@ -16,7 +16,7 @@ import time
 import warnings
 from pathlib import Path
 
-from greenckpt.ckpt.agree import agree, agree_with, one_line
+from greenckpt.ckpt.agree import agree, agree_on, agree_with, fail_if, one_line
 from greenckpt.ckpt.inject import maybe_fail
 from greenckpt.ckpt.job import Job, tidy
 from greenckpt.ckpt.manifest import MANIFEST_NAME, Manifest, ManifestError, RankEntry
@@ -114,21 +114,20 @@ def _restore_one(
     """Read one checkpoint on every rank, rebuilding lost files where the level can: the
     ranks rebuilt, or why it cannot be restored (collective)."""
     maybe_fail("restart-read", rank=job.rank, iteration=manifest.iteration)
-    problem = read_in_waves(job, number, ckpt_id, manifest, waves)
-    problems = job.comm.allgather(problem)
-    bad = [(r, p) for r, p in enumerate(problems) if p]
-    if not bad:
+    read = agree_on(job.comm, lambda: fail_if(read_in_waves(job, number, ckpt_id, manifest, waves)))
+    if read.failure is None:
         return ()
     if not job.redundancy_of(number).rebuilds:
-        return f"rank {bad[0][0]}: {bad[0][1]}"
-    lost = {r for r, _ in bad}
+        return str(read.failure)
+    lost = set(read.failed)
     failure = rebuild(job, number, ckpt_id, manifest, lost)
     if failure is not None:
-        r, p = bad[0]
-        return f"rank {r}: {p}; rebuilding failed: {failure}"
-    problem = try_read(job, number, ckpt_id, manifest) if problem else None
-    again = agree(job.comm, problem)
-    return tuple(sorted(lost)) if again is None else str(again)
+        return f"{read.failure}; rebuilding failed: {failure}"
+    again = agree_on(
+        job.comm,
+        lambda: fail_if(try_read(job, number, ckpt_id, manifest) if job.rank in lost else None),
+    )
+    return tuple(sorted(lost)) if again.failure is None else str(again.failure)
 
 
 def read_in_waves(
