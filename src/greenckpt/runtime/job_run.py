@@ -37,6 +37,7 @@ from greenckpt.ckpt.notify_client import SOCKET_ENV
 from greenckpt.errors import InvalidValueError
 from greenckpt.platform.meters.base import MeterOptions
 from greenckpt.platform.meters.detect import select_meters
+from greenckpt.platform.root import SysRoot
 from greenckpt.runtime import job_agents
 from greenckpt.runtime.app_env import greenckpt_on_path
 from greenckpt.runtime.command import (
@@ -184,7 +185,10 @@ def _run_node(job: _Job, stdout: Output, stderr: Output, say: Say) -> JobOutcome
     """The command on this node, the runtime in this process."""
     options = job.options
     profiles = check_inputs(options)
-    node = Node.detect()
+    if options.root is not None and not os.path.isdir(options.root):
+        raise InvalidValueError(f"the sysfs root {options.root} is not a directory")
+    root = SysRoot.default(options.root)  # an emulated node's tree, else $GREENCKPT_SYSROOT or /
+    node = Node.detect(root)
     baselines = [BaselineRun.from_report(load_report(p), label=f"{p}") for p in job.compare]
     check_program(job.command)
     environ = {**job.environ, **intercept_env(job.intercept, job.command, say)}
@@ -202,6 +206,8 @@ def _run_node(job: _Job, stdout: Output, stderr: Output, say: Say) -> JobOutcome
         with select_meters(list(options.meters), options=meter_options) as meters:
             runtime = Runtime(
                 policy,
+                root=root,
+                state_file=None if options.state_file is None else Path(options.state_file),
                 control=options.control,
                 node=node,
                 meters=meters,
