@@ -23,7 +23,8 @@ from greenckpt.errors import InvalidValueError
 from greenckpt.model import INTERVAL_RULES, MODEL_FORMS
 from greenckpt.optimize import Profile, Scenario, load_profile
 from greenckpt.platform.meters import MeterOptions, Selection, select_meters
-from greenckpt.platform.meters.detect import check_names
+from greenckpt.platform.meters.base import MeterOption
+from greenckpt.platform.meters.detect import check_names, declared_options
 from greenckpt.platform.sampler import DEFAULT_RATE_HZ, MAX_RATE_HZ
 
 
@@ -99,19 +100,12 @@ def add_meter_arguments(
             metavar="NAME,...",
             help="meters to use, e.g. rapl,ipmi or csv (default auto: the best available)",
         )
-    p.add_argument(
-        "--meter-csv",
-        metavar="FILE",
-        help="an external power meter's log (timestamp,watts CSV, docs/formats.md) read by "
-        "the csv meter; with auto meters it is used in addition to the others",
-    )
-    p.add_argument(
-        "--tdp",
-        type=unit_type(units.parse_power),
-        metavar="POWER",
-        help="per-socket TDP for the utilisation estimator (estimated power), e.g. 125W "
-        "(default: looked up by CPU model); used only when the estimator is",
-    )
+    for _, option in declared_options():  # each meter's flags (--meter-csv, --tdp, ...)
+        if option.flag is not None:
+            typed: dict[str, Any] = {} if option.parse is None else {"type": _flag_type(option)}
+            p.add_argument(
+                option.flag, dest=_dest(option), metavar=option.metavar, help=option.help, **typed
+            )
     if rate:
         main = p.add_argument(
             "--rate",
@@ -123,13 +117,34 @@ def add_meter_arguments(
         add_hidden_alias(p, main, "--rate-hz")
 
 
+def _dest(option: MeterOption) -> str:
+    """The namespace attribute of a meter's flag (``--meter-csv``: ``meter_csv``)."""
+    assert option.flag is not None
+    return option.flag.lstrip("-").replace("-", "_")
+
+
+def _flag_type(option: MeterOption) -> Any:
+    """An argparse ``type=`` for a meter's flag: its parser, a bad value a usage error."""
+    parse = option.parse
+    assert parse is not None
+
+    def convert(text: str) -> object:
+        try:
+            return parse(text)
+        except (units.UnitError, ValueError) as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return convert
+
+
 def meter_options(ns: argparse.Namespace) -> MeterOptions:
-    """The :class:`MeterOptions` the meter flags ask for."""
-    csv = getattr(ns, "meter_csv", None)
-    return MeterOptions(
-        csv_path=None if csv is None else os.path.abspath(csv),
-        tdp_w=getattr(ns, "tdp", None),
-    )
+    """The :class:`MeterOptions` the meter flags ask for (each meter's declared options)."""
+    values: dict[str, object] = {}
+    for _, option in declared_options():
+        value = None if option.flag is None else getattr(ns, _dest(option), None)
+        if value is not None:
+            values[option.name] = os.path.abspath(str(value)) if option.path else value
+    return MeterOptions.from_values(values)
 
 
 def meter_names(ns: argparse.Namespace) -> list[str]:
@@ -164,6 +179,13 @@ def meter_names(ns: argparse.Namespace) -> list[str]:
             "--tdp sets the utilisation estimator's TDP, but --meters leaves the estimator "
             "out: add estimator (or auto) to --meters, or drop --tdp"
         )
+    for meter, option in declared_options():
+        given = option.flag is not None and getattr(ns, _dest(option), None) is not None
+        if given and not {meter, "auto"} & set(names):
+            raise InvalidValueError(
+                f"{option.flag} is read only by the {meter} meter: add {meter} (or auto) to "
+                f"--meters, or drop {option.flag}"
+            )
     return names
 
 

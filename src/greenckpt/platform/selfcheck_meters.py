@@ -6,8 +6,10 @@ opens is read twice an interval apart while a CPU is kept busy: cumulative energ
 fall, the busy domains (package, node, GPU) must rise, the power must be below what the
 hardware can draw. Then meters that cover the same thing are set side by side: RAPL and the
 perf power PMU count the same package; a node's power (IPMI, a wall-plug log) is at least its
-packages' and DRAM's (and GPUs'). Every meter is probed on its own, not through the
-auto-selection, which opens one CPU meter only and so would leave nothing to compare.
+packages' and DRAM's (and GPUs'). Which meters are compared is their declared role (two
+measured CPU meters, a node meter against the CPU and GPU meters, two node meters). Every
+meter is probed on its own, not through the auto-selection, which opens one CPU meter only and
+so would leave nothing to compare.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from greenckpt.platform.meters import (
     Meter,
     MeterUnavailable,
     RaplMeter,
-    UtilisationEstimator,
     probe_meter,
+    with_role,
 )
 from greenckpt.platform.root import PlatformError, SysRoot
 from greenckpt.platform.selfcheck_base import Check, SelfCheckOptions
@@ -37,8 +39,6 @@ NODE_BOUND_W = 20_000.0
 GPU_BOUND_W = 2_000.0
 DOMAIN_BOUND_W = 2_000.0
 """Highest plausible power of any other domain with no limit of its own to compare with."""
-RAPL_LIMIT_FACTOR = 2.0
-"""A RAPL zone may exceed its highest limit briefly; twice that limit it may not."""
 _MUST_RISE = re.compile(r"(package-\d+|node|gpu\d+|psys|cpu)")
 
 
@@ -68,12 +68,9 @@ class _Reading:
 
 def _bound(meter: Meter, domain: str) -> tuple[float, str]:
     """The highest plausible power of ``domain`` (W) and where that bound comes from."""
-    if isinstance(meter, RaplMeter):
-        zone = next((z for z in meter.zones if z.domain == domain), None)
-        if zone is not None:
-            return zone.max_power_w * RAPL_LIMIT_FACTOR, f"{RAPL_LIMIT_FACTOR:g} × zone limit"
-    if isinstance(meter, UtilisationEstimator):
-        return meter.p_max_w * (1 + 1e-9), "the estimator's TDP"
+    own = meter.power_bound(domain)
+    if own is not None:
+        return own
     if domain == "node":
         return NODE_BOUND_W, "a node's highest plausible power"
     if domain.startswith("gpu"):
@@ -143,28 +140,32 @@ def _comparisons(readings: Sequence[_Reading], tolerance: float) -> list[Check]:
     powers = {r.meter.name: r.powers() for r in readings if r.error is None and len(r.t) == 2}
     measured = {r.meter.name for r in readings if r.meter.source == "measured"}
     out: list[Check] = []
-    if "rapl" in powers and "perf" in powers:
-        for d in sorted(set(powers["rapl"]) & set(powers["perf"])):
-            out.append(
-                _compare(
-                    f"rapl vs perf {d}",
-                    "compared the same domain's power",
-                    powers["rapl"][d],
-                    powers["perf"][d],
-                    tolerance,
-                    "=",
+    cpus = [n for n in with_role("cpu") if n in powers and n in measured]
+    for i, a in enumerate(cpus):
+        for b in cpus[i + 1 :]:
+            for d in sorted(set(powers[a]) & set(powers[b])):
+                out.append(
+                    _compare(
+                        f"{a} vs {b} {d}",
+                        "compared the same domain's power",
+                        powers[a][d],
+                        powers[b][d],
+                        tolerance,
+                        "=",
+                    )
                 )
-            )
-    cpu = next((n for n in ("rapl", "perf") if n in powers), None)
-    for node in (n for n in ("ipmi", "csv") if n in powers and n in measured):
+    cpu = cpus[0] if cpus else None
+    gpus = [n for n in with_role("gpu") if n in powers]
+    nodes = [n for n in with_role("node") if n in powers and n in measured]
+    for node in nodes:
         parts: list[str] = []
         inside = 0.0
         if cpu is not None:
             inside, parts = _sum(powers[cpu], r"(package|dram)-\d+")
-        if "nvml" in powers:
-            gpus, names = _sum(powers["nvml"], r"gpu\d+")
-            inside, parts = inside + gpus, [*parts, *names]
-        if parts:
+        for gpu in gpus:
+            watts, names = _sum(powers[gpu], r"gpu\d+")
+            inside, parts = inside + watts, [*parts, *names]
+        if parts and "node" in powers[node]:
             label = f"{cpu} " + "+".join(parts) if cpu else "+".join(parts)
             out.append(
                 _compare(
@@ -176,17 +177,19 @@ def _comparisons(readings: Sequence[_Reading], tolerance: float) -> list[Check]:
                     ">=",
                 )
             )
-    if "ipmi" in powers and "csv" in powers:
-        out.append(
-            _compare(
-                "ipmi vs csv node",
-                "compared two meters of the node",
-                powers["ipmi"]["node"],
-                powers["csv"]["node"],
-                tolerance,
-                "=",
-            )
-        )
+    for i, a in enumerate(nodes):
+        for b in nodes[i + 1 :]:
+            if "node" in powers[a] and "node" in powers[b]:
+                out.append(
+                    _compare(
+                        f"{a} vs {b} node",
+                        "compared two meters of the node",
+                        powers[a]["node"],
+                        powers[b]["node"],
+                        tolerance,
+                        "=",
+                    )
+                )
     if not out:
         have = ", ".join(sorted(powers)) or "none"
         out.append(
@@ -200,11 +203,12 @@ def _comparisons(readings: Sequence[_Reading], tolerance: float) -> list[Check]:
 def _open_all(root: SysRoot, options: SelfCheckOptions) -> tuple[list[Meter], list[Check]]:
     meters: list[Meter] = []
     skipped: list[Check] = []
-    for name in METERS:
-        if name == "csv" and options.meter_options.csv_path is None:
-            skipped.append(
-                Check.not_checked("meter csv", "no external meter log given (--meter-csv)")
-            )
+    for name, cls in METERS.items():
+        why = cls.not_needed(options.meter_options)
+        if why is not None:
+            flags = [o.flag for o in cls.options if o.flag is not None]
+            shown = f"{why} ({', '.join(flags)})" if flags else why
+            skipped.append(Check.not_checked(f"meter {name}", shown))
             continue
         try:
             meters.append(probe_meter(name, root, options.meter_options))

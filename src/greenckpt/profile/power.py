@@ -5,12 +5,15 @@ domains (RAPL ``core`` ⊂ ``package`` ⊂ ``psys``; a BMC's ``node`` includes a
 summing every domain would count the CPU two or three times. The rule, widest honest figure
 first:
 
-1. a node-level meter (the BMC through IPMI, an external wall-plug meter's log): that domain
-   alone — it already includes CPU, memory, disks and fans;
-2. else RAPL ``psys`` (the whole SoC platform on laptops), alone;
-3. else the non-overlapping CPU-side domains: every ``package-N`` plus every ``dram-N`` (from
-   RAPL, or the perf power PMU), plus every GPU from NVML;
-4. else the utilisation estimator's ``cpu`` domain.
+1. a meter whose role is ``node`` (the BMC through IPMI, an external wall-plug meter's log):
+   that domain alone — it already includes CPU, memory, disks and fans;
+2. else a CPU meter's ``psys`` (RAPL's whole SoC platform on laptops), alone;
+3. else the non-overlapping CPU-side domains: every ``package-N`` plus every ``dram-N`` of the
+   CPU meters (RAPL, the perf power PMU), plus every ``gpuN`` of the GPU meters (NVML);
+4. else a CPU meter's ``cpu`` domain (the utilisation estimator's).
+
+A meter's role is what it declares (:data:`~greenckpt.platform.meters.MeterRole`); a domain
+key whose meter is not registered counts for nothing.
 
 The chosen keys, their scope in words and their source (``estimated`` when any chosen domain is
 estimated) are recorded in the profile, so a reader knows what the watts cover.
@@ -24,9 +27,29 @@ from dataclasses import dataclass
 
 from greenckpt.errors import InvalidValueError
 from greenckpt.optimize.profile import PowerSource
+from greenckpt.platform.meters import METERS, MeterRole
 
-_NODE_METERS = ("ipmi", "csv")
-_CPU_SIDE = re.compile(r"(rapl|perf)/(package|dram)-\d+(@.*)?|nvml/gpu\d+")
+_PSYS = re.compile(r"psys(@.*)?")
+_SIDE: dict[MeterRole, re.Pattern[str]] = {
+    "cpu": re.compile(r"(package|dram)-\d+(@.*)?"),
+    "gpu": re.compile(r"gpu\d+"),
+}
+
+
+def _role(key: str) -> MeterRole | None:
+    """The role of the meter of a ``"<meter>/<domain>"`` key (None: no such meter)."""
+    cls = METERS.get(key.split("/", 1)[0])
+    return None if cls is None else cls.role
+
+
+def _domain(key: str) -> str:
+    return key.split("/", 1)[1] if "/" in key else ""
+
+
+def _side(key: str) -> bool:
+    """Whether ``key`` is a CPU-side domain that does not overlap the others."""
+    pattern = _SIDE.get(_role(key) or "node")
+    return pattern is not None and pattern.fullmatch(_domain(key)) is not None
 
 
 @dataclass(frozen=True)
@@ -48,22 +71,18 @@ def choose_power_domains(domains: Sequence[str], sources: Mapping[str, str]) -> 
     Raises ValueError when none of the domains can stand for the node (e.g. only ``core``).
     """
     keys: tuple[str, ...]
-    node = [d for d in domains if d.split("/", 1)[0] in _NODE_METERS]
+    node = [d for d in domains if _role(d) == "node"]
     if node:
         keys = (node[0],)
-        scope = (
-            "whole node ("
-            + ("BMC via IPMI" if node[0].startswith("ipmi/") else "external power meter")
-            + ")"
-        )
-    elif psys := [d for d in domains if re.fullmatch(r"(rapl|perf)/psys(@.*)?", d)]:
+        scope = f"whole node ({METERS[node[0].split('/', 1)[0]].label})"
+    elif psys := [d for d in domains if _role(d) == "cpu" and _PSYS.fullmatch(_domain(d))]:
         keys = (psys[0],)
         scope = "platform (RAPL psys)"
-    elif side := [d for d in domains if _CPU_SIDE.fullmatch(d)]:
+    elif side := [d for d in domains if _side(d)]:
         keys = tuple(side)
         kinds = sorted({re.sub(r"-\d+(@.*)?$|\d+$", "", d.split("/", 1)[1]) for d in side})
         scope = " + ".join(kinds) + " (CPU side only: disks, NICs and fans are not included)"
-    elif est := [d for d in domains if d == "estimator/cpu"]:
+    elif est := [d for d in domains if _role(d) == "cpu" and _domain(d) == "cpu"]:
         keys = (est[0],)
         scope = "CPU, estimated from utilisation and TDP (not a measurement)"
     else:

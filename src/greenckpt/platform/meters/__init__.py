@@ -14,6 +14,10 @@ Meters (registry name → class): ``rapl`` (:class:`RaplMeter`, powercap counter
 (:class:`NvmlMeter`, NVIDIA GPUs), ``ipmi`` (:class:`IpmiMeter`, BMC node power), ``csv``
 (:class:`ExternalCsvMeter`, a wall-plug meter's log; :class:`PowerLog` joins one afterwards),
 ``estimator`` (:class:`UtilisationEstimator`, TDP × utilisation, labelled estimated).
+Each declares its :data:`MeterRole` (``cpu``, ``gpu`` or ``node``: where detection, profiles
+and the self-check use it) and its options (:class:`MeterOption`: the keys of
+:class:`MeterOptions` it reads, and the command-line flags built from them); a new meter is
+one module and one :func:`register_meter` call (:func:`unregister_meter` removes it).
 The sampler that turns them into time series and per-phase energy is
 :mod:`greenckpt.platform.sampler`. A meter never presents a guess as a measurement: held
 powers are bounded (a few failed queries, a few log intervals) and then refused, and degraded
@@ -22,7 +26,9 @@ readings are counted in :attr:`Meter.gaps` so that phases can be marked.
 
 from greenckpt.platform.meters.base import (
     Meter,
+    MeterOption,
     MeterOptions,
+    MeterRole,
     MeterUnavailable,
     PowerIntegrator,
     Resolution,
@@ -35,8 +41,11 @@ from greenckpt.platform.meters.detect import (
     Probe,
     Selection,
     probe_meter,
+    register_meter,
     select_meters,
+    unregister_meter,
     valid_names,
+    with_role,
 )
 from greenckpt.platform.meters.estimator import CpuInfo, UtilisationEstimator, lookup_tdp
 from greenckpt.platform.meters.external import ExternalCsvMeter, PowerLog
@@ -52,7 +61,9 @@ __all__ = [
     "ExternalCsvMeter",
     "IpmiMeter",
     "Meter",
+    "MeterOption",
     "MeterOptions",
+    "MeterRole",
     "MeterUnavailable",
     "NvmlMeter",
     "PerfPowerMeter",
@@ -71,6 +82,9 @@ __all__ = [
     "lookup_tdp",
     "parse_dcmi_power",
     "probe_meter",
+    "register_meter",
     "select_meters",
+    "unregister_meter",
     "valid_names",
+    "with_role",
 ]

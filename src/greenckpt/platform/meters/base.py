@@ -17,7 +17,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import MappingProxyType
 from typing import ClassVar, Literal, Self
@@ -27,6 +27,19 @@ from greenckpt.platform.root import ClosesOnExit, PlatformError, SysRoot
 
 Source = Literal["measured", "estimated"]
 """Where a power or energy figure comes from: a hardware counter/instrument, or a model."""
+
+MeterRole = Literal["cpu", "gpu", "node"]
+"""What a meter measures, which decides where detection, profiles and the self-check use it:
+
+* ``cpu``: the processor side (domains ``package-N``, ``dram-N``, ``psys``, ``core``, or an
+  estimator's ``cpu``); auto-detection opens one CPU meter, the first that opens, measured
+  meters before estimated ones (in registration order among each);
+* ``gpu``: accelerators (domains ``gpuN``), added to the CPU side's packages and DRAM;
+* ``node``: the whole node (one domain ``node``: a BMC, a wall-plug meter), which includes
+  all the others and stands alone for a profile's node power.
+"""
+
+ROLES: tuple[MeterRole, ...] = ("cpu", "gpu", "node")
 
 Clock = Callable[[], float]
 """A monotonic clock in seconds (``time.monotonic`` by default; injectable for tests)."""
@@ -65,6 +78,25 @@ class Resolution:
 
 
 @dataclass(frozen=True)
+class MeterOption:
+    """One option a meter declares (:attr:`Meter.options`): the key it is read by in
+    :class:`MeterOptions` (a field of it, or a key of its ``extra``) and, where the option
+    has one, the command-line flag every command that opens meters offers for it."""
+
+    name: str
+    """The key (``csv_path``, ``tdp_w``, ...): a :class:`MeterOptions` field or ``extra`` key."""
+    help: str
+    """What it is, for ``--help``."""
+    flag: str | None = None
+    """The command-line flag (``--meter-csv``), or None: set from Python only."""
+    metavar: str | None = None
+    parse: Callable[[str], object] | None = None
+    """Turns the flag's text into the value (None: the text); may raise ValueError."""
+    path: bool = False
+    """A file name: made absolute where it is given (runs may change directory)."""
+
+
+@dataclass(frozen=True)
 class MeterOptions:
     """Everything a meter may need besides the root; all optional, all in SI units.
 
@@ -80,6 +112,8 @@ class MeterOptions:
     ``None``: from the header's time column (``time_ms``, ...), else detected against the clock.
     ``clock``: a monotonic clock; ``wall_clock``: Unix time (the CSV meter's time base); tests
     inject fake ones.
+    ``extra``: the options of meters registered besides the built-in ones (their
+    :attr:`Meter.options`), by name; read them with :meth:`value`.
     """
 
     csv_path: str | os.PathLike[str] | None = None
@@ -94,6 +128,21 @@ class MeterOptions:
     nvml_period_s: float = 0.02
     clock: Clock = time.monotonic
     wall_clock: Clock = time.time
+    extra: Mapping[str, object] = field(default_factory=dict)
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, object]) -> MeterOptions:
+        """Options from declared names and values: the fields set, the rest in ``extra``."""
+        own = {f.name for f in fields(cls)} - {"extra"}
+        extra = {k: v for k, v in values.items() if k not in own}
+        return cls(**{k: v for k, v in values.items() if k in own}, extra=extra)  # type: ignore[arg-type]
+
+    def value(self, name: str, default: object = None) -> object:
+        """A declared option's value: the field of that name, else ``extra``'s, else
+        ``default``."""
+        if name != "extra" and name in {f.name for f in fields(self)}:
+            return getattr(self, name)
+        return self.extra.get(name, default)
 
 
 class Meter(ClosesOnExit, ABC):
@@ -105,6 +154,16 @@ class Meter(ClosesOnExit, ABC):
     source: ClassVar[Source]
     """``"measured"`` or ``"estimated"``; applies to every figure this meter produces."""
 
+    role: ClassVar[MeterRole]
+    """What it measures (:data:`MeterRole`): where detection, profiles and the self-check
+    use it."""
+
+    label: ClassVar[str]
+    """What it is in a few words (``BMC via IPMI``), for reports of what a figure covers."""
+
+    options: ClassVar[tuple[MeterOption, ...]] = ()
+    """The options it reads from :class:`MeterOptions` (and the flags offered for them)."""
+
     max_period_s: float = math.inf
     """Longest safe time between two reads (counter wrap); ``inf`` when nothing wraps."""
 
@@ -115,6 +174,17 @@ class Meter(ClosesOnExit, ABC):
     @abstractmethod
     def probe(cls, root: SysRoot, options: MeterOptions) -> Self:
         """Open the meter on ``root`` or raise :class:`MeterUnavailable` saying why."""
+
+    @classmethod
+    def not_needed(cls, options: MeterOptions) -> str | None:
+        """Why auto-detection need not probe this meter with ``options`` (e.g. no log given),
+        or None: it is probed."""
+        return None
+
+    def power_bound(self, domain: str) -> tuple[float, str] | None:
+        """The highest plausible power of ``domain`` (W) and where it comes from, when the
+        meter knows one (the self-check's bound); None: a generic bound by domain."""
+        return None
 
     @property
     @abstractmethod

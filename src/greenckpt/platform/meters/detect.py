@@ -14,7 +14,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from greenckpt.platform.meters.base import Meter, MeterOptions, MeterUnavailable
+from greenckpt.errors import InvalidValueError
+from greenckpt.platform.meters.base import (
+    ROLES,
+    Meter,
+    MeterOption,
+    MeterOptions,
+    MeterRole,
+    MeterUnavailable,
+)
 from greenckpt.platform.meters.estimator import UtilisationEstimator
 from greenckpt.platform.meters.external import ExternalCsvMeter
 from greenckpt.platform.meters.ipmi import IpmiMeter
@@ -23,18 +31,73 @@ from greenckpt.platform.meters.perf import PerfPowerMeter
 from greenckpt.platform.meters.rapl import RaplMeter
 from greenckpt.platform.root import ClosesOnExit, PlatformError, SysRoot
 
-METERS: dict[str, type[Meter]] = {
-    "rapl": RaplMeter,
-    "perf": PerfPowerMeter,
-    "nvml": NvmlMeter,
-    "ipmi": IpmiMeter,
-    "csv": ExternalCsvMeter,
-    "estimator": UtilisationEstimator,
-}
-"""Every meter by its registry name, best CPU meter first."""
+METERS: dict[str, type[Meter]] = {}
+"""Every registered meter by its registry name, in registration order (read-only: add and
+remove meters with :func:`register_meter` and :func:`unregister_meter`)."""
 
-CPU_CHAIN = ("rapl", "perf", "estimator")
-"""CPU meters in order of preference; auto-detection uses the first that opens."""
+
+def register_meter(cls: type[Meter]) -> type[Meter]:
+    """Register a meter class under its ``name`` (usable as a class decorator).
+
+    The class declares its :attr:`~Meter.role` (where detection, profiles and the self-check
+    use it), its :attr:`~Meter.label` and its :attr:`~Meter.options` (the flags of every
+    command that opens meters are built from those with a flag). Raises ValueError for a
+    taken name, an unknown role, or an option or flag another meter already declares."""
+    name = getattr(cls, "name", None)
+    if not (isinstance(cls, type) and issubclass(cls, Meter)):
+        raise InvalidValueError(f"{cls!r} is not a Meter subclass")
+    if not isinstance(name, str) or not name or name != name.strip().lower() or name == "auto":
+        raise InvalidValueError(f"meter name must be a lowercase word other than auto: {name!r}")
+    if name in METERS:
+        raise InvalidValueError(f"a meter named {name!r} is already registered")
+    role = getattr(cls, "role", None)
+    if role not in ROLES:
+        raise InvalidValueError(
+            f"meter {name}: role must be one of {', '.join(ROLES)}, not {role!r}"
+        )
+    if not isinstance(getattr(cls, "label", None), str):
+        raise InvalidValueError(f"meter {name}: declare a label (what it is, in a few words)")
+    taken = {(o.name, o.flag): m for m, o in declared_options()}
+    for option in cls.options:
+        for (key, flag), other in taken.items():
+            if option.name == key or (option.flag is not None and option.flag == flag):
+                raise InvalidValueError(
+                    f"meter {name}: option {option.name} ({option.flag}) is {other}'s already"
+                )
+    METERS[name] = cls
+    return cls
+
+
+def unregister_meter(name: str) -> type[Meter]:
+    """Remove a registered meter; the class removed. KeyError for an unknown name."""
+    return METERS.pop(name)
+
+
+def with_role(role: MeterRole) -> list[str]:
+    """The registered meters of ``role``, in order of preference: measured before estimated,
+    then in registration order."""
+    named = [n for n, cls in METERS.items() if cls.role == role]
+    return sorted(named, key=lambda n: METERS[n].source == "estimated")
+
+
+def declared_options() -> list[tuple[str, MeterOption]]:
+    """Every registered meter's declared options, as (meter name, option), in order."""
+    return [(n, option) for n, cls in METERS.items() for option in cls.options]
+
+
+for _builtin in (
+    RaplMeter,
+    PerfPowerMeter,
+    NvmlMeter,
+    IpmiMeter,
+    ExternalCsvMeter,
+    UtilisationEstimator,
+):
+    register_meter(_builtin)
+
+CPU_CHAIN = tuple(with_role("cpu"))
+"""The built-in CPU meters in order of preference; auto-detection uses the first that opens
+(of :func:`with_role` ``("cpu")``, which includes meters registered later)."""
 
 ProbeStatus = Literal["selected", "unavailable", "not needed"]
 
@@ -117,9 +180,10 @@ def _try(sel: Selection, name: str, root: SysRoot, options: MeterOptions) -> Met
 def _auto(root: SysRoot, options: MeterOptions, have: set[str]) -> Selection:
     """Probe what ``have`` (the meters already named) leaves open, best CPU meter first."""
     sel = Selection()
-    cpu_named = sorted(have & set(CPU_CHAIN))
+    chain = with_role("cpu")
+    cpu_named = sorted(have & set(chain))
     cpu: Meter | None = None
-    for name in CPU_CHAIN:
+    for name in chain:
         if name in have:
             continue
         if cpu_named:
@@ -129,11 +193,12 @@ def _auto(root: SysRoot, options: MeterOptions, have: set[str]) -> Selection:
             sel.probes.append(Probe(name, "not needed", f"{cpu.name} already covers the CPU"))
             continue
         cpu = _try(sel, name, root, options)
-    for name in ("nvml", "ipmi", "csv"):
-        if name in have:
+    for name, cls in METERS.items():
+        if name in have or cls.role == "cpu":
             continue
-        if name == "csv" and options.csv_path is None:
-            sel.probes.append(Probe(name, "not needed", "no external meter log given"))
+        why = cls.not_needed(options)
+        if why is not None:
+            sel.probes.append(Probe(name, "not needed", why))
             continue
         _try(sel, name, root, options)
     return sel

@@ -21,12 +21,15 @@ from typing import ClassVar, Self
 from greenckpt.platform.meters.base import (
     Clock,
     Meter,
+    MeterOption,
     MeterOptions,
+    MeterRole,
     MeterUnavailable,
     Resolution,
     Source,
 )
 from greenckpt.platform.root import PlatformError, SysRoot
+from greenckpt.units import parse_power
 
 DEFAULT_IDLE_FRACTION = 0.3
 """P_idle as a fraction of P_max (servers idle at roughly 20-40 % of their CPU TDP)."""
@@ -138,6 +141,23 @@ class UtilisationEstimator(Meter):
 
     name = "estimator"
     source: ClassVar[Source] = "estimated"
+    role: ClassVar[MeterRole] = "cpu"
+    label = "utilisation × TDP estimate"
+    options = (
+        MeterOption(
+            "tdp_w",
+            "per-socket TDP for the utilisation estimator (estimated power), e.g. 125W "
+            "(default: looked up by CPU model); used only when the estimator is",
+            flag="--tdp",
+            metavar="POWER",
+            parse=parse_power,
+        ),
+        MeterOption("idle_fraction", "the estimator's idle power as a fraction of its TDP"),
+    )
+
+    def power_bound(self, domain: str) -> tuple[float, str] | None:
+        """The estimate never exceeds its TDP."""
+        return self.p_max_w * (1 + 1e-9), "the estimator's TDP"
 
     def __init__(
         self,

@@ -29,7 +29,9 @@ from greenckpt.files import NotRegularFileError, open_regular, read_regular
 from greenckpt.platform.meters.base import (
     Clock,
     Meter,
+    MeterOption,
     MeterOptions,
+    MeterRole,
     MeterUnavailable,
     PowerIntegrator,
     Resolution,
@@ -336,6 +338,25 @@ class ExternalCsvMeter(Meter):
 
     name = "csv"
     source: ClassVar[Source] = "measured"
+    role: ClassVar[MeterRole] = "node"
+    label = "external power meter"
+    options = (
+        MeterOption(
+            "csv_path",
+            "an external power meter's log (timestamp,watts CSV, docs/formats.md) read by "
+            "the csv meter; with auto meters it is used in addition to the others",
+            flag="--meter-csv",
+            metavar="FILE",
+            path=True,
+        ),
+        MeterOption("csv_domain", "the domain the log's power is reported as (node)"),
+        MeterOption("csv_max_hold_s", "how long past its last row the log's power may be held"),
+        MeterOption("csv_time_unit", "the unit of the log's timestamps (s, ms, us or ns)"),
+    )
+
+    @classmethod
+    def not_needed(cls, options: MeterOptions) -> str | None:
+        return "no external meter log given" if options.csv_path is None else None
 
     def __init__(
         self,

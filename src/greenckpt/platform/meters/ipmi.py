@@ -16,7 +16,9 @@ from collections.abc import Mapping
 from typing import ClassVar, Self
 
 from greenckpt.platform.meters.base import (
+    MeterOption,
     MeterOptions,
+    MeterRole,
     MeterUnavailable,
     PolledPowerMeter,
     Resolution,
@@ -47,6 +49,13 @@ class IpmiMeter(PolledPowerMeter):
 
     name = "ipmi"
     source: ClassVar[Source] = "measured"
+    role: ClassVar[MeterRole] = "node"
+    label = "BMC via IPMI"
+    options = (
+        MeterOption("ipmitool", "the ipmitool executable (a name looked up on PATH, or a path)"),
+        MeterOption("ipmi_timeout_s", "how long one ipmitool query may take (s)"),
+        MeterOption("ipmi_period_s", "the shortest time between two BMC queries (s)"),
+    )
 
     def __init__(self, exe: str, options: MeterOptions) -> None:
         super().__init__(("node",), options.ipmi_period_s, options.clock)

@@ -28,7 +28,9 @@ from types import ModuleType
 from typing import Any, ClassVar, Self
 
 from greenckpt.platform.meters.base import (
+    MeterOption,
     MeterOptions,
+    MeterRole,
     MeterUnavailable,
     PolledPowerMeter,
     Resolution,
@@ -53,6 +55,9 @@ class NvmlMeter(PolledPowerMeter):
 
     name = "nvml"
     source: ClassVar[Source] = "measured"
+    role: ClassVar[MeterRole] = "gpu"
+    label = "NVIDIA GPUs via NVML"
+    options = (MeterOption("nvml_period_s", "the shortest time between two NVML queries (s)"),)
 
     def __init__(
         self, nvml: ModuleType, handles: list[Any], energy_mode: bool, options: MeterOptions

@@ -23,7 +23,14 @@ from typing import ClassVar, Protocol, Self
 
 from greenckpt.errors import DeviceIOError, InvalidValueError
 from greenckpt.platform.cpufreq import parse_cpu_list
-from greenckpt.platform.meters.base import Meter, MeterOptions, MeterUnavailable, Resolution, Source
+from greenckpt.platform.meters.base import (
+    Meter,
+    MeterOptions,
+    MeterRole,
+    MeterUnavailable,
+    Resolution,
+    Source,
+)
 from greenckpt.platform.root import SysRoot
 
 PMU_DIR = "sys/bus/event_source/devices/power"
@@ -235,6 +242,8 @@ class PerfPowerMeter(Meter):
 
     name = "perf"
     source: ClassVar[Source] = "measured"
+    role: ClassVar[MeterRole] = "cpu"
+    label = "perf power PMU"
 
     def __init__(
         self,

@@ -26,6 +26,7 @@ from greenckpt.platform.meters.base import (
     Clock,
     Meter,
     MeterOptions,
+    MeterRole,
     MeterUnavailable,
     Resolution,
     Source,
@@ -153,11 +154,24 @@ def find_zones(root: SysRoot) -> list[RaplZone]:
     return zones
 
 
+RAPL_LIMIT_FACTOR = 2.0
+"""A RAPL zone may exceed its highest limit briefly; twice that limit it may not."""
+
+
 class RaplMeter(Meter):
     """Cumulative energy of every RAPL zone (package, core, uncore, dram, psys), measured."""
 
     name = "rapl"
     source: ClassVar[Source] = "measured"
+    role: ClassVar[MeterRole] = "cpu"
+    label = "RAPL"
+
+    def power_bound(self, domain: str) -> tuple[float, str] | None:
+        """Twice the zone's highest power limit (a zone may exceed it briefly)."""
+        zone = next((z for z in self.zones if z.domain == domain), None)
+        if zone is None:
+            return None
+        return zone.max_power_w * RAPL_LIMIT_FACTOR, f"{RAPL_LIMIT_FACTOR:g} × zone limit"
 
     def __init__(
         self, zones: list[RaplZone], fds: list[int], clock: Clock = time.monotonic
