@@ -21,7 +21,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import Any, Literal, Protocol, cast
 
 import numpy as np
 
@@ -38,13 +38,11 @@ from greenckpt.optimize.fields import (
 )
 from greenckpt.optimize.setting import CpuSetting
 
-if TYPE_CHECKING:
-    from greenckpt.optimize.profile import ProfilePoint
-
 __all__ = [
     "WAIT_MODES",
     "WaitMode",
     "WaitingLookup",
+    "WaitingPoint",
     "WaitingPower",
     "WaitingUse",
     "check_unique_waiting",
@@ -58,6 +56,25 @@ WaitMode = Literal["polite", "spin"]
 WAIT_MODES: tuple[WaitMode, ...] = ("polite", "spin")
 """How ranks that do no I/O wait during a phase: the checkpoint library's polite waits
 (sleeping between tests) or MPI's own busy-polling waits (``GREENCKPT_WAIT=spin``)."""
+
+
+class WaitingPoint(Protocol):
+    """What a lookup reads of a profile point (:class:`~greenckpt.optimize.profile.ProfilePoint`
+    is one): its CPU setting, C-states and I/O processes. A protocol, so that this module,
+    which the profile format imports, never imports it back."""
+
+    @property
+    def frequency(self) -> float | None: ...
+    @property
+    def governor(self) -> str | None: ...
+    @property
+    def cstates(self) -> bool | None: ...
+    @property
+    def processes(self) -> int: ...
+    @property
+    def setting(self) -> CpuSetting: ...
+    @property
+    def setting_key(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -258,7 +275,7 @@ class WaitingLookup:
                 )
         self._cache: dict[tuple[str, bool | None], tuple[float, PowerSource | None, str, bool]] = {}
 
-    def extra_power(self, points: Sequence[ProfilePoint]) -> np.ndarray:
+    def extra_power(self, points: Sequence[WaitingPoint]) -> np.ndarray:
         """Watts each point's waiting ranks add (``max(R − n, 0) × w``), as :meth:`use` gives
         them, without building a :class:`WaitingUse` per point (a profile may have 40k)."""
         if not self._entries:
@@ -275,7 +292,7 @@ class WaitingLookup:
             ranks[i] = max(self.app_ranks - p.processes, 0)
         return ranks * watts
 
-    def use(self, point: ProfilePoint) -> WaitingUse:
+    def use(self, point: WaitingPoint) -> WaitingUse:
         """What ``point``'s phase adds for its ``max(R − n, 0)`` waiting ranks."""
         ranks = max(self.app_ranks - point.processes, 0)
         per_rank, source, how, exact = self._lookup(point)
@@ -283,7 +300,7 @@ class WaitingLookup:
             how = f"no rank waits ({point.processes} I/O processes of {self.app_ranks})"
         return WaitingUse(self.mode, ranks, per_rank, source, how, exact)
 
-    def _lookup(self, point: ProfilePoint) -> tuple[float, PowerSource | None, str, bool]:
+    def _lookup(self, point: WaitingPoint) -> tuple[float, PowerSource | None, str, bool]:
         """The point's per-rank figure, its source, how it was found and whether exactly
         (cached by CPU setting and C-states)."""
         key = (point.setting_key, point.cstates)
@@ -292,7 +309,7 @@ class WaitingLookup:
             found = self._cache[key] = self._per_rank(point)
         return found
 
-    def _per_rank(self, point: ProfilePoint) -> tuple[float, PowerSource | None, str, bool]:
+    def _per_rank(self, point: WaitingPoint) -> tuple[float, PowerSource | None, str, bool]:
         where = _at(point.setting, point.cstates)
         for w in self._entries:
             if w.setting_key == point.setting_key and w.cstates == point.cstates:
@@ -312,7 +329,7 @@ class WaitingLookup:
             False,
         )
 
-    def _nearest(self, point: ProfilePoint) -> WaitingPower | None:
+    def _nearest(self, point: WaitingPoint) -> WaitingPower | None:
         """The mode's fixed-frequency entry nearest the point's frequency, same C-states first
         (None for a point without a fixed frequency, or a profile without such entries)."""
         if point.frequency is None:

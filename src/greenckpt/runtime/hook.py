@@ -9,15 +9,37 @@ into :class:`~greenckpt.ckpt.hooks.PhaseAdvice`.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import Protocol, overload
 
 from greenckpt.ckpt.hooks import HookKind, PhaseAdvice
-from greenckpt.runtime.settings import Settings
+from greenckpt.phases import AccountedKind, RunKind
+from greenckpt.runtime.settings import PhaseKind, Settings
 
-if TYPE_CHECKING:
-    from greenckpt.runtime.session import Runtime
+__all__ = ["PhaseRuntime", "RuntimeHook", "advice_note"]
 
-__all__ = ["RuntimeHook", "advice_note"]
+
+class PhaseRuntime(Protocol):
+    """What the hook calls of the runtime (:class:`~greenckpt.runtime.session.Runtime` is
+    one): begin and end a phase. A protocol, so that this adapter, which the session hands
+    out (:meth:`Runtime.hook`), never imports the session back."""
+
+    @overload
+    def begin(
+        self,
+        kind: PhaseKind,
+        *,
+        path: str | None = ...,
+        size: int | None = ...,
+        level: int | None = ...,
+        node: int | None = ...,
+    ) -> Settings: ...
+    @overload
+    def begin(
+        self, kind: AccountedKind, *, level: int | None = ..., node: int | None = ...
+    ) -> None: ...
+    def end(
+        self, kind: RunKind, ok: bool = ..., *, node: int | None = ..., seconds: float | None = ...
+    ) -> object: ...
 
 
 class RuntimeHook:
@@ -30,7 +52,7 @@ class RuntimeHook:
     unbalances the count.
     """
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: PhaseRuntime) -> None:
         self.runtime = runtime
         self._open: dict[tuple[str, int], int] = {}
         self._lock = threading.Lock()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -23,9 +23,6 @@ from greenckpt.platform.meters.base import Source
 from greenckpt.platform.sampler import Series
 from greenckpt.runtime.settings import Settings
 
-if TYPE_CHECKING:
-    from greenckpt.runtime.report import RunReport
-
 __all__ = [
     "BaselineRun",
     "Comparison",
@@ -33,6 +30,7 @@ __all__ = [
     "PhaseRecord",
     "PowerTrace",
     "PreviousLoss",
+    "RunTotals",
     "combine_sources",
     "kind_total",
     "known_size",
@@ -44,6 +42,25 @@ __all__ = [
 ]
 
 _SOURCES: tuple[Source, ...] = ("measured", "estimated")
+
+
+class RunTotals(Protocol):
+    """What a finished run's report gives a baseline (:class:`BaselineRun.from_report`):
+    :class:`~greenckpt.runtime.report.RunReport` is one. A protocol, so that these records,
+    which the report is built on, never import the report back."""
+
+    @property
+    def policy(self) -> str: ...
+    @property
+    def total_seconds(self) -> float: ...
+    @property
+    def total_energy_j(self) -> float | None: ...
+    @property
+    def power_source(self) -> Source | None: ...
+    @property
+    def observed_epe(self) -> float | None: ...
+    @property
+    def synthetic(self) -> bool: ...
 
 
 def percent_difference(value: float, baseline: float) -> float:
@@ -397,7 +414,7 @@ class BaselineRun:
         return self.energy_j / self.seconds
 
     @classmethod
-    def from_report(cls, report: RunReport, label: str | None = None) -> BaselineRun:
+    def from_report(cls, report: RunTotals, label: str | None = None) -> BaselineRun:
         """A finished run's report as a baseline (its run totals and observed EPE)."""
         if report.total_energy_j is None or report.power_source is None:
             raise InvalidValueError("that run has no node energy figure: it cannot be a baseline")

@@ -1,0 +1,187 @@
+"""No two modules of ``src/greenckpt`` import each other (issue 28, item 4).
+
+Why a test: a circle of two files (``a`` imports ``b``, ``b`` imports ``a``) means the two are
+one piece of design split in two, or that a piece both need lives in the wrong one; an import
+moved into a function, or under ``if TYPE_CHECKING:``, hides the circle from Python but not
+from the design. So every import counts here, wherever it is written: at module level, inside
+a function or class, and under ``if TYPE_CHECKING:``. The fix is to move the shared piece
+where it belongs (below both), or to type the other side by a small Protocol of what is used.
+
+An import is read with :mod:`ast` (nothing is imported). ``import greenckpt.a.b`` and
+``from greenckpt.a.b import c`` name module ``greenckpt.a.b``; ``from greenckpt.a import b``
+names ``greenckpt.a.b`` when that is a module, else the package ``greenckpt.a``; relative
+imports are resolved the same way. Not counted, and why: the implicit import of a module's
+parent packages (Python runs ``greenckpt/ckpt/__init__.py`` before any ``greenckpt.ckpt.x``;
+that is the package, not a choice of the module), and modules named in strings and imported
+with :func:`importlib.import_module` (a registry's ``"module:attribute"`` entries: late
+binding by name is their point).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "greenckpt"
+
+KNOWN: set[frozenset[str]] = {
+    # ckpt: the scheme registry (levels) types a scheme's factory as
+    # Callable[[Comm, Topology, LevelConfig, str], Redundancy] (under TYPE_CHECKING), while
+    # LevelConfig checks a level's settings against that registry and the built-in schemes
+    # register themselves in it. Left for the package moves of issue 28 (ckpt/config/): the
+    # factory type belongs with the config and the Redundancy protocol, above the registry.
+    frozenset({"greenckpt.ckpt.levels", "greenckpt.ckpt.config_model"}),
+    frozenset({"greenckpt.ckpt.levels", "greenckpt.ckpt.redundancy"}),
+}
+"""Two-module circles that exist and are known; the test fails when one more appears and when
+one of these goes away (then delete it here), so this set only shrinks."""
+
+
+@dataclass(frozen=True)
+class Edge:
+    """``source`` imports ``target`` at ``line`` (``where``: module, function, TYPE_CHECKING)."""
+
+    source: str
+    target: str
+    line: int
+    where: str
+
+
+def modules(src: Path) -> dict[str, Path]:
+    """Every module under ``src`` (the package folder) by dotted name; a package by its own."""
+    found = {}
+    for path in sorted(src.rglob("*.py")):
+        parts = path.relative_to(src.parent).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _owner(name: str, known: dict[str, Path]) -> str | None:
+    """The longest module or package of ``known`` that ``name`` is or lies in."""
+    while name and name not in known:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def imports(module: str, path: Path, known: dict[str, Path]) -> Iterator[Edge]:
+    """Every import of another module of ``known`` that ``module``'s source names."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    root = next(iter(known)).split(".")[0]
+
+    def visit(node: ast.AST, where: str) -> Iterator[Edge]:
+        for child in ast.iter_child_nodes(node):
+            inner = where
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                inner = "function" if where == "module" else where
+            elif isinstance(child, ast.If) and _is_type_checking(child.test):
+                inner = "TYPE_CHECKING"
+            targets: list[str] = []
+            line = getattr(child, "lineno", 0)
+            if isinstance(child, ast.Import):
+                targets = [a.name for a in child.names]
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    up = package.split(".")[: len(package.split(".")) - child.level + 1]
+                    base = ".".join([*up, base] if base else up)
+                targets = [f"{base}.{a.name}" for a in child.names] or [base]
+            for name in targets:
+                if name.split(".")[0] != root:
+                    continue
+                target = _owner(name, known)
+                if target is not None and target != module:
+                    yield Edge(module, target, line, inner)
+            yield from visit(child, inner)
+
+    yield from visit(ast.parse(path.read_text(encoding="utf-8")), "module")
+
+
+def two_module_circles(src: Path) -> dict[frozenset[str], list[Edge]]:
+    """Each pair of modules that import each other, with the imports that make the circle."""
+    known = modules(src)
+    edges: dict[tuple[str, str], list[Edge]] = {}
+    for module, path in known.items():
+        for edge in imports(module, path, known):
+            edges.setdefault((edge.source, edge.target), []).append(edge)
+    return {
+        frozenset(pair): edges[pair] + edges[(pair[1], pair[0])]
+        for pair in edges
+        if (pair[1], pair[0]) in edges and pair[0] < pair[1]
+    }
+
+
+def _describe(found: dict[frozenset[str], list[Edge]]) -> list[str]:
+    return sorted(
+        "; ".join(
+            dict.fromkeys(f"{e.source}:{e.line} imports {e.target} ({e.where})" for e in edges)
+        )
+        for edges in found.values()
+    )
+
+
+def test_no_two_modules_import_each_other() -> None:
+    found = two_module_circles(SRC)
+    new = {pair: edges for pair, edges in found.items() if pair not in KNOWN}
+    assert _describe(new) == [], "move the shared piece below both, or type one side by a Protocol"
+
+
+def test_the_known_circles_still_exist() -> None:
+    """A known circle that was removed leaves :data:`KNOWN`, so none can come back unseen."""
+    gone = KNOWN - set(two_module_circles(SRC))
+    assert gone == set(), f"no longer a circle: delete from KNOWN: {sorted(map(sorted, gone))}"
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    src = tmp_path / "pkg"
+    for name, text in files.items():
+        path = src / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return src
+
+
+def test_every_form_of_import_makes_a_circle(tmp_path: Path) -> None:
+    """The reader sees a circle through a function's import, a TYPE_CHECKING import, a
+    relative import, ``from pkg.sub import module`` and ``import pkg.sub.module``."""
+    src = _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "sub/__init__.py": "",
+            "sub/a.py": "def f():\n    from pkg.sub import b\n",
+            "sub/b.py": "import typing\nif typing.TYPE_CHECKING:\n    from . import a\n",
+            "sub/c.py": "from .d import X\n",
+            "sub/d.py": "import pkg.sub.c\n",
+            "sub/e.py": "from pkg.sub.f import Y\n",
+            "sub/f.py": "import os\n",
+        },
+    )
+    found = two_module_circles(src)
+    assert set(found) == {
+        frozenset({"pkg.sub.a", "pkg.sub.b"}),
+        frozenset({"pkg.sub.c", "pkg.sub.d"}),
+    }
+    wheres = {e.where for e in found[frozenset({"pkg.sub.a", "pkg.sub.b"})]}
+    assert wheres == {"function", "TYPE_CHECKING"}
+
+
+def test_a_package_and_its_module_importing_each_other_is_a_circle(tmp_path: Path) -> None:
+    """``pkg/__init__.py`` re-exporting from ``pkg.a`` while ``pkg.a`` imports a name from
+    ``pkg`` (not a module) is a circle; the implicit import of the parent package is not."""
+    src = _tree(
+        tmp_path,
+        {
+            "__init__.py": "from pkg.a import A\n",
+            "a.py": "from pkg import VERSION\nA = 1\n",
+            "b.py": "from pkg.a import A\n",
+        },
+    )
+    assert set(two_module_circles(src)) == {frozenset({"pkg", "pkg.a"})}
