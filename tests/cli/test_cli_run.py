@@ -21,6 +21,7 @@ from greenckpt.cli.demo_cmd import cpu_sweep_args
 from greenckpt.platform.cpufreq import CpufreqController
 from tests.ckpt.test_mpi import mpiexec
 from tests.conftest import EXAMPLE_PROFILE
+from tests.platform import fake_power
 from tests.platform.fake_cpu import FakeSysfsRoot, build_tree, load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,8 +43,12 @@ CHILD = textwrap.dedent(
 )
 
 
-def greenckpt(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def greenckpt(*args: str, cwd: Path, root: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``greenckpt ARGS`` from this checkout; on the fake node ``root`` when given (tests that
+    start a session without it act on this machine's own root: they are marked real_node)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    if root is not None:
+        env.update(GREENCKPT_SYSROOT=str(root), XDG_RUNTIME_DIR=str(cwd))
     return subprocess.run(
         [sys.executable, "-m", "greenckpt", *args],
         cwd=cwd,
@@ -55,6 +60,15 @@ def greenckpt(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def vm_node(tmp_path: Path) -> Path:
+    """A fake node like this VM (no cpufreq; C-states; SYNTHETIC RAPL and /proc/stat) for
+    tests whose point is not the real machine."""
+    tree = build_tree(load_spec("vm-no-cpufreq"), tmp_path / "node")
+    fake_power.intel_tree(tree)
+    return tree
+
+
+@pytest.mark.real_node  # greenckpt run as a user runs it: on this machine, its meters and lock
 @pytest.mark.parametrize("status", [0, 3])
 def test_run_accounts_the_announced_phase_and_reports(tmp_path: Path, status: int) -> None:
     """The command's checkpoint is accounted; a failing command still gets its report, the
@@ -107,6 +121,7 @@ def test_run_bad_input_is_one_line_exit_2(args: list[str], message: str, tmp_pat
 
 
 @pytest.mark.skipif(mpiexec() is None, reason="no mpiexec: pip install '.[mpi]'")
+@pytest.mark.real_node  # the README's first command's job, on this machine
 def test_demo_end_to_end(tmp_path: Path) -> None:
     """The main job: profile, plan, the heat example under mpiexec -n 4 with the runtime, a
     killed rank and a lost node, restart, bit-identical result, per-phase report."""
@@ -127,6 +142,7 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     assert again.returncode == 0 and "reusing" in again.stdout
 
 
+@pytest.mark.real_node  # a governor baseline and its comparison, with this machine's meters
 def test_run_compares_with_a_baseline_run(tmp_path: Path) -> None:
     """A baseline run's report (here the performance-governor policy) gives wu2018 Eq. 2
     percentages in the second run's report; a file that is not a report is one line, exit 2."""

@@ -27,7 +27,7 @@ from greenckpt.runtime.modelled import modelled_epe, observed_interval, with_mod
 from greenckpt.runtime.report import PhaseRecord, RunReport
 from greenckpt.runtime.settings import PhaseRequest, Settings
 from tests.ckpt.test_mpi import mpiexec
-from tests.cli.test_cli_run import CHILD, greenckpt
+from tests.cli.test_cli_run import CHILD, greenckpt, vm_node
 from tests.platform import fake_power
 from tests.platform.fake_cpu import build_tree, load_spec
 from tests.ready_child import python_with_hangup
@@ -75,7 +75,7 @@ def _profile(tmp_path: Path) -> Path:
     ids=["no-command", "missing-program", "command-with-args"],
 )
 def test_run_errors_name_the_command_not_its_arguments(args: list[str], tmp_path: Path) -> None:
-    proc = greenckpt(*args, cwd=tmp_path)
+    proc = greenckpt(*args, cwd=tmp_path, root=vm_node(tmp_path))
     if args[-1] == "--x":  # `true --x` is a fine command: no error, no odd prefix anywhere
         assert proc.returncode == 0, proc.stderr
         assert "['--'" not in proc.stderr
@@ -101,6 +101,8 @@ def test_run_job_mtbf_with_nodes_is_refused_not_dropped(tmp_path: Path) -> None:
     assert both.returncode == 2 and "disagree" in both.stderr
 
 
+# real_node: the profile is of this machine's storage, identified on its own root
+@pytest.mark.real_node
 def test_run_mtbf_is_one_nodes_and_the_job_rate_counts_the_nodes(tmp_path: Path) -> None:
     """--mtbf 8h --nodes 4: the job fails every 2 h; the profile policy and the modelled
     EPE use that rate, and the JSON says how it was stated."""
@@ -214,6 +216,8 @@ def test_modelled_epe_says_why_when_it_cannot_be_computed() -> None:
     assert filled.predicted_epe is None and m.derivation in filled.notes
 
 
+# real_node: the profile is of this machine's storage, identified on its own root
+@pytest.mark.real_node
 def test_run_fills_the_modelled_epe_or_says_why(tmp_path: Path) -> None:
     """With a profile of this storage, --app-power and --mtbf the report carries the model's
     EPE at the run's interval with its derivation; without them a note says what is missing."""
@@ -243,7 +247,7 @@ def test_run_fills_the_modelled_epe_or_says_why(tmp_path: Path) -> None:
 def test_run_json_is_one_document_and_the_command_output_goes_to_stderr(tmp_path: Path) -> None:
     proc = greenckpt(
         "run", "--json", "--report", "rep", "--", sys.executable, "-c", CHILD, str(tmp_path), "3",
-        cwd=tmp_path,
+        cwd=tmp_path, root=vm_node(tmp_path),
     )  # fmt: skip
     assert proc.returncode == 3
     doc = json.loads(proc.stdout)  # nothing else on stdout
@@ -268,6 +272,7 @@ def test_demo_profiling_shows_the_profilers_progress(
 
 
 @pytest.mark.skipif(mpiexec() is None, reason="no mpiexec: pip install '.[mpi]'")
+@pytest.mark.real_node  # the demo end to end, on this machine as a user runs it
 def test_demo_json_and_the_model_at_the_interval_it_used(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -349,10 +354,12 @@ def test_sigterm_is_forwarded_and_the_report_written(
     same; SIGINT too when no terminal sent it to the command (a new session: no terminal)."""
     # faulthandler: a run that hangs is sent SIGABRT below and prints every thread's stack
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PYTHONFAULTHANDLER": "1"}
-    if control:
-        tree = build_tree(load_spec("intel-acpi-cpufreq"), tmp_path / "tree")
-        fake_power.intel_tree(tree)
-        env.update(GREENCKPT_SYSROOT=str(tree), XDG_RUNTIME_DIR=str(tmp_path))
+    # a fake node (the signal path is the point, not this machine's settings): with cpufreq
+    # for the control case, without (as this VM) for the others
+    spec = "intel-acpi-cpufreq" if control else "vm-no-cpufreq"
+    tree = build_tree(load_spec(spec), tmp_path / "tree")
+    fake_power.intel_tree(tree)
+    env.update(GREENCKPT_SYSROOT=str(tree), XDG_RUNTIME_DIR=str(tmp_path))
     run = subprocess.Popen(
         [*python_with_hangup("-m", "greenckpt", "run", "--report", "rep", "--"),
          sys.executable, "-c", SLEEPER, str(tmp_path), mode],
@@ -404,7 +411,10 @@ def test_sigterm_is_forwarded_and_the_report_written(
 
 def test_a_command_killed_by_a_signal_gives_128_plus_n(tmp_path: Path) -> None:
     code = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
-    proc = greenckpt("run", "--report", "rep", "--", sys.executable, "-c", code, cwd=tmp_path)
+    proc = greenckpt(
+        "run", "--report", "rep", "--", sys.executable, "-c", code, cwd=tmp_path,
+        root=vm_node(tmp_path),
+    )  # fmt: skip
     assert proc.returncode == 128 + 9, proc.stderr
     assert "exited with status 137" in proc.stderr
 
@@ -437,7 +447,10 @@ def test_a_report_directory_lost_during_the_run_keeps_the_report(tmp_path: Path)
         sys.exit(3)
         """
     )
-    proc = greenckpt("run", "--report", "rep", "--", sys.executable, "-c", code, cwd=tmp_path)
+    proc = greenckpt(
+        "run", "--report", "rep", "--", sys.executable, "-c", code, cwd=tmp_path,
+        root=vm_node(tmp_path),
+    )  # fmt: skip
     assert proc.returncode == 3, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "greenckpt run report" in proc.stdout and "run total" in proc.stdout

@@ -21,7 +21,7 @@ from greenckpt.errors import InvalidValueError
 from greenckpt.runtime.job_agents import agent_args
 from greenckpt.units import format_duration
 from tests.cli.test_cli import BASE as PLAN
-from tests.cli.test_cli_run import greenckpt
+from tests.cli.test_cli_run import greenckpt, vm_node
 from tests.cli.test_cli_simulate import BASE as SIMULATE
 
 FAILURE = ("--mtbf", "14h")
@@ -105,7 +105,7 @@ def test_help_documents_mtbf_as_the_alias_of_node_mtbf(
 def test_run_takes_node_and_job_mtbf_that_agree(tmp_path: Path) -> None:
     proc = greenckpt(
         "run", "--node-mtbf", "8h", "--nodes", "4", "--job-mtbf", "2h", "--json", "--report",
-        "rep", "--", "true", cwd=tmp_path,
+        "rep", "--", "true", cwd=tmp_path, root=vm_node(tmp_path),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     rate = json.loads(proc.stdout)["failure_rate"]

@@ -15,6 +15,7 @@ from greenckpt.cli.agent_cmd import _options as agent_options
 from greenckpt.cli.main import build_parser
 from greenckpt.cli.runtime_flags import node_options
 from greenckpt.runtime.job_agents import agent_args
+from tests.cli.test_cli_run import vm_node
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = textwrap.dedent(
@@ -29,8 +30,10 @@ CHILD = textwrap.dedent(
 )
 
 
-def _greenckpt(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def _greenckpt(*args: str, cwd: Path, root: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    if root is not None:  # a fake node: the point is the advice, not this machine
+        env.update(GREENCKPT_SYSROOT=str(root), XDG_RUNTIME_DIR=str(cwd))
     return subprocess.run(
         [sys.executable, "-m", "greenckpt", *args],
         cwd=cwd, capture_output=True, text=True, timeout=300, env=env, check=False,
@@ -40,7 +43,7 @@ def _greenckpt(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_a_governor_baseline_writes_with_every_rank_given(tmp_path: Path) -> None:
     proc = _greenckpt(
         "run", "--policy", "performance", "--app-processes", "3", "--report", "rep", "--",
-        sys.executable, "-c", CHILD, str(tmp_path), cwd=tmp_path,
+        sys.executable, "-c", CHILD, str(tmp_path), cwd=tmp_path, root=vm_node(tmp_path),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "advice 3" in proc.stdout  # not the node's 2 CPUs

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Final, Generic, TypeVar
 
 from greenckpt.ckpt.comm import Comm
+from greenckpt.errors import GreenckptError
 
 __all__ = [
     "PEER",
@@ -78,7 +79,7 @@ def _pick(errors: Sequence[str | None], causes_first: bool) -> Failure | None:
     return None if bad is None else Failure(*bad)
 
 
-class LocalFailure(Exception):  # noqa: N818 - reads as "raise LocalFailure(why)"
+class LocalFailure(GreenckptError):  # noqa: N818 - reads as "raise LocalFailure(why)"
     """Raised by a computation given to :func:`agree_on` to fail this rank in its own words
     (the message as it is, without the class's name that :func:`one_line` adds)."""
 
