@@ -11,10 +11,10 @@ CLI imports it): public names of the layers below are imported on first use (PEP
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
 from greenckpt.errors import GreenckptError
+from greenckpt.lazy import lazy_names
 
 if TYPE_CHECKING:
     from greenckpt.ckpt import Checkpointer
@@ -27,15 +27,4 @@ __all__ = ["Checkpointer", "GreenckptError"]
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str) -> object:
-    """A lazily re-exported public name, imported on first use (PEP 562)."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals(), __all__)

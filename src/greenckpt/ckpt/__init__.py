@@ -9,8 +9,9 @@ Why the library is built as it is: docs/design/checkpointer.md.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from greenckpt.lazy import lazy_names
 
 if TYPE_CHECKING:
     from greenckpt.ckpt.api import Checkpointer
@@ -96,15 +97,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    """A public name, imported from its module on first use (PEP 562)."""
-    module = _PUBLIC.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, _PUBLIC, globals(), __all__)

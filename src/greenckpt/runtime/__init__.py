@@ -26,9 +26,9 @@ import the job machinery.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
+from greenckpt.lazy import lazy_names
 from greenckpt.runtime.modelled import ModelledEpe, modelled_epe, with_modelled_epe
 from greenckpt.runtime.policy import (
     DEFAULT_IO_PROCESSES,
@@ -98,15 +98,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    """A public name of :data:`_LAZY`, imported on first use (PEP 562)."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals(), __all__)
