@@ -21,10 +21,11 @@ Another session on the machine (a user's job, another test run) is not this suit
 the lock names a live process outside this test process's tree, at a test's start or end, that
 test is not checked (its sessions shared the node with control off, and the settings are the
 other session's) — unless it is the session named by ``$GREENCKPT_TEST_PASSIVE_HOLDER`` (a
-pid), one started with ``--no-control`` that changes nothing (CI holds the node with one for
-the whole suite, so the settings are still checked there). A session of another process tree
-that starts and ends within one test would still be blamed on it; so detection of unmarked
-tests is off under pytest-xdist, whose workers are such trees for each other.
+pid) that changes nothing while the suite runs: CI holds the node for the whole suite with a
+``greenckpt run -- sleep infinity`` to which nothing announces a phase (``--no-control`` would
+not take the node lock at all), so the settings are still checked there. A session of another
+process tree that starts and ends within one test would still be blamed on it; so detection of
+unmarked tests is off under pytest-xdist, whose workers are such trees for each other.
 """
 
 from __future__ import annotations
@@ -117,7 +118,7 @@ def foreign_holder() -> int | None:
     if not isinstance(pid, int) or _parent(pid) is None or _ours(pid):
         return None
     if str(pid) == os.environ.get(PASSIVE_HOLDER_ENV):
-        return None  # it controls nothing: the settings are still this suite's to keep
+        return None  # it changes nothing: the settings are still this suite's to keep
     return pid
 
 
