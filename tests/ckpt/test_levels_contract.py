@@ -22,7 +22,7 @@ from greenckpt.ckpt import (
     unregister_scheme,
 )
 from greenckpt.ckpt.config import load_config
-from greenckpt.ckpt.config_values import to_int
+from greenckpt.ckpt.config.values import to_int
 from greenckpt.ckpt.levels import BUILTIN_LEVELS, level_spec
 from greenckpt.testing.levels import LevelContract
 from tests.ckpt.test_levels_as_data import ARCHIVE, MIRRORED, _mirror

@@ -36,8 +36,8 @@ from greenckpt.errors import InvalidValueError
 
 if TYPE_CHECKING:
     from greenckpt.ckpt.comm import Comm
-    from greenckpt.ckpt.config_model import LevelConfig
-    from greenckpt.ckpt.config_values import Reading
+    from greenckpt.ckpt.config.result import LevelConfig
+    from greenckpt.ckpt.config.values import Reading
     from greenckpt.ckpt.redundancy import Redundancy
 
 __all__ = [
@@ -73,7 +73,7 @@ Convert: TypeAlias = "Callable[[object, Reading], object]"
 
 def _at_least(minimum: int) -> Convert:
     def convert(value: object, r: Reading) -> object:
-        from greenckpt.ckpt.config_values import to_int  # noqa: PLC0415 - see above
+        from greenckpt.ckpt.config.values import to_int  # noqa: PLC0415 - see above
 
         return to_int(minimum)(value, r)
 
@@ -81,7 +81,7 @@ def _at_least(minimum: int) -> Convert:
 
 
 def _boolean(value: object, r: Reading) -> object:
-    from greenckpt.ckpt.config_values import to_bool  # noqa: PLC0415 - see above
+    from greenckpt.ckpt.config.values import to_bool  # noqa: PLC0415 - see above
 
     return to_bool(value, r)
 
@@ -94,7 +94,7 @@ class LevelSetting:
     name :meth:`Config.describe <greenckpt.ckpt.config.Config.describe>` shows
     (``l3.group_size``); ``key``: its TOML key, level keyword key and ``GREENCKPT_L<n>_<KEY>``
     suffix (``name`` when not given); ``convert``: checks and normalises a value (the
-    converters of :mod:`greenckpt.ckpt.config_values`, or any callable raising
+    converters of :mod:`greenckpt.ckpt.config.values`, or any callable raising
     :class:`~greenckpt.ckpt.config.ConfigError` through its ``Reading``); ``default``: its
     value when no source gives one.
     """
@@ -151,7 +151,7 @@ def check_parity(level: int, values: Sourced) -> None:
     (group_size, group_where), (parity, parity_where) = values["group_size"], values["parity"]
     assert isinstance(group_size, int) and isinstance(parity, int)
     if parity >= group_size:
-        from greenckpt.ckpt.config_values import ConfigError  # noqa: PLC0415 - see _at_least
+        from greenckpt.ckpt.config.values import ConfigError  # noqa: PLC0415 - see _at_least
 
         where = parity_where if parity_where == group_where else f"{parity_where} and {group_where}"
         raise ConfigError(

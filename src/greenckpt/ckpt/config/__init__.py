@@ -7,20 +7,20 @@ passed by the application — and :func:`load_config` merges them into one froze
 :meth:`Config.describe` names the source of every value. Errors are one-line
 :class:`ConfigError` messages naming the source, the setting and what would be valid.
 
-This module is the public face; the work is split by job: :mod:`~greenckpt.ckpt.config_values`
-(one converter per kind of value), :mod:`~greenckpt.ckpt.config_settings` (the table of
-settings, levels' settings from the level registry), :mod:`~greenckpt.ckpt.config_model`
-(:class:`Config`, :class:`LevelConfig`) and :mod:`~greenckpt.ckpt.config_load` (reading and
-merging). Every setting, its variable, default and valid values, and the TOML layout are in
-docs/design/levels-and-config.md.
+This package is the public face; its modules split the work by job:
+:mod:`~greenckpt.ckpt.config.values` (one converter per kind of value),
+:mod:`~greenckpt.ckpt.config.table` (the table of settings, levels' settings from the level
+registry), :mod:`~greenckpt.ckpt.config.result` (:class:`Config`, :class:`LevelConfig`) and
+:mod:`~greenckpt.ckpt.config.load` (reading and merging). Every setting, its variable, default
+and valid values, and the TOML layout are in docs/design/levels-and-config.md.
 """
 
 from __future__ import annotations
 
-from greenckpt.ckpt.config_load import load_config
-from greenckpt.ckpt.config_model import Config, LevelConfig, SettingDescription
-from greenckpt.ckpt.config_settings import ENV_PREFIX
-from greenckpt.ckpt.config_values import CODECS, ON_UNRECOVERABLE, ConfigError
+from greenckpt.ckpt.config.load import load_config
+from greenckpt.ckpt.config.result import Config, LevelConfig, SettingDescription
+from greenckpt.ckpt.config.table import ENV_PREFIX
+from greenckpt.ckpt.config.values import CODECS, ON_UNRECOVERABLE, ConfigError
 from greenckpt.io.checksum import CHECKSUMS
 
 __all__ = [

@@ -8,18 +8,17 @@ manifest is strict: loading validates every field and relation and the manifest'
 and refuses a damaged or foreign file with a :class:`ManifestError` naming the JSON path of the
 first bad value; writing validates first, so an invalid manifest is never committed.
 
-This module is the public face; the work is split by job: :mod:`~greenckpt.ckpt.manifest_model`
-(the dataclasses and constants), :mod:`~greenckpt.ckpt.manifest_check` (validating the parts),
-:mod:`~greenckpt.ckpt.manifest_json` (to and from JSON, the digest) and
-:mod:`~greenckpt.ckpt.manifest_file` (the file). Why a digest of its own, why version 1 is still
-read, and the document: docs/design/levels-and-config.md; the fields: docs/formats.md.
+This package is the public face; its modules split the work by job:
+:mod:`~greenckpt.ckpt.manifest.document` (the dataclasses and constants),
+:mod:`~greenckpt.ckpt.manifest.check` (validating the parts),
+:mod:`~greenckpt.ckpt.manifest.serialize` (to and from JSON, the digest) and
+:mod:`~greenckpt.ckpt.manifest.file` (the file). Why a digest of its own, why version 1 is
+still read, and the document: docs/design/levels-and-config.md; the fields: docs/formats.md.
 """
 
 from __future__ import annotations
 
-from greenckpt.ckpt.manifest_file import read_manifest, write_manifest
-from greenckpt.ckpt.manifest_json import manifest_digest, manifest_from_json, manifest_to_json
-from greenckpt.ckpt.manifest_model import (
+from greenckpt.ckpt.manifest.document import (
     FORMAT_NAME,
     FORMAT_VERSION,
     LEGACY_VERSION,
@@ -34,6 +33,8 @@ from greenckpt.ckpt.manifest_model import (
     VariableKind,
     utc_now_iso,
 )
+from greenckpt.ckpt.manifest.file import read_manifest, write_manifest
+from greenckpt.ckpt.manifest.serialize import manifest_digest, manifest_from_json, manifest_to_json
 
 __all__ = [
     "FORMAT_NAME",

@@ -16,8 +16,8 @@ import tomllib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from greenckpt.ckpt.config_model import Config, LevelConfig
-from greenckpt.ckpt.config_settings import (
+from greenckpt.ckpt.config.result import Config, LevelConfig
+from greenckpt.ckpt.config.table import (
     ENV_PREFIX,
     LEVEL_ENV_PATTERN,
     NO_LEVEL,
@@ -34,7 +34,7 @@ from greenckpt.ckpt.config_settings import (
     settings_of,
     suggest,
 )
-from greenckpt.ckpt.config_values import ConfigError, Interval, Reading, show, to_path
+from greenckpt.ckpt.config.values import ConfigError, Interval, Reading, show, to_path
 from greenckpt.ckpt.levels import Storage, level_numbers, level_spec, level_specs, scheme_spec
 
 _CONFIG_ENV = ENV_PREFIX + "CONFIG"

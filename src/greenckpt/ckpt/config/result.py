@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TypedDict
 
-from greenckpt.ckpt.config_settings import (
+from greenckpt.ckpt.config.table import (
     NO_LEVEL,
     TOP,
     every_level_setting,
@@ -24,7 +24,7 @@ from greenckpt.ckpt.config_settings import (
     levels_only,
     settings_of,
 )
-from greenckpt.ckpt.config_values import (
+from greenckpt.ckpt.config.values import (
     ConfigError,
     Reading,
     is_int,

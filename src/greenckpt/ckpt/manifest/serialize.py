@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from greenckpt.ckpt.manifest_check import (
+from greenckpt.ckpt.manifest.check import (
     checksum_field,
     codec_field,
     created_field,
@@ -30,7 +30,7 @@ from greenckpt.ckpt.manifest_check import (
     str_field,
     tool_field,
 )
-from greenckpt.ckpt.manifest_model import (
+from greenckpt.ckpt.manifest.document import (
     FORMAT_NAME,
     FORMAT_VERSION,
     LEGACY_VERSION,

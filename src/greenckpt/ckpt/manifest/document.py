@@ -3,7 +3,7 @@ format's constants.
 
 Why frozen dataclasses apart from the JSON: the checkpoint library builds, compares and copies
 manifests in memory (a rebuilt node's copy, a level-4 copy of a level-1 checkpoint) without
-caring how they are spelled on disk; :mod:`~greenckpt.ckpt.manifest_json` is the one place that
+caring how they are spelled on disk; :mod:`~greenckpt.ckpt.manifest.serialize` is the one place that
 turns them into the document and back, validating everything. Internal to
 :mod:`greenckpt.ckpt.manifest`, which re-exports every name; see
 docs/design/levels-and-config.md.

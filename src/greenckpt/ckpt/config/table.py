@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from greenckpt.ckpt.config_values import (
+from greenckpt.ckpt.config.values import (
     to_bool,
     to_checksum,
     to_codec,

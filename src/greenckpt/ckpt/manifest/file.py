@@ -14,8 +14,8 @@ import json
 import os
 from pathlib import Path
 
-from greenckpt.ckpt.manifest_json import manifest_from_json, manifest_to_json
-from greenckpt.ckpt.manifest_model import Manifest, ManifestError
+from greenckpt.ckpt.manifest.document import Manifest, ManifestError
+from greenckpt.ckpt.manifest.serialize import manifest_from_json, manifest_to_json
 from greenckpt.durable import write_atomic, write_durable
 
 

@@ -4,7 +4,7 @@ Why each check names a JSON path: a manifest is what a restart trusts, so a dama
 one must be refused with the first bad value named (``manifest.ranks[3].variables[0].nbytes``)
 rather than restore garbage. These checks know the relations inside a part (variables
 contiguous and adding up to the rank's logical size, an array's bytes matching dtype × shape,
-every rank on exactly one node); :func:`~greenckpt.ckpt.manifest_json.manifest_from_json`
+every rank on exactly one node); :func:`~greenckpt.ckpt.manifest.serialize.manifest_from_json`
 puts the parts together. Internal to :mod:`greenckpt.ckpt.manifest`; see
 docs/design/levels-and-config.md.
 """
@@ -20,7 +20,7 @@ from typing import Any, Final, cast
 import numpy as np
 
 from greenckpt.ckpt.levels import level_specs
-from greenckpt.ckpt.manifest_model import (
+from greenckpt.ckpt.manifest.document import (
     FORMAT_NAME,
     FORMAT_VERSION,
     LEGACY_VERSION,
