@@ -13,17 +13,10 @@ import pytest
 
 from greenckpt import durable
 from greenckpt.durable import fsync_directory, write_atomic, write_durable
-from greenckpt.io import atomic
 
 
 def _temps(directory: Path) -> list[Path]:
     return sorted(directory.glob(".*.tmp"))
-
-
-def test_io_atomic_keeps_the_names_of_the_leaf() -> None:
-    assert atomic.write_atomic is write_atomic
-    assert atomic.write_durable is write_durable
-    assert atomic.fsync_directory is fsync_directory
 
 
 @pytest.mark.parametrize("temp", ["random", "pid"])

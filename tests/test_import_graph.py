@@ -139,6 +139,51 @@ def test_the_known_circles_still_exist() -> None:
     assert gone == set(), f"no longer a circle: delete from KNOWN: {sorted(map(sorted, gone))}"
 
 
+def _is_reexport_only(statement: ast.stmt) -> bool:
+    """An import, ``__all__ = [...]`` (or ``+=``), or a bare string (a docstring)."""
+    if isinstance(statement, ast.Import | ast.ImportFrom):
+        return True
+    if isinstance(statement, ast.Expr):
+        return isinstance(statement.value, ast.Constant) and isinstance(statement.value.value, str)
+    targets: list[ast.expr] = []
+    if isinstance(statement, ast.Assign):
+        targets = statement.targets
+    elif isinstance(statement, ast.AugAssign | ast.AnnAssign):
+        targets = [statement.target]
+    return bool(targets) and all(isinstance(t, ast.Name) and t.id == "__all__" for t in targets)
+
+
+def reexport_shims(src: Path) -> list[str]:
+    """Every module of ``src`` (not a package's ``__init__``) that only re-exports names.
+
+    A shim is a module whose body is nothing but imports, ``__all__`` and strings, with at
+    least one import of the package itself (``from greenckpt.x import name``): it keeps an old
+    path alive for names that live elsewhere. Why a test (issue 28, item 4): two paths for one
+    name split the importers, hide where the code is, and outlive every reason for them; an
+    importer names the module that defines what it uses. A package's ``__init__`` is its public
+    face, and may gather its modules' names.
+    """
+    root = src.name
+    found = []
+    for module, path in modules(src).items():
+        if path.name == "__init__.py":
+            continue
+        body = ast.parse(path.read_text(encoding="utf-8")).body
+        own = [
+            s
+            for s in body
+            if isinstance(s, ast.ImportFrom)
+            and (s.level > 0 or (s.module or "").split(".")[0] == root)
+        ]
+        if own and all(_is_reexport_only(s) for s in body):
+            found.append(module)
+    return sorted(found)
+
+
+def test_no_module_only_re_exports_another() -> None:
+    assert reexport_shims(SRC) == [], "import the names from the module that defines them"
+
+
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
     src = tmp_path / "pkg"
     for name, text in files.items():
@@ -185,3 +230,21 @@ def test_a_package_and_its_module_importing_each_other_is_a_circle(tmp_path: Pat
         },
     )
     assert set(two_module_circles(src)) == {frozenset({"pkg", "pkg.a"})}
+
+
+def test_a_module_of_only_imports_and_all_is_a_shim(tmp_path: Path) -> None:
+    """A shim is found whether it imports absolutely or relatively; a package's ``__init__``,
+    a module that defines something and a module importing only other libraries are not."""
+    src = _tree(
+        tmp_path,
+        {
+            "__init__.py": "from pkg.real import X\n__all__ = ['X']\n",
+            "real.py": "X = 1\n",
+            "shim.py": '"""Old path."""\nfrom __future__ import annotations\n'
+            "from pkg.real import X\n__all__ = ['X']\n",
+            "relative.py": "from .real import X as X\n",
+            "user.py": "from pkg.real import X\nY = X + 1\n",
+            "other.py": "import os\nfrom os import path\n",
+        },
+    )
+    assert reexport_shims(src) == ["pkg.relative", "pkg.shim"]

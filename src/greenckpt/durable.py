@@ -3,8 +3,8 @@
 Why one helper, at the bottom: profiles, run reports, checkpoint manifests, the node state
 file that restores frequencies after a crash, and the record of free page reporting all depend
 on it, and ``platform/`` (which may import nothing above it) needs it as much as ``io/`` and
-``ckpt/`` do. A leaf module: it imports nothing of greenckpt, so every layer may use it;
-:mod:`greenckpt.io.atomic` re-exports it.
+``ckpt/`` do. A leaf module: it imports nothing of greenckpt, so every layer may use it
+(imported from here, under no other name).
 
 :func:`write_atomic` is the usual recipe: temporary file in the same directory, ``fsync``,
 rename over the target, ``fsync`` of the directory (the rename is durable only then). The

@@ -3,8 +3,7 @@
 Python's ``json`` writes ``NaN`` and ``Infinity``, which strict parsers (jq, JavaScript,
 most other languages) reject. An infinite interval or an undefined confidence bound is
 ``null`` in greenckpt's JSON. A leaf module (imports nothing of greenckpt), so the runtime's run
-report, the commands and ``report/`` write JSON the same way without an upward import;
-``greenckpt.report.jsonout`` still names it.
+report, the commands and ``report/`` write JSON the same way without an upward import.
 """
 
 from __future__ import annotations
