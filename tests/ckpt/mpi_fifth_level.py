@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from greenckpt.ckpt import Checkpointer, register_level
-from greenckpt.ckpt.redundancy import register_scheme
+from greenckpt.ckpt.levels import register_scheme
 from tests.ckpt.test_levels_as_data import ARCHIVE, MIRROR_PREFIX, MIRRORED, _mirror
 
 

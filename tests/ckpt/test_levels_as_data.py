@@ -29,6 +29,7 @@ from greenckpt.ckpt.levels import (
     level_numbers,
     level_spec,
     register_level,
+    register_scheme,
     unregister_level,
     unregister_scheme,
 )
@@ -40,7 +41,8 @@ from greenckpt.ckpt.manifest import (
     manifest_to_json,
     read_manifest,
 )
-from greenckpt.ckpt.redundancy import Rebuilt, Redundancy, rebuild_name, register_scheme
+from greenckpt.ckpt.redundancy import rebuild_name
+from greenckpt.ckpt.scheme import Rebuilt, Redundancy
 from greenckpt.ckpt.topology import Topology
 from greenckpt.ckpt.transfer import first_cause
 from greenckpt.io.checksum import file_digest

@@ -6,7 +6,7 @@ are written once here, and the configuration (:mod:`greenckpt.ckpt.config`), the
 check, the notification socket and the :class:`~greenckpt.ckpt.api.Checkpointer` read them
 when they run instead of restating level numbers. Adding a level is one spec and one
 :func:`register_level` call; a new kind of redundancy is one class implementing
-:class:`~greenckpt.ckpt.redundancy.Redundancy` and one :func:`register_scheme` call, which
+:class:`~greenckpt.ckpt.scheme.Redundancy` and one :func:`register_scheme` call, which
 declares the settings the scheme takes (:class:`LevelSetting`: key, converter, default) and
 the check across them. A level takes its scheme's settings plus its own (``LevelSpec.settings``)
 and the configuration reads, checks and describes them from these declarations alone.
@@ -31,14 +31,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
+from greenckpt.ckpt.scheme import SchemeFactory
 from greenckpt.ckpt.topology import Topology
 from greenckpt.errors import InvalidValueError
 
 if TYPE_CHECKING:
-    from greenckpt.ckpt.comm import Comm
-    from greenckpt.ckpt.config.result import LevelConfig
     from greenckpt.ckpt.config.values import Reading
-    from greenckpt.ckpt.redundancy import Redundancy
 
 __all__ = [
     "BUILTIN_LEVELS",
@@ -46,7 +44,6 @@ __all__ = [
     "Failure",
     "LevelSetting",
     "LevelSpec",
-    "SchemeFactory",
     "SchemeSpec",
     "Storage",
     "level_numbers",
@@ -115,11 +112,6 @@ Sourced: TypeAlias = Mapping[str, tuple[object, str]]
 SettingsCheck: TypeAlias = Callable[[int, Sourced], None]
 """A check across a scheme's settings of one level (``level``, values with their sources);
 it raises :class:`~greenckpt.ckpt.config.ConfigError` naming the sources."""
-
-SchemeFactory: TypeAlias = "Callable[[Comm, Topology, LevelConfig, str], Redundancy]"
-"""Builds a level's redundancy from the job's communicator and topology, the level's settings
-(its scheme's values in ``LevelConfig.settings``) and the checksum (collective: every rank
-builds the same levels in the same order)."""
 
 
 @dataclass(frozen=True)

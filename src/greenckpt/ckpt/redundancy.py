@@ -30,15 +30,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Protocol, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from greenckpt.ckpt.agree import agree, agree_with
 from greenckpt.ckpt.comm import Comm
 from greenckpt.ckpt.erasure import GroupLayout, Scheme
 from greenckpt.ckpt.groups import encode_parity, erasure_groups, parity_name, rebuild_data
-from greenckpt.ckpt.levels import SchemeFactory, register_scheme, scheme_spec
+from greenckpt.ckpt.levels import scheme_spec
 from greenckpt.ckpt.manifest import Manifest, RankEntry
 from greenckpt.ckpt.partner import copy_name, inverse, partner_holders
+from greenckpt.ckpt.scheme import Rebuilt, Redundancy
 from greenckpt.ckpt.topology import Topology
 from greenckpt.ckpt.transfer import shift_file
 from greenckpt.io.checksum import file_digest
@@ -50,16 +51,9 @@ __all__ = [
     "ErasureLevel",
     "NoRedundancy",
     "PartnerLevel",
-    "Rebuilt",
-    "Redundancy",
-    "SchemeFactory",
     "build_redundancy",
     "rebuild_name",
-    "register_scheme",
 ]
-
-Rebuilt = list[tuple[Path, Path]]
-"""(temporary file, final file) pairs this rank wrote during a rebuild."""
 
 REBUILD_PREFIX: Final = ".rebuild-"
 
@@ -97,39 +91,6 @@ def _agreed(comm: Comm, error: str | None) -> str | None:
     return None if bad is None else str(bad)
 
 
-class Redundancy(Protocol):
-    """What a level adds to its rank files so that lost ones can be rebuilt (see the module
-    documentation). Every method but ``extra_bytes`` and ``extra_files`` is collective."""
-
-    @property
-    def rebuilds(self) -> bool:
-        """Whether lost rank files can be rebuilt: then a checkpoint is a recovery candidate
-        when *any* node holds it, else only when every node does."""
-        ...
-
-    def encode(
-        self, stage: Path, entries: Sequence[RankEntry]
-    ) -> tuple[dict[str, Any], str | None]:
-        """Make the redundant files in ``stage`` (collective): the manifest's ``redundancy``
-        object, or the first rank's error (the same on every rank)."""
-        ...
-
-    def extra_bytes(self, sizes: Sequence[int]) -> list[int]:
-        """Per rank, the redundant bytes its directory holds besides its own file, given
-        every rank's stored size."""
-        ...
-
-    def extra_files(self, manifest: Manifest, rank: int) -> list[str]:
-        """The redundant files ``rank``'s directory holds for checkpoint ``manifest``."""
-        ...
-
-    def rebuild(self, manifest: Manifest, lost: set[int], target: Path) -> tuple[Rebuilt, str]:
-        """Write the ``lost`` ranks' files and the redundancy they held again, under
-        :func:`rebuild_name` in ``target`` (collective): this rank's temporary files and ''
-        on success, or the first error (the same on every rank)."""
-        ...
-
-
 class NoRedundancy:
     """The rank files alone (levels 1 and 4): nothing to encode, nothing to rebuild from."""
 
@@ -139,7 +100,7 @@ class NoRedundancy:
     def build(
         cls, comm: Comm, topology: Topology, settings: LevelConfig, checksum: str
     ) -> NoRedundancy:
-        """The scheme ``none`` (a :data:`~greenckpt.ckpt.levels.SchemeFactory`)."""
+        """The scheme ``none`` (a :data:`~greenckpt.ckpt.scheme.SchemeFactory`)."""
         return cls()
 
     def encode(
@@ -176,7 +137,7 @@ class PartnerLevel:
     def build(
         cls, comm: Comm, topology: Topology, settings: LevelConfig, checksum: str
     ) -> PartnerLevel:
-        """The scheme ``partner`` (a :data:`~greenckpt.ckpt.levels.SchemeFactory`)."""
+        """The scheme ``partner`` (a :data:`~greenckpt.ckpt.scheme.SchemeFactory`)."""
         return cls(comm, topology, checksum)
 
     rebuilds = True
@@ -310,7 +271,7 @@ class ErasureLevel:
     def build(
         cls, comm: Comm, topology: Topology, settings: LevelConfig, checksum: str
     ) -> ErasureLevel:
-        """The scheme ``erasure`` (a :data:`~greenckpt.ckpt.levels.SchemeFactory`): its
+        """The scheme ``erasure`` (a :data:`~greenckpt.ckpt.scheme.SchemeFactory`): its
         ``group_size`` and ``parity`` settings (collective)."""
         values = settings.settings
         group_size, parity = cast(int, values["group_size"]), cast(int, values["parity"])
