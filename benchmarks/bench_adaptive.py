@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 
 from greenckpt.optimize import Scenario, plan
-from greenckpt.optimize.profile import Profile, load_profile
+from greenckpt.optimize.profile_data import Profile, load_profile
 from greenckpt.profile.adaptive import DEFAULT_MARGIN, AdaptiveChooser, DecisionScenario
 from greenckpt.profile.replay import ReplayMeasurer, spec_of
 from greenckpt.profile.sweep import SweepContext, run_sweep

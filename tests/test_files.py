@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from greenckpt.files import FileTooLargeError, NotRegularFileError, open_regular, read_regular
-from greenckpt.runtime.report import load_report
+from greenckpt.runtime.run_report import load_report
 
 
 def test_a_regular_file_and_a_link_to_one_are_read(tmp_path: Path) -> None:

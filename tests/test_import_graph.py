@@ -176,6 +176,31 @@ def test_no_module_only_re_exports_another() -> None:
     assert reexport_shims(SRC) == [], "import the names from the module that defines them"
 
 
+def modules_named_like_packages(src: Path) -> list[str]:
+    """Every module of ``src`` (not a package's ``__init__``) whose name is a package's name.
+
+    Why a test (issue 28, item 4): ``from greenckpt.runtime import report`` beside the package
+    ``greenckpt.report`` reads as the package, and a reader (or a grep for ``report``) takes one
+    for the other. Decided: a module may not share its last name with any package of
+    greenckpt, anywhere in the tree. Two modules of different packages may share a name
+    (``ckpt/store.py``, ``profile/store.py``): each is read with its package, as
+    ``ckpt.store`` and ``profile.store``, and the packages say which job each does.
+    """
+    found = modules(src)
+    packages = {
+        name.rpartition(".")[2] for name, path in found.items() if path.name == "__init__.py"
+    }
+    return sorted(
+        name
+        for name, path in found.items()
+        if path.name != "__init__.py" and name.rpartition(".")[2] in packages
+    )
+
+
+def test_no_module_has_a_package_s_name() -> None:
+    assert modules_named_like_packages(SRC) == [], "rename the module by what it holds"
+
+
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
     src = tmp_path / "pkg"
     for name, text in files.items():
@@ -240,3 +265,22 @@ def test_a_module_of_only_imports_and_all_is_a_shim(tmp_path: Path) -> None:
         },
     )
     assert reexport_shims(src) == ["pkg.relative", "pkg.shim"]
+
+
+def test_a_module_named_like_any_package_is_found(tmp_path: Path) -> None:
+    """A module named like a package elsewhere (``run/report.py`` beside ``report/``) or like
+    a nested package is found; two modules of one name in different packages are not."""
+    src = _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "report/__init__.py": "",
+            "report/store.py": "",
+            "run/__init__.py": "",
+            "run/report.py": "",
+            "run/store.py": "",
+            "run/deep/__init__.py": "",
+            "deep.py": "",
+        },
+    )
+    assert modules_named_like_packages(src) == ["pkg.deep", "pkg.run.report"]

@@ -23,7 +23,7 @@ from rich.console import Console
 
 from greenckpt.cli import profile_cmd
 from greenckpt.cli.main import main
-from greenckpt.optimize.profile import Operation, load_profile, profile_from_json
+from greenckpt.optimize.profile_data import Operation, load_profile, profile_from_json
 from greenckpt.profile.export import CSV_COLUMNS
 from greenckpt.profile.grid import Cell, CpuSetting
 from greenckpt.profile.measure import NodeMeasurer, RunResult

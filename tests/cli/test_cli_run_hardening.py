@@ -24,7 +24,7 @@ from greenckpt.cli import demo_cmd
 from greenckpt.model import epe
 from greenckpt.report.run_text import render_run_text
 from greenckpt.runtime.modelled import modelled_epe, observed_interval, with_modelled_epe
-from greenckpt.runtime.report import PhaseRecord, RunReport
+from greenckpt.runtime.run_report import PhaseRecord, RunReport
 from greenckpt.runtime.settings import PhaseRequest, Settings
 from tests.ckpt.test_mpi import mpiexec
 from tests.cli.test_cli_run import CHILD, greenckpt, vm_node

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from greenckpt.cli import demo_cmd
-from greenckpt.optimize.profile import load_profile, profile_from_json
+from greenckpt.optimize.profile_data import load_profile, profile_from_json
 from greenckpt.profile import run_profile
 from tests.conftest import small_profile_doc
 from tests.profile.test_run_library import Recorder

@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from greenckpt.jsonout import dumps
-from greenckpt.optimize.profile import load_profile, profile_to_json
+from greenckpt.optimize.profile_data import load_profile, profile_to_json
 from greenckpt.runtime.node import storage_key_of
 from tests.cli.test_run_job import ROOT, _env
 from tests.platform import fake_power

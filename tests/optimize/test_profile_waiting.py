@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from greenckpt.optimize import ProfileError, load_profile, profile_from_json, save_profile
-from greenckpt.optimize.profile import profile_to_json
+from greenckpt.optimize.profile_data import profile_to_json
 from greenckpt.optimize.waiting import WaitingPower
 from tests.conftest import small_profile_doc
 

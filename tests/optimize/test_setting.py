@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from greenckpt.optimize.profile import ProfilePoint
+from greenckpt.optimize.profile_data import ProfilePoint
 from greenckpt.optimize.setting import CpuSetting, CpuSettingError
 from greenckpt.profile import grid
 from greenckpt.runtime.settings import Settings

@@ -31,7 +31,7 @@ from greenckpt.platform.root import SysRoot
 from greenckpt.platform.selfcheck_base import NOT_CHECKED, PASSED
 from greenckpt.platform.selfcheck_meters import check_meters
 from greenckpt.profile.power import choose_power_domains
-from greenckpt.testing.meters import MeterContract
+from greenckpt.testing.meter_contract import MeterContract
 from tests.platform.test_selfcheck import node, options
 
 __all__ = ["node"]  # the fixture, used by name

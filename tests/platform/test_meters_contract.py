@@ -1,4 +1,4 @@
-"""Every shipped meter passes ``greenckpt.testing.meters.MeterContract`` on SYNTHETIC fakes.
+"""Every shipped meter passes ``greenckpt.testing.meter_contract.MeterContract`` on SYNTHETIC fakes.
 
 The per-meter files test what is particular to each meter; these subclasses only say how to open
 one, how to let energy flow, and where it cannot run, and inherit the common contract: RAPL and
@@ -27,7 +27,7 @@ from greenckpt.platform.meters import perf as perf_mod
 from greenckpt.platform.meters.base import Meter
 from greenckpt.platform.root import SysRoot
 from greenckpt.testing import power as fp
-from greenckpt.testing.meters import MeterContract
+from greenckpt.testing.meter_contract import MeterContract
 
 
 class TestRaplMeterContract(MeterContract):

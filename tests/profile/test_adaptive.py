@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from greenckpt.optimize import plan
-from greenckpt.optimize.profile import load_profile
+from greenckpt.optimize.profile_data import load_profile
 from greenckpt.profile.adaptive import AdaptiveChooser, DecisionScenario, initial_cells
 from greenckpt.profile.grid import CpuSetting
 from greenckpt.profile.replay import ReplayMeasurer, spec_of

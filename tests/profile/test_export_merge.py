@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from greenckpt.optimize.profile import (
+from greenckpt.optimize.profile_data import (
     Profile,
     ProfileError,
     Run,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from greenckpt.cli.main import main
-from greenckpt.optimize.profile import load_profile
+from greenckpt.optimize.profile_data import load_profile
 from tests.conftest import ROOT
 
 TABLE = """\

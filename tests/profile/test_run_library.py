@@ -18,7 +18,7 @@ import pytest
 
 from greenckpt.cli import demo_cmd, profile_cmd
 from greenckpt.cli.main import build_parser
-from greenckpt.optimize.profile import load_profile
+from greenckpt.optimize.profile_data import load_profile
 from greenckpt.platform.cpufreq import CpufreqController
 from greenckpt.profile import (
     CpuSetting,

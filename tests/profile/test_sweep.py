@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from greenckpt.optimize import Scenario, plan
-from greenckpt.optimize.profile import Profile, ProfilePoint, load_profile
+from greenckpt.optimize.profile_data import Profile, ProfilePoint, load_profile
 from greenckpt.platform.restore import NodeSettings
 from greenckpt.platform.sampler import Sampler
 from greenckpt.profile.grid import CpuSetting, SweepError, SweepSpec

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from greenckpt.optimize.profile import Profile, load_profile, profile_from_json
+from greenckpt.optimize.profile_data import Profile, load_profile, profile_from_json
 from greenckpt.report.profile_plots import FIGURE_NAMES, plot_profile, power_label
 from tests.conftest import EXAMPLE_PROFILE
 

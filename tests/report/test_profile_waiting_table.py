@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from greenckpt.cli.main import main
-from greenckpt.optimize.profile import load_profile
+from greenckpt.optimize.profile_data import load_profile
 
 
 def _doc(waiting: list[dict[str, Any]] | None) -> dict[str, Any]:

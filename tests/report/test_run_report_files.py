@@ -11,7 +11,7 @@ import pytest
 from greenckpt.report.run_files import write_report, write_report_safely
 from greenckpt.report.run_plot import plot_run, run_figure
 from greenckpt.report.run_text import render_run_text
-from greenckpt.runtime.report import PhaseRecord, PowerTrace, RunReport
+from greenckpt.runtime.run_report import PhaseRecord, PowerTrace, RunReport
 
 EST = "estimator/cpu"
 

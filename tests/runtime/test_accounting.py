@@ -32,7 +32,7 @@ from greenckpt.report.run_plot import plot_run, power_limits, run_figure
 from greenckpt.report.run_text import render_run_text
 from greenckpt.runtime import Node, PhaseRequest, Settings
 from greenckpt.runtime.notify import NotifyServer
-from greenckpt.runtime.report import (
+from greenckpt.runtime.run_report import (
     REPORT_VERSION,
     PhaseRecord,
     PowerTrace,

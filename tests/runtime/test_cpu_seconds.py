@@ -16,7 +16,7 @@ import pytest
 from greenckpt.platform.root import SysRoot
 from greenckpt.report.run_text import render_run_text
 from greenckpt.runtime import Node, PhaseRequest, Settings
-from greenckpt.runtime.report import load_report
+from greenckpt.runtime.run_report import load_report
 from greenckpt.runtime.session import Runtime
 from greenckpt.testing import power as fp
 

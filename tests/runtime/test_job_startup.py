@@ -24,7 +24,7 @@ from greenckpt.runtime.job_bounds import MAX_SERIES_POINTS
 from greenckpt.runtime.job_report import JobReport
 from greenckpt.runtime.launch import reason_of
 from greenckpt.runtime.notify_socket import sweep_dead_jobs
-from greenckpt.runtime.report import USEFUL_KINDS
+from greenckpt.runtime.run_report import USEFUL_KINDS
 from greenckpt.runtime.session import Runtime
 from tests.runtime.test_job_collector import TOKEN, FakeAgent
 from tests.runtime.test_session import FixedPolicy, fake_meter

@@ -19,7 +19,7 @@ from greenckpt.errors import InvalidValueError
 from greenckpt.report.run_text import bytes_cell, render_run_text
 from greenckpt.runtime.earlier_run import earlier_run
 from greenckpt.runtime.lost_previous import ended_of, previous_loss
-from greenckpt.runtime.report import PhaseRecord, PowerTrace, RunReport, load_report
+from greenckpt.runtime.run_report import PhaseRecord, PowerTrace, RunReport, load_report
 from tests.runtime.test_report import rec
 
 

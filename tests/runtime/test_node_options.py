@@ -11,7 +11,7 @@ import pytest
 
 from greenckpt.errors import InvalidValueError
 from greenckpt.runtime.node_options import NodeOptions, build_runtime
-from greenckpt.runtime.report import RunReport
+from greenckpt.runtime.run_report import RunReport
 from tests.platform.fake_cpu import build_tree, load_spec
 
 PROFILE = Path(__file__).resolve().parents[2] / "examples/profiles/synthetic-pcie-flash.json"

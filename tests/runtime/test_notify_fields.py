@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from greenckpt.runtime.notify import NotifyServer
-from greenckpt.runtime.report import PhaseRecord, load_report
+from greenckpt.runtime.run_report import PhaseRecord, load_report
 from tests.runtime.test_accounting import _isolated, make_runtime  # noqa: F401 - fixture
 from tests.runtime.test_notify import FakeTarget
 

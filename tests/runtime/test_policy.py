@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from greenckpt.optimize import Profile, ProfilePoint, Scenario, load_profile, plan
-from greenckpt.optimize.profile import profile_from_json
+from greenckpt.optimize.profile_data import profile_from_json
 from greenckpt.platform.root import PlatformError, SysRoot
 from greenckpt.runtime import (
     NO_FREQUENCY_CONTROL,

@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 from greenckpt.errors import InvalidValueError
-from greenckpt.optimize.profile import Profile
+from greenckpt.optimize.profile_data import Profile
 from greenckpt.optimize.waiting import WaitingPower
 from tests.runtime.test_policy import ckpt, fake_profile, profile_policy, pt
 

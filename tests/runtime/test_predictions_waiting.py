@@ -16,7 +16,7 @@ import pytest
 from greenckpt.errors import InvalidValueError
 from greenckpt.model import epe
 from greenckpt.optimize import Scenario, plan
-from greenckpt.optimize.profile import Profile
+from greenckpt.optimize.profile_data import Profile
 from greenckpt.optimize.waiting import WaitingPower
 from greenckpt.runtime import GovernorPolicy, PhaseRecord, RunReport, Settings
 from greenckpt.runtime.modelled import modelled_epe

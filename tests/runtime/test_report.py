@@ -21,7 +21,7 @@ from greenckpt.platform.sampler import Series
 from greenckpt.report.run_plot import plot_run
 from greenckpt.report.run_text import render_run_text
 from greenckpt.runtime import Node, Settings
-from greenckpt.runtime.report import (
+from greenckpt.runtime.run_report import (
     BaselineRun,
     PhaseRecord,
     PowerTrace,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from greenckpt.study.checks import app_result, more_work
-from greenckpt.study.report import summarise, write_report
+from greenckpt.study.summary import summarise, write_report
 
 
 def write_study(

@@ -11,7 +11,7 @@ from pathlib import Path
 import matplotlib.image as mpimg
 import numpy as np
 
-from greenckpt.study.report import write_report
+from greenckpt.study.summary import write_report
 from tests.conftest import debian_tool
 
 

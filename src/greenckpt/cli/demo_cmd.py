@@ -62,7 +62,7 @@ from greenckpt.io import IOJobError
 from greenckpt.jsonout import dumps
 from greenckpt.optimize import Scenario, plan
 from greenckpt.optimize.planner import Plan
-from greenckpt.optimize.profile import Profile, load_profile
+from greenckpt.optimize.profile_data import Profile, load_profile
 from greenckpt.platform.cpufreq import CpufreqController, CpufreqPolicy
 from greenckpt.platform.root import PlatformError
 from greenckpt.profile import CpuSetting, SweepSpec, cpu_settings, run_profile
@@ -74,7 +74,7 @@ from greenckpt.runtime.node_options import NodeOptions, node_policy
 from greenckpt.runtime.notify import NotifyServer
 from greenckpt.runtime.policy import Node
 from greenckpt.runtime.profiles import NamedProfile
-from greenckpt.runtime.report import RunReport
+from greenckpt.runtime.run_report import RunReport
 from greenckpt.runtime.session import Runtime
 from greenckpt.units import format_duration, format_power, format_size
 

@@ -50,7 +50,7 @@ from greenckpt.cli.profile_run_cmd import build_spec, draw_profile, register_run
 from greenckpt.errors import InvalidValueError
 from greenckpt.io import IOJobError
 from greenckpt.jsonout import dumps
-from greenckpt.optimize.profile import (
+from greenckpt.optimize.profile_data import (
     Profile,
     load_profile,
     profile_to_json,

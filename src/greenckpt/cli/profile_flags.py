@@ -16,7 +16,7 @@ from typing import TypeVar
 from greenckpt import units
 from greenckpt.cli.argtypes import positive_int
 from greenckpt.io import CodecError, parse_codec
-from greenckpt.optimize.profile import OPERATIONS, Operation
+from greenckpt.optimize.profile_data import OPERATIONS, Operation
 from greenckpt.optimize.setting import GOVERNORS
 
 T = TypeVar("T")

@@ -41,7 +41,7 @@ from greenckpt.cli.profile_flags import (
 from greenckpt.errors import InvalidValueError
 from greenckpt.io import DATA_KINDS, IOJobError
 from greenckpt.jsonout import dumps
-from greenckpt.optimize.profile import (
+from greenckpt.optimize.profile_data import (
     OPERATIONS,
     Profile,
     profile_to_json,

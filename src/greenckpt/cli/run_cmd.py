@@ -36,7 +36,7 @@ from greenckpt.runtime.command import signal_note
 from greenckpt.runtime.intercept import FAMILIES
 from greenckpt.runtime.job_run import JobOutcome
 from greenckpt.runtime.job_run import run as run_command
-from greenckpt.runtime.report import RunReport
+from greenckpt.runtime.run_report import RunReport
 
 
 def register(sub: Any) -> None:

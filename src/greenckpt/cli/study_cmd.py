@@ -109,7 +109,7 @@ def run(ns: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 130
-    from greenckpt.study.report import write_report  # noqa: PLC0415
+    from greenckpt.study.summary import write_report  # noqa: PLC0415
 
     if not (directory / "runs.jsonl").exists():
         raise InvalidValueError(f"{directory} holds no runs of a study (no runs.jsonl)")
@@ -153,7 +153,7 @@ def _adaptive(ns: argparse.Namespace, study: Any, directory: Path) -> None:
     block would pass ``--max-runs``."""
     from greenckpt.errors import InvalidValueError  # noqa: PLC0415
     from greenckpt.study import design, plan, runner  # noqa: PLC0415
-    from greenckpt.study.report import summarise  # noqa: PLC0415
+    from greenckpt.study.summary import summarise  # noqa: PLC0415
 
     target = plan.effect_of(ns.until, flag="--until")
     metric = plan.check_metric(ns.metric)

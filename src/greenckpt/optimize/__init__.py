@@ -1,6 +1,6 @@
 """Choose settings and intervals from a profile with the model.
 
-:mod:`greenckpt.optimize.profile` defines the profile file format and its typed objects (the
+:mod:`greenckpt.optimize.profile_data` defines the profile file format and its typed objects (the
 profiler above fills it, the optimizer reads it); :mod:`greenckpt.optimize.planner` does the
 joint choice of checkpoint settings, restart settings and interval, the governor baselines,
 the constraints; :mod:`greenckpt.optimize.front` the Pareto front.
@@ -17,7 +17,7 @@ from greenckpt.optimize.planner import (
     Scenario,
     plan,
 )
-from greenckpt.optimize.profile import (
+from greenckpt.optimize.profile_data import (
     FORMAT_VERSION,
     Profile,
     ProfileError,

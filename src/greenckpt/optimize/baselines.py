@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from greenckpt.optimize.profile import Profile, ProfilePoint
+from greenckpt.optimize.profile_data import Profile, ProfilePoint
 
 __all__ = [
     "ACTIVE_PSTATE_DRIVERS",

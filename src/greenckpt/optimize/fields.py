@@ -1,6 +1,6 @@
 """The checks of a profile's JSON fields, shared by its points and its waiting entries.
 
-Why apart from :mod:`greenckpt.optimize.profile`: the profile's points and its waiting-power
+Why apart from :mod:`greenckpt.optimize.profile_data`: the profile's points and its waiting-power
 entries (:mod:`greenckpt.optimize.waiting`) are validated the same way — each check raises
 :class:`ProfileError` naming the field by its JSON path and what would be valid — and both
 modules use them without importing each other.

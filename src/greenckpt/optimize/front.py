@@ -13,7 +13,7 @@ import numpy as np
 
 from greenckpt.model import energy_optimal_interval, epe, time_factor, time_optimal_interval
 from greenckpt.optimize.planner import Scenario, _candidates, _OpPoints, _Pairs, _pairs
-from greenckpt.optimize.profile import Profile, ProfilePoint
+from greenckpt.optimize.profile_data import Profile, ProfilePoint
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from greenckpt import units
 from greenckpt.errors import InvalidValueError
 from greenckpt.files import read_regular
 from greenckpt.model import Level
-from greenckpt.optimize.profile import POWER_SOURCES
+from greenckpt.optimize.profile_data import POWER_SOURCES
 
 __all__ = ["MAX_LEVELS_FILE_BYTES", "load_levels"]
 

@@ -54,7 +54,7 @@ from greenckpt.optimize.baselines import (
     baseline_point,
     governor_frequency,
 )
-from greenckpt.optimize.profile import Profile, ProfileError, ProfilePoint, check_unique_cells
+from greenckpt.optimize.profile_data import Profile, ProfileError, ProfilePoint, check_unique_cells
 from greenckpt.optimize.pruning import nondominated_index
 from greenckpt.optimize.waiting import (
     WAIT_MODES,

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from greenckpt.optimize.profile import ProfilePoint
+from greenckpt.optimize.profile_data import ProfilePoint
 
 
 def _front_mask(throughput: np.ndarray, power: np.ndarray) -> np.ndarray:

@@ -59,9 +59,10 @@ WAIT_MODES: tuple[WaitMode, ...] = ("polite", "spin")
 
 
 class WaitingPoint(Protocol):
-    """What a lookup reads of a profile point (:class:`~greenckpt.optimize.profile.ProfilePoint`
-    is one): its CPU setting, C-states and I/O processes. A protocol, so that this module,
-    which the profile format imports, never imports it back."""
+    """What a lookup reads of a profile point
+    (:class:`~greenckpt.optimize.profile_data.ProfilePoint` is one): its CPU setting, C-states
+    and I/O processes. A protocol, so that this module, which the profile format imports,
+    never imports it back."""
 
     @property
     def frequency(self) -> float | None: ...

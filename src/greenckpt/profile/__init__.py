@@ -1,7 +1,7 @@
 """greenckpt.profile — the I/O+power profiler: sweeps, resumable profile files, exports
 (its figures and tables: :mod:`greenckpt.report`).
 
-The profile *format* (typed objects, loader) lives in :mod:`greenckpt.optimize.profile`, the
+The profile *format* (typed objects, loader) lives in :mod:`greenckpt.optimize.profile_data`, the
 layer below, so the optimizer can read what this package writes. A whole profile run — the
 checks, the resume, the meters and node session, the sweep, the file — is one call,
 :func:`run_profile` (:mod:`greenckpt.profile.run`), which ``greenckpt profile run`` and

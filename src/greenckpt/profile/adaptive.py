@@ -21,7 +21,7 @@ import numpy as np
 from greenckpt.errors import InvalidValueError
 from greenckpt.optimize import Scenario, plan
 from greenckpt.optimize.planner import PlanError
-from greenckpt.optimize.profile import Operation, Profile, ProfileError, ProfilePoint
+from greenckpt.optimize.profile_data import Operation, Profile, ProfileError, ProfilePoint
 from greenckpt.profile.grid import Cell, SweepSpec, cell_key, ops_of
 
 DEFAULT_MARGIN = 0.10

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
-from greenckpt.optimize.profile import Profile, ProfilePoint
+from greenckpt.optimize.profile_data import Profile, ProfilePoint
 
 __all__ = ["CSV_COLUMNS", "point_row", "profile_rows", "profile_to_csv"]
 

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from greenckpt.errors import GreenckptError, InvalidValueError
 from greenckpt.io import remove_files, run_io
-from greenckpt.optimize.profile import OPERATIONS, Operation
+from greenckpt.optimize.profile_data import OPERATIONS, Operation
 from greenckpt.units import format_size
 
 __all__ = [

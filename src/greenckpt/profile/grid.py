@@ -21,7 +21,7 @@ from typing import Any
 from greenckpt.errors import GreenckptError
 from greenckpt.io.codec import CodecError, parse_codec
 from greenckpt.io.sources import DATA_KINDS
-from greenckpt.optimize.profile import OPERATIONS, Operation
+from greenckpt.optimize.profile_data import OPERATIONS, Operation
 from greenckpt.optimize.setting import CpuSetting
 
 __all__ = [

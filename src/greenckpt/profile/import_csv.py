@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from greenckpt.errors import InvalidValueError
-from greenckpt.optimize.profile import POWER_SOURCES, profile_from_json
+from greenckpt.optimize.profile_data import POWER_SOURCES, profile_from_json
 from greenckpt.optimize.setting import GOVERNORS
 from greenckpt.units import UnitError, parse_frequency, parse_size
 

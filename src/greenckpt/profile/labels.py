@@ -6,7 +6,7 @@ Why a module of its own: ``greenckpt profile show`` needs the label without load
 
 from __future__ import annotations
 
-from greenckpt.optimize.profile import POWER_SOURCES, Profile
+from greenckpt.optimize.profile_data import POWER_SOURCES, Profile
 
 _SOURCE_TEXT = {
     "measured": "measured",

@@ -23,7 +23,7 @@ from typing import Any, Protocol, cast
 
 from greenckpt.errors import UsageError
 from greenckpt.io import IOJobError, IOResult, Layout, job_files, remove_files, run_io
-from greenckpt.optimize.profile import Operation
+from greenckpt.optimize.profile_data import Operation
 from greenckpt.optimize.waiting import WaitMode
 from greenckpt.platform.restore import NodeSettings
 from greenckpt.platform.sampler import Mark, Sampler

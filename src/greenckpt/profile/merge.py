@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from greenckpt.optimize.profile import (
+from greenckpt.optimize.profile_data import (
     PowerSource,
     Profile,
     ProfileError,

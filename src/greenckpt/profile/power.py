@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from greenckpt.errors import InvalidValueError
-from greenckpt.optimize.profile import PowerSource
+from greenckpt.optimize.profile_data import PowerSource
 from greenckpt.platform.meters import METERS, MeterRole
 
 _PSYS = re.compile(r"psys(@.*)?")

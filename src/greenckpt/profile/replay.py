@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from greenckpt.errors import MissingEntryError
-from greenckpt.optimize.profile import Operation, PowerSource, Profile, ProfilePoint
+from greenckpt.optimize.profile_data import Operation, PowerSource, Profile, ProfilePoint
 from greenckpt.optimize.waiting import WaitMode
 from greenckpt.profile.grid import Cell, CpuSetting, SweepSpec
 from greenckpt.profile.measure import RunResult

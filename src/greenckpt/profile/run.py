@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from greenckpt.errors import InvalidValueError
-from greenckpt.optimize.profile import Profile, ProfileError, load_profile
+from greenckpt.optimize.profile_data import Profile, ProfileError, load_profile
 from greenckpt.platform.meters import MeterOptions, Selection, select_meters
 from greenckpt.platform.meters.detect import check_names
 from greenckpt.platform.restore import NodeSettings

@@ -1,7 +1,7 @@
 """Where a sweep writes its profile: the output path is checked before hours of measuring.
 
 Why: a sweep can take hours and be killed at any moment, so its profile is rewritten after
-every finished cell, atomically (:func:`greenckpt.optimize.profile.save_profile`, beside the
+every finished cell, atomically (:func:`greenckpt.optimize.profile_data.save_profile`, beside the
 loader so the format is read and written in one module; this module keeps the name for its
 callers), and the target is checked for writability before the first cell is measured.
 """
@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from greenckpt.errors import InvalidValueError
-from greenckpt.optimize.profile import save_profile
+from greenckpt.optimize.profile_data import save_profile
 
 __all__ = ["check_writable_target", "save_profile"]
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from greenckpt.optimize.profile import Operation, Profile, ProfilePoint, Run
+from greenckpt.optimize.profile_data import Operation, Profile, ProfilePoint, Run
 from greenckpt.optimize.waiting import WaitingPower
 from greenckpt.profile.grid import Cell, SweepError, SweepSpec, cell_key, ops_of
 from greenckpt.profile.measure import Measurer, RunResult, median_and_range

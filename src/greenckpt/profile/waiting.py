@@ -33,7 +33,7 @@ from multiprocessing.connection import Connection
 from typing import Protocol
 
 from greenckpt.errors import GreenckptError
-from greenckpt.optimize.profile import PowerSource
+from greenckpt.optimize.profile_data import PowerSource
 from greenckpt.optimize.waiting import WAIT_MODES, WaitingPower, WaitMode
 from greenckpt.platform.root import ClosesOnExit
 from greenckpt.platform.sampler import Mark
@@ -291,7 +291,7 @@ def entry_of(
 
 
 WaitingKey = tuple[str, bool | None, str]
-"""``(setting_key, cstates, mode)``, as :func:`greenckpt.optimize.profile.waiting_key`."""
+"""``(setting_key, cstates, mode)``, as :func:`greenckpt.optimize.profile_data.waiting_key`."""
 
 
 class WaitingMeasurer(Protocol):

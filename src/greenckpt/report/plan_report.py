@@ -18,7 +18,7 @@ from rich.table import Table
 
 from greenckpt.model import daly_interval, time_optimal_interval, young_interval
 from greenckpt.optimize import Baseline, Choice, Plan, ProfilePoint
-from greenckpt.optimize.profile import point_to_json
+from greenckpt.optimize.profile_data import point_to_json
 from greenckpt.optimize.waiting import WaitingUse
 from greenckpt.units import (
     format_duration,

@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.typing import ColorType
 
 from greenckpt.errors import InvalidValueError
-from greenckpt.optimize.profile import (
+from greenckpt.optimize.profile_data import (
     OPERATIONS,
     Operation,
     Profile,

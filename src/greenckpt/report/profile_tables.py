@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from greenckpt import units
-from greenckpt.optimize.profile import POWER_SOURCES, Profile
+from greenckpt.optimize.profile_data import POWER_SOURCES, Profile
 from greenckpt.profile.fio import VALIDATION_COLUMNS, ValidationResult
 from greenckpt.profile.labels import power_label, source_words
 from greenckpt.profile.merge import COMPARISON_COLUMNS, Comparison

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from greenckpt.report.run_plot import plot_run
-from greenckpt.runtime.report import RunReport
+from greenckpt.runtime.run_report import RunReport
 
 __all__ = ["report_writer", "write_report", "write_report_safely"]
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from greenckpt.errors import InvalidValueError
 from greenckpt.phases import IO_KINDS, RUN_KINDS, RunKind
-from greenckpt.runtime.report import RunReport
+from greenckpt.runtime.run_report import RunReport
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

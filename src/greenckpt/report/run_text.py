@@ -3,7 +3,7 @@ phases), seconds, CPU-seconds (when the run measured them), joules, watts and so
 run's totals, useful compute, the work an earlier run lost (when this run restarted from its
 checkpoint), EPE, comparisons and notes.
 
-Why here: the run report's figures are the runtime's (:mod:`greenckpt.runtime.report`);
+Why here: the run report's figures are the runtime's (:mod:`greenckpt.runtime.run_report`);
 showing them is this layer's job, for ``greenckpt run``, ``greenckpt demo`` and a Python user
 alike. Every figure is printed with its source, and a synthetic report says SYNTHETIC.
 """
@@ -14,7 +14,7 @@ import math
 
 from greenckpt.phases import IO_KINDS
 from greenckpt.runtime.records import PreviousLoss
-from greenckpt.runtime.report import KindTotal, RunReport
+from greenckpt.runtime.run_report import KindTotal, RunReport
 from greenckpt.units import format_size
 
 __all__ = ["bytes_cell", "previous_lost_line", "render_run_text"]

@@ -10,7 +10,7 @@ the decision interface (:class:`Policy`) and its implementations: the profile lo
 the optimizer (the default), the stock-governor baselines and the stated defaults used without
 a profile. :mod:`greenckpt.runtime.session` applies them per phase and always restores the node
 (:class:`Runtime`, and :class:`RuntimeHook` for the checkpoint library);
-:mod:`greenckpt.runtime.report` accounts time and energy per phase (:class:`RunReport`);
+:mod:`greenckpt.runtime.run_report` accounts time and energy per phase (:class:`RunReport`);
 :mod:`greenckpt.runtime.modelled` puts the model's EPE at the interval a run used beside the
 observed one (:func:`modelled_epe`); :mod:`greenckpt.runtime.notify` serves the same to other
 processes over a local socket. How the parts fit, and the modules they are split into
@@ -44,7 +44,7 @@ from greenckpt.runtime.policy import (
     make_policy,
     storage_key_of,
 )
-from greenckpt.runtime.report import (
+from greenckpt.runtime.run_report import (
     BaselineRun,
     PhaseRecord,
     RunReport,

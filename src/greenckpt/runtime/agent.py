@@ -39,7 +39,7 @@ from greenckpt.runtime.job import (
 from greenckpt.runtime.job_bounds import MAX_SERIES_POINTS
 from greenckpt.runtime.modelled import ModelledEpe, with_modelled_epe
 from greenckpt.runtime.notify import NotifyServer
-from greenckpt.runtime.report import PhaseRecord, RunReport
+from greenckpt.runtime.run_report import PhaseRecord, RunReport
 from greenckpt.runtime.session import Runtime
 
 __all__ = ["NodeAgent", "downsample", "parse_address", "tell_unable"]

@@ -14,7 +14,7 @@ from typing import Any
 from greenckpt.ckpt.wait import polite
 from greenckpt.errors import InvalidValueError
 from greenckpt.optimize.planner import BASELINES, app_processes, baseline_point
-from greenckpt.optimize.profile import Profile
+from greenckpt.optimize.profile_data import Profile
 from greenckpt.optimize.waiting import WaitingLookup, WaitMode
 from greenckpt.platform.capability import FrequencyControl
 from greenckpt.runtime.fit import fixed_codec_label, machine_fit, predictions, storage_fit

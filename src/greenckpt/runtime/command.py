@@ -42,7 +42,7 @@ from greenckpt.runtime.intercept import intercept_environ, missing_library_note
 from greenckpt.runtime.launch_slurm import cpu_freq_request
 from greenckpt.runtime.notify import NotifyServer
 from greenckpt.runtime.policy import Node
-from greenckpt.runtime.report import BaselineRun, RunReport
+from greenckpt.runtime.run_report import BaselineRun, RunReport
 from greenckpt.runtime.session import Runtime
 
 __all__ = [

@@ -19,7 +19,7 @@ from greenckpt.platform.restore import NodeSettings, pending_state, restore_from
 from greenckpt.platform.root import PlatformError, SysRoot
 from greenckpt.runtime.node import NO_FREQUENCY_CONTROL, Node, frequency_note
 from greenckpt.runtime.policy import DEFAULT_IO_PROCESSES, Policy
-from greenckpt.runtime.report import RunKind
+from greenckpt.runtime.run_report import RunKind
 from greenckpt.runtime.settings import PHASE_KINDS, PhaseRequest, Settings
 from greenckpt.runtime.spans import Span
 

@@ -20,7 +20,7 @@ from greenckpt.errors import InvalidValueError
 from greenckpt.files import read_regular
 from greenckpt.runtime.job_report import load_job_report
 from greenckpt.runtime.lost_previous import earlier_restart, with_previous_loss
-from greenckpt.runtime.report import RunReport, load_report
+from greenckpt.runtime.run_report import RunReport, load_report
 
 __all__ = [
     "JOB_REPORT_NAME",

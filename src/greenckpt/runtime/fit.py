@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from greenckpt.io.codec import CodecError, parse_codec
-from greenckpt.optimize.profile import Profile, ProfilePoint
+from greenckpt.optimize.profile_data import Profile, ProfilePoint
 from greenckpt.optimize.waiting import WaitingUse
 from greenckpt.platform.root import PlatformError
 from greenckpt.runtime.node import Node

@@ -36,7 +36,7 @@ from greenckpt.runtime.launch import AgentHandle, Launcher, LocalLauncher
 from greenckpt.runtime.launch_mpiexec import MpiexecLauncher, job_socket, parse_hosts
 from greenckpt.runtime.launch_slurm import SlurmJob, SlurmLauncher, cpu_freq_request, slurm_socket
 from greenckpt.runtime.node_options import NodeOptions
-from greenckpt.runtime.report import REPORT_MODE
+from greenckpt.runtime.run_report import REPORT_MODE
 
 __all__ = [
     "FINAL_SECONDS",

@@ -31,7 +31,7 @@ from greenckpt.jsonout import dumps
 from greenckpt.phases import IO_KINDS
 from greenckpt.runtime.job import JobPhase, NodeView
 from greenckpt.runtime.records import percent_difference
-from greenckpt.runtime.report import REPORT_MODE
+from greenckpt.runtime.run_report import REPORT_MODE
 
 __all__ = [
     "JOB_REPORT_FORMAT",

@@ -9,7 +9,7 @@ comes back (:class:`JobOutcome`). None of them starts ``greenckpt run`` as a sub
 On this node (``nodes`` None, no launcher) the runtime lives in this process: it starts a
 :class:`~greenckpt.runtime.session.Runtime`, serves the notification socket and runs the
 command with ``GREENCKPT_RUNTIME_SOCKET`` set (:func:`~greenckpt.runtime.command.run_with_runtime`);
-the outcome holds the run's :class:`~greenckpt.runtime.report.RunReport`. On a job's nodes
+the outcome holds the run's :class:`~greenckpt.runtime.run_report.RunReport`. On a job's nodes
 (``nodes`` N emulated on this machine, or ``launcher`` ``slurm``/``mpiexec``) this process is
 the job's leader: it starts the collector and one agent per node
 (:mod:`greenckpt.runtime.job_agents`), runs the command with the socket template naming each
@@ -63,7 +63,7 @@ from greenckpt.runtime.modelled import ModelledEpe, with_modelled_epe
 from greenckpt.runtime.node_options import NodeOptions, node_policy
 from greenckpt.runtime.policy import Node
 from greenckpt.runtime.profiles import NamedProfile, check_storage_profiles
-from greenckpt.runtime.report import BaselineRun, RunReport, load_report
+from greenckpt.runtime.run_report import BaselineRun, RunReport, load_report
 from greenckpt.runtime.session import Runtime
 
 __all__ = ["LAUNCHERS", "JobOutcome", "check_inputs", "run"]

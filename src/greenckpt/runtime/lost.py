@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from greenckpt.runtime.report import USEFUL_KINDS, PhaseRecord
+from greenckpt.runtime.run_report import USEFUL_KINDS, PhaseRecord
 
 __all__ = [
     "LOST",

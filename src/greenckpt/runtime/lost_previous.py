@@ -22,7 +22,7 @@ from pathlib import Path
 from greenckpt.platform.meters.base import Source
 from greenckpt.runtime.lost import restored_from
 from greenckpt.runtime.records import PhaseRecord, PowerTrace, PreviousLoss, combine_sources
-from greenckpt.runtime.report import RunReport
+from greenckpt.runtime.run_report import RunReport
 
 __all__ = ["earlier_restart", "ended_of", "previous_loss", "with_previous_loss"]
 

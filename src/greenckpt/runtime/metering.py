@@ -21,7 +21,7 @@ from greenckpt.platform.meters.estimator import read_cpu_times
 from greenckpt.platform.root import PlatformError, SysRoot
 from greenckpt.platform.sampler import Mark, Sampler
 from greenckpt.profile.power import PowerChoice, choose_power_domains
-from greenckpt.runtime.report import PhaseRecord, PowerTrace, RunKind
+from greenckpt.runtime.run_report import PhaseRecord, PowerTrace, RunKind
 
 __all__ = ["Reading", "RunMeters", "read_cpu_seconds"]
 

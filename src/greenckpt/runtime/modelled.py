@@ -24,7 +24,7 @@ from typing import Any
 from greenckpt.model import ModelForm, epe
 from greenckpt.phases import ACCOUNTED_KINDS
 from greenckpt.runtime.policy import Policy
-from greenckpt.runtime.report import PhaseRecord, RunReport
+from greenckpt.runtime.run_report import PhaseRecord, RunReport
 from greenckpt.runtime.settings import NOT_MEASURED, PhaseRequest, Settings
 from greenckpt.units import format_duration, format_power
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from greenckpt.errors import InvalidValueError
-from greenckpt.optimize.profile import load_profile
+from greenckpt.optimize.profile_data import load_profile
 from greenckpt.platform.meters.base import MeterOptions
 from greenckpt.platform.meters.detect import select_meters
 from greenckpt.platform.root import SysRoot
@@ -30,7 +30,7 @@ from greenckpt.runtime.fixed_policy import FixedSettings
 from greenckpt.runtime.modelled import ModelledEpe, modelled_epe
 from greenckpt.runtime.policy import POLICY_NAMES, Node, Policy
 from greenckpt.runtime.profiles import NamedProfile, make_storage_policy
-from greenckpt.runtime.report import RunReport
+from greenckpt.runtime.run_report import RunReport
 from greenckpt.runtime.session import Runtime
 
 __all__ = ["NodeOptions", "build_runtime", "node_policy"]

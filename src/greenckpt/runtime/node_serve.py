@@ -25,7 +25,7 @@ from greenckpt.runtime.launch import AGENT_ERROR
 from greenckpt.runtime.modelled import ModelledEpe
 from greenckpt.runtime.node_options import NodeOptions, build_runtime
 from greenckpt.runtime.notify_socket import sweep_dead_jobs
-from greenckpt.runtime.report import RunReport
+from greenckpt.runtime.run_report import RunReport
 
 __all__ = ["cannot_start", "serve_node"]
 

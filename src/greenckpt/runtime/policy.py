@@ -23,7 +23,7 @@ from typing import Protocol, runtime_checkable
 from greenckpt.ckpt.wait import polite
 from greenckpt.errors import InvalidValueError
 from greenckpt.optimize.planner import PlanError, Scenario, plan
-from greenckpt.optimize.profile import Profile, ProfileError, ProfilePoint
+from greenckpt.optimize.profile_data import Profile, ProfileError, ProfilePoint
 from greenckpt.optimize.waiting import WaitingUse, WaitMode
 from greenckpt.runtime.baselines import (
     DEFAULT_IO_PROCESSES,

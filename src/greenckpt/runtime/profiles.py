@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from greenckpt.errors import InvalidValueError
-from greenckpt.optimize.profile import Profile
+from greenckpt.optimize.profile_data import Profile
 from greenckpt.platform.root import PlatformError
 from greenckpt.runtime.baselines import DefaultPolicy
 from greenckpt.runtime.fit import machine_fit

@@ -2,7 +2,7 @@
 (:class:`PhaseRecord`), the node power trace, totals per kind of phase, and the baseline runs
 a report is compared with (wu2018 Equation 2).
 
-Why apart from :mod:`greenckpt.runtime.report`: these are the runtime's accounting units (the
+Why apart from :mod:`greenckpt.runtime.run_report`: these are the runtime's accounting units (the
 session writes records, the report sums them); each converts to and from its JSON form here,
 and the report (its totals, load and save) is built on them. Every energy figure carries its
 source; definitions: docs/design/reports.md, "Run reports".
@@ -46,7 +46,7 @@ _SOURCES: tuple[Source, ...] = ("measured", "estimated")
 
 class RunTotals(Protocol):
     """What a finished run's report gives a baseline (:class:`BaselineRun.from_report`):
-    :class:`~greenckpt.runtime.report.RunReport` is one. A protocol, so that these records,
+    :class:`~greenckpt.runtime.run_report.RunReport` is one. A protocol, so that these records,
     which the report is built on, never import the report back."""
 
     @property

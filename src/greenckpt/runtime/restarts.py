@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from greenckpt.phases import ACCOUNTED_KINDS
 from greenckpt.runtime.lost import newest_restart_s, relabel_lost
-from greenckpt.runtime.report import PhaseRecord, RunKind
+from greenckpt.runtime.run_report import PhaseRecord, RunKind
 from greenckpt.runtime.spans import Segment, Span
 
 __all__ = ["RESTART_JOIN_S", "Notifier", "RestartGroup", "abandon_rework", "relabel_for_rework"]

@@ -46,18 +46,18 @@ from greenckpt.runtime.lost import NO_CHECKPOINT_BEFORE, relabel_all_lost, relab
 from greenckpt.runtime.metering import Reading, RunMeters
 from greenckpt.runtime.node import Node
 from greenckpt.runtime.policy import Policy
-from greenckpt.runtime.report import (
-    RUN_KINDS,
-    BaselineRun,
-    PhaseRecord,
-    RunKind,
-    RunReport,
-)
 from greenckpt.runtime.restarts import (
     Notifier,
     RestartGroup,
     abandon_rework,
     relabel_for_rework,
+)
+from greenckpt.runtime.run_report import (
+    RUN_KINDS,
+    BaselineRun,
+    PhaseRecord,
+    RunKind,
+    RunReport,
 )
 from greenckpt.runtime.settings import (
     PHASE_KINDS,

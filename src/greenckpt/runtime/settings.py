@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from greenckpt.errors import InvalidValueError
 from greenckpt.io.codec import parse_codec
-from greenckpt.optimize.profile import POWER_SOURCES, Operation, PowerSource
+from greenckpt.optimize.profile_data import POWER_SOURCES, Operation, PowerSource
 from greenckpt.optimize.setting import CpuSetting
 from greenckpt.optimize.waiting import WAIT_MODES, WaitMode
 from greenckpt.phases import IO_KINDS, OVERHEAD_KINDS, RUN_KINDS, IOKind, RunKind

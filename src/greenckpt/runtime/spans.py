@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from greenckpt.phases import SegmentKind
 from greenckpt.runtime.metering import Reading
-from greenckpt.runtime.report import RunKind
+from greenckpt.runtime.run_report import RunKind
 from greenckpt.runtime.settings import Settings
 
 __all__ = ["Segment", "Span"]

@@ -86,7 +86,7 @@ def measure_noise(
 
 def noise_from(directory: Path, metric: str) -> Noise:
     """The noise of ``metric`` in an earlier study's results folder (its summary's noise)."""
-    from greenckpt.study.report import summarise  # noqa: PLC0415 - only for --noise-from
+    from greenckpt.study.summary import summarise  # noqa: PLC0415 - only for --noise-from
 
     if not (directory / "runs.jsonl").is_file():
         raise InvalidValueError(

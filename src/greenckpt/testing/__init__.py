@@ -7,7 +7,8 @@ trees) are what such a test needs too. Everything here is SYNTHETIC and labelled
 
 * :mod:`greenckpt.testing.cpu`, :mod:`~greenckpt.testing.power`,
   :mod:`~greenckpt.testing.storage`: the fake machine trees and meters.
-* :mod:`greenckpt.testing.meters`: ``MeterContract``, the pytest suite every ``Meter`` passes.
+* :mod:`greenckpt.testing.meter_contract`: ``MeterContract``, the pytest suite every
+  ``Meter`` passes.
 * :mod:`greenckpt.testing.levels`: ``LevelContract``, checkpoint and recover through a level.
 
 This layer may import pytest (the ``test`` extra, not a runtime dependency), so nothing else in
