@@ -62,3 +62,19 @@ def test_module_docstrings_stay_short() -> None:
         if doc and doc.count("\n") + 1 > MAX_DOCSTRING_LINES:
             long[str(path.relative_to(ROOT))] = doc.count("\n") + 1
     assert not long, f"move the design essay to docs/design/ (docstring lines): {long}"
+
+
+HISTORY_WORDS = ("hardening", "fixes", "review", "regression", "issue", "misc")
+"""Issue 28 item 4: words that say when or why a test file was written, not what it tests."""
+
+
+def test_test_files_are_named_by_behaviour() -> None:
+    """A test file's name says the behaviour it tests (``test_meters_csv_validation``), not its
+    history (``test_meters_csv_hardening``, ``test_review_fixes``): the history is in git and
+    in the file's docstring."""
+    named = sorted(
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "tests").rglob("*.py")
+        if any(part in HISTORY_WORDS for part in p.stem.split("_"))
+    )
+    assert not named, f"name these by what they test: {named}"

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.cli.test_cli_run import greenckpt
-from tests.cli.test_cli_run_hardening import _profile
+from tests.cli.test_cli_run_and_demo_output import _profile
 
 # Computes 0.1 s, then a level-1 checkpoint of 1 MiB under argv[1] on each node; twice.
 APP = textwrap.dedent(

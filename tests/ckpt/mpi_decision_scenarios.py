@@ -1,8 +1,10 @@
-"""Run under ``mpiexec -n N``: the review of issue 18's checkpoint items, across ranks.
+"""Run under ``mpiexec -n N``: the checkpoint decisions of test_checkpoint_decisions, across
+ranks.
 
-Called by ``tests/ckpt/test_review_fixes.py`` as ``python mpi_review_scenarios.py SCENARIO DIR``;
-every rank writes ``DIR/rank-<r>.json`` with what it saw, so the test can check that all ranks
-took the same decisions (and, through its timeout, that none waits for the others forever).
+Called by ``tests/ckpt/test_checkpoint_decisions.py`` as ``python mpi_decision_scenarios.py
+SCENARIO DIR``; every rank writes ``DIR/rank-<r>.json`` with what it saw, so the test can check
+that all ranks took the same decisions (and, through its timeout, that none waits for the
+others forever).
 
 ``backoff-seconds`` (2 ranks): every directory is full. An explicit level-4 checkpoint before
 any ``need_checkpoint(it)`` fails, so level 4 is held back for a time in seconds; level 1

@@ -1,6 +1,9 @@
-"""The defects an independent review of issue 18 (items 5-8) found in the checkpoint library.
+"""What the checkpoint library decides when a checkpoint cannot simply be taken: back-off
+agreed by every rank, which level retires or stands in for another, what counts toward
+``keep``, the free-space check and its cleanup, a rebuilt version-1 manifest, a bad iteration
+(the defects an independent review of issue 18, items 5-8, found).
 
-Each test failed before its fix. The MPI cases run ``mpi_review_scenarios.py`` under
+Each test failed before its fix. The MPI cases run ``mpi_decision_scenarios.py`` under
 ``mpiexec`` in a process group of their own, killed at a timeout, so that a regression to a
 deadlock fails the test instead of hanging the suite.
 """
@@ -43,7 +46,7 @@ from greenckpt.ckpt.store import CheckpointStore, FreeSpaceUnknownError
 from tests.ckpt.test_manifest import valid_doc
 
 ROOT = Path(__file__).resolve().parents[2]
-MPI_SCRIPT = Path(__file__).with_name("mpi_review_scenarios.py")
+MPI_SCRIPT = Path(__file__).with_name("mpi_decision_scenarios.py")
 
 needs_mpi = pytest.mark.skipif(find_mpiexec() is None, reason="no mpiexec: pip install '.[mpi]'")
 
