@@ -14,23 +14,13 @@ from typing import Any
 
 import pytest
 
-from tests.real_node import foreign_holder
-
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_PROFILE = ROOT / "examples" / "profiles" / "synthetic-pcie-flash.json"
 
-# which tests act on the real node, and proof that the suite leaves its settings as found
+# which tests act on the real node, proof that the suite leaves its settings as found, and the
+# node lock wait under pytest-xdist (tests/real_node.py)
 pytest_plugins = ["tests.real_node"]
-
-# Under pytest-xdist, tests that start greenckpt sessions on this machine's own root (greenckpt
-# run, demo) in two workers at once race for its one node lock, and the second is refused
-# ("another greenckpt session controls this node's settings"): let them queue instead. The
-# refusal itself is tested with the variable removed (tests/platform/test_node_lock.py).
-# Not when a session outside this test run (a user's job) holds the node: that one will not let
-# go, and every run would wait out the 10 minutes before going on with control off.
 NODE_LOCK_WAIT_ENV = "GREENCKPT_NODE_LOCK_WAIT"
-if os.environ.get("PYTEST_XDIST_WORKER") and foreign_holder() is None:
-    os.environ.setdefault(NODE_LOCK_WAIT_ENV, "10min")
 
 
 @pytest.fixture

@@ -41,6 +41,7 @@ import pytest
 NODE_LOCK = Path("/run/greenckpt-node.lock")
 MARK = "real_node"
 PASSIVE_HOLDER_ENV = "GREENCKPT_TEST_PASSIVE_HOLDER"
+NODE_LOCK_WAIT_ENV = "GREENCKPT_NODE_LOCK_WAIT"
 SETTING_GLOBS = (
     "/sys/devices/system/cpu/cpufreq/policy*/scaling_governor",
     "/sys/devices/system/cpu/cpufreq/policy*/scaling_min_freq",
@@ -130,6 +131,14 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.stash[_START] = node_settings()
     config.stash[_FOREIGN] = foreign_holder() is not None
+    # Under pytest-xdist, tests that start greenckpt on this machine's own root in two workers
+    # at once would share the node (the second with control off, saying so on stderr, which
+    # tests of exact output do not expect): let them queue for the node lock instead. Not when
+    # a session outside this test run (a user's job) holds the node: it will not let go, and
+    # every run would wait out the 10 minutes. The refusal of a held node is tested with the
+    # variable removed (tests/platform/test_node_lock.py).
+    if os.environ.get("PYTEST_XDIST_WORKER") and not config.stash[_FOREIGN]:
+        os.environ.setdefault(NODE_LOCK_WAIT_ENV, "10min")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
