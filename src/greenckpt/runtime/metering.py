@@ -12,7 +12,7 @@ estimator's parser), so a record's CPU-seconds partition the run the same way.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 
 from greenckpt.platform.meters.base import Meter, Source
@@ -21,7 +21,7 @@ from greenckpt.platform.meters.estimator import read_cpu_times
 from greenckpt.platform.root import PlatformError, SysRoot
 from greenckpt.platform.sampler import Mark, Sampler
 from greenckpt.profile.power import PowerChoice, choose_power_domains
-from greenckpt.runtime.run_report import PhaseRecord, PowerTrace, RunKind
+from greenckpt.runtime.run_report import BaselineRun, PhaseRecord, PowerTrace, RunKind, RunReport
 
 __all__ = ["Reading", "RunMeters", "read_cpu_seconds"]
 
@@ -174,4 +174,38 @@ class RunMeters:
         kept = [(t, w) for t, w in kept if t > 0]
         return PowerTrace(
             tuple(t for t, _ in kept), tuple(w for _, w in kept), raw.source, raw.scope
+        )
+
+    def report(
+        self,
+        records: Iterable[PhaseRecord],
+        start: Reading,
+        end: Reading,
+        *,
+        policy: str,
+        predicted_epe: float | None,
+        predicted_source: str | None,
+        baselines: Iterable[BaselineRun],
+        synthetic: bool,
+        notes: Iterable[str],
+    ) -> RunReport:
+        """The run's report: ``records`` and the run totals between the run's first and last
+        readings, from the same meters (node energy, CPU-seconds, the power trace)."""
+        power = self.power
+        return RunReport.from_records(
+            records,
+            total_seconds=end.t_s - start.t_s,
+            total_energy_j=self.node_energy(start, end),
+            power_source=self.power_source,
+            power_scope="" if power is None else power.scope,
+            meters=None if power is None else sorted({k.split("/")[0] for k in power.keys}),
+            policy=policy,
+            predicted_epe=predicted_epe,
+            predicted_source=predicted_source,
+            baselines=baselines,
+            trace=self.trace(),
+            power_domains=() if power is None else power.keys,
+            synthetic=synthetic,
+            notes=notes,
+            total_cpu_s=start.cpu_to(end),
         )

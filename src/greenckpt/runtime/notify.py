@@ -16,7 +16,6 @@ accounted here, in order). Details: docs/design/runtime.md ("The notification so
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import selectors
 import shutil
@@ -27,7 +26,7 @@ import time
 import warnings
 from collections.abc import Iterator
 from types import TracebackType
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from greenckpt import __version__
 from greenckpt.ckpt.notify_client import (
@@ -53,10 +52,9 @@ from greenckpt.platform.root import PlatformError
 from greenckpt.platform.threads import quiet_thread, start_quiet
 from greenckpt.runtime import front as native
 from greenckpt.runtime.notify_socket import bind_socket, unlink_own
-from greenckpt.runtime.settings import Settings
+from greenckpt.runtime.notify_target import NotifyTarget, settings_note, settings_to_wire
 
-__all__ = ["FRONT_ENV", "SOCKET_NAME", "FrontChoice", "NotifyServer", "NotifyTarget",
-           "settings_to_wire"]  # fmt: skip
+__all__ = ["FRONT_ENV", "SOCKET_NAME", "FrontChoice", "NotifyServer"]
 
 FrontChoice = Literal["auto", "native", "python"]
 FRONT_ENV = "GREENCKPT_NOTIFY_FRONT"
@@ -80,42 +78,6 @@ _JOIN_SECONDS = 5.0
 _POLL_MS = 200
 
 
-class NotifyTarget(Protocol):
-    """What the server drives: the runtime (``greenckpt.runtime.session.Runtime``) or a fake.
-
-    ``begin`` returns the settings it applied for the phase (``None``: nothing to advise, e.g.
-    for ``compute``; its ``size`` is ``None`` when the notifier could not know an I/O phase's
-    bytes) and may raise to refuse the phase (a ``ValueError`` for a bad request);
-    ``end`` closes the phase and raises (a ``ValueError``) when none of that kind is open; its
-    return value is not used. Overlapping phases of one kind are the target's to count.
-    A target whose ``decisions_repeat`` attribute is true promises that the same begin
-    request, with no phase of its kind open, gets the same settings again: the native front
-    then answers repeated begins at once (and the server still checks every answer).
-    """
-
-    def begin(
-        self,
-        kind: WireKind,
-        *,
-        path: str | None,
-        size: int | None,
-        level: int | None,
-        codec: str | None = None,
-        node: int | None = None,
-        pid: int | None = None,
-    ) -> Settings | None:
-        """A ``kind`` phase starts on ``node``, announced by process ``pid`` (None: not
-        told; with ``node`` it tells the ranks' restarts of one attempt apart)."""
-        ...
-
-    def end(
-        self, kind: WireKind, *, ok: bool, node: int | None = None, seconds: float | None = None
-    ) -> object:
-        """The ``kind`` phase is over on ``node``; ``ok`` False when it failed; ``seconds``
-        the notifier's own timing (None: not given)."""
-        ...
-
-
 _TOO_LONG = f"request longer than {MAX_LINE_BYTES} bytes: closing the connection"
 
 
@@ -125,21 +87,6 @@ def _encode_reply(reply: dict[str, Any]) -> bytes:
         return encode(reply)
     except ProtocolError as exc:
         return encode(error_reply(exc))
-
-
-def settings_to_wire(settings: Settings) -> dict[str, Any]:
-    """:class:`Settings` as the ``settings`` object of a ``begin`` reply (SI units, plus the
-    one-line ``label``). The fields are flat, so a shallow copy (``dataclasses.asdict`` deep
-    copies, at about a third of a begin's cost in the server)."""
-    doc = {field.name: getattr(settings, field.name) for field in dataclasses.fields(settings)}
-    doc["notes"] = list(settings.notes)
-    doc["label"] = settings.label
-    return doc
-
-
-def _note(settings: Settings) -> str:
-    parts = [f"{settings.label} ({settings.source})", *settings.notes]
-    return one_line("; ".join(parts), limit=1000)
 
 
 class NotifyServer:
@@ -382,7 +329,7 @@ class NotifyServer:
             "v": PROTOCOL_VERSION,
             "ok": True,
             "io_processes": settings.io_processes if request.kind in IO_KINDS else None,
-            "note": _note(settings),
+            "note": settings_note(settings),
             "settings": settings_to_wire(settings),
         }
 

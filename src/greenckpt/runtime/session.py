@@ -27,7 +27,7 @@ from types import TracebackType
 from typing import Literal, Self, overload
 
 from greenckpt.errors import InvalidValueError
-from greenckpt.phases import AccountedKind, SegmentKind
+from greenckpt.phases import AccountedKind
 from greenckpt.platform.meters.base import Meter
 from greenckpt.platform.meters.detect import Selection
 from greenckpt.platform.nodelock import NodeHeldError
@@ -66,7 +66,7 @@ from greenckpt.runtime.settings import (
     Settings,
     phase_request,
 )
-from greenckpt.runtime.spans import Segment, Span
+from greenckpt.runtime.spans import AppState, Segment, Span, Timeline
 
 __all__ = [
     "CONTROL_OFF",
@@ -79,8 +79,6 @@ __all__ = [
 
 AccountingKind = AccountedKind
 """Phases that change nothing and are only accounted."""
-_AppState = Literal["before", "running", "after"]
-"""Where the application is: time before it counts as start-up, after it as teardown."""
 
 
 class Runtime:
@@ -134,16 +132,13 @@ class Runtime:
         self._lock = threading.RLock()
         self._state: Literal["new", "running", "closed"] = "new"
         self._spans: dict[RunKind, Span] = {}
-        self._segment: Segment | None = None
-        self._records: list[PhaseRecord] = []
+        self._line = Timeline(self._meter)  # the records, and the segment between phases
         self._abandoned: dict[RunKind, int] = {}
         self._restart: RestartGroup | None = None  # the newest restart (runtime/restarts.py)
-        self._next_index = 0
         self._order = 0
         self._notes: list[str] = []
         self._node_control = NodeControl(self.root, state_file, self._notes)
         self._start_mark: Reading | None = None
-        self._app: _AppState = "running"
         self._end_mark: Reading | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -156,7 +151,7 @@ class Runtime:
         with self._lock:
             if self._state != "new":
                 raise PlatformError(f"the runtime is already {self._state}; make a new one")
-            self._app = "running" if application else "before"
+            self._line.app = "running" if application else "before"
             self._notes.extend(run_notes(self.node, control=self.control))
             if self.frequency_control or self.cstate_control:
                 try:
@@ -171,8 +166,8 @@ class Runtime:
                 self._node_control.close()
                 raise
             self._start_mark = mark
-            self._segment = Segment(
-                "compute" if application else "startup", self._take_index(), mark
+            self._line.segment = Segment(
+                "compute" if application else "startup", self._line.take_index(), mark
             )
             self._state = "running"
         return self
@@ -198,7 +193,7 @@ class Runtime:
                 self._end_locked(kind, span.ok)
             self._running_sampler()
             mark = self._meter.mark()
-            self._close_segment(mark)
+            self._line.close_segment(mark)
             self._end_mark = mark
             self._state = "closed"
             failure: PlatformError | None = None
@@ -242,12 +237,12 @@ class Runtime:
         self._application("before", "after")
         self._application("running", "after")
 
-    def _application(self, was: _AppState, now: _AppState) -> None:
+    def _application(self, was: AppState, now: AppState) -> None:
         with self._lock:
-            if self._state != "running" or self._app != was:
+            if self._state != "running" or self._line.app != was:
                 return
-            self._app = now
-            self._resegment(self._meter.mark())
+            self._line.app = now
+            self._line.resegment(self._spans, self._meter.mark())
 
     def __enter__(self) -> Self:
         return self.start()
@@ -303,7 +298,7 @@ class Runtime:
     def records(self) -> tuple[PhaseRecord, ...]:
         """The finished records so far, in the order the phases started."""
         with self._lock:
-            return tuple(sorted(self._records, key=lambda r: r.index))
+            return tuple(sorted(self._line.records, key=lambda r: r.index))
 
     def active(self) -> dict[RunKind, int]:
         """Open phases and how many notifiers hold each."""
@@ -374,10 +369,10 @@ class Runtime:
             if span is None and kind == "restart" and self._restart is not None:
                 now_s = self._meter.mark().t_s - self._meter.t0
                 span = self._restart.rejoin(
-                    notifier, now_s, self._records, self._spans, self._segment
+                    notifier, now_s, self._line.records, self._spans, self._line.segment
                 )
                 if span is not None:  # the time since it ended is the restart's again
-                    self._segment = None
+                    self._line.segment = None
                     self._node_control.reconcile(self._spans)
             if span is not None:
                 span.join(node=node, size=size, level=level, background=background)
@@ -388,9 +383,9 @@ class Runtime:
             if kind == "restart":
                 self._restart = RestartGroup(span, {notifier})
             if request is None:
-                self._resegment(span.start, split=True)
+                self._line.resegment(self._spans, span.start, split=True)
                 if kind == "rework" and level is not None:
-                    relabel_for_rework(self._records, self._spans, level)
+                    relabel_for_rework(self._line.records, self._spans, level)
                 return None
             return self._begin_io(span, request, background)
 
@@ -406,7 +401,7 @@ class Runtime:
     ) -> Span:
         """Open the first span of ``kind`` at ``mark`` (a restart ends an open rework)."""
         self._order += 1
-        index = self._take_index() if request is not None else -1  # recorded per segment
+        index = self._line.take_index() if request is not None else -1  # recorded per segment
         span = Span(kind, index, mark, self._order, path=path, size=size or 0)
         span.unknown_sizes = int(size is None)
         if node is not None:
@@ -429,10 +424,10 @@ class Runtime:
             control=self.control,
             background=span.background,
         )
-        self._resegment(span.start, split=span.kind == "restart")
+        self._line.resegment(self._spans, span.start, split=span.kind == "restart")
         if span.kind == "restart":
             before_s = span.start.t_s - self._meter.t0
-            if not relabel_lost(self._records, before_s, request.level):
+            if not relabel_lost(self._line.records, before_s, request.level):
                 span.notes.append(NO_CHECKPOINT_BEFORE)
         self._node_control.reconcile(self._spans)
         return span.settings
@@ -482,18 +477,18 @@ class Runtime:
         del self._spans[kind]
         if kind not in PHASE_KINDS:
             mark = self._meter.mark()
-            return self._resegment(mark, split=True)
+            return self._line.resegment(self._spans, mark, split=True)
         self._node_control.reconcile(self._spans)
         mark = self._meter.mark()
         if self._restart is not None:
             self._restart.closing(span)
         record = self._meter.record(span.kind, span.index, span.start, mark, **span.record_fields())
         if kind == "restart" and not span.ok:
-            relabel_all_lost(self._records, record.start_s)
+            relabel_all_lost(self._line.records, record.start_s)
         if self._restart is not None and self._restart.span is span:
             self._restart.record = record
-        self._records.append(record)
-        self._resegment(mark)
+        self._line.records.append(record)
+        self._line.resegment(self._spans, mark)
         return record
 
     @overload
@@ -580,24 +575,16 @@ class Runtime:
         with self._lock:
             if self._state != "closed" or self._start_mark is None or self._end_mark is None:
                 raise PlatformError("close the runtime before asking for its report")
-            start, end = self._start_mark, self._end_mark
-            power = self._meter.power
-            return RunReport.from_records(
-                self._records,
-                total_seconds=end.t_s - start.t_s,
-                total_energy_j=self._meter.node_energy(start, end),
-                power_source=self._meter.power_source,
-                power_scope="" if power is None else power.scope,
-                meters=None if power is None else sorted({k.split("/")[0] for k in power.keys}),
+            return self._meter.report(
+                self._line.records,
+                self._start_mark,
+                self._end_mark,
                 policy=self.policy.name,
                 predicted_epe=predicted_epe,
                 predicted_source=predicted_source,
                 baselines=baselines,
-                trace=self._meter.trace(),
-                power_domains=() if power is None else power.keys,
                 synthetic=synthetic,
                 notes=self._notes,
-                total_cpu_s=start.cpu_to(end),
             )
 
     # -- internals ---------------------------------------------------------------------------
@@ -611,37 +598,3 @@ class Runtime:
                 else "the runtime is closed: no more phases can be accounted"
             )
         return sampler
-
-    def _take_index(self) -> int:
-        self._next_index += 1
-        return self._next_index - 1
-
-    def _foreground(self) -> SegmentKind | None:
-        """What the time now counts as: None during a foreground I/O phase (it has its own
-        record), start-up before the application started and teardown after it ended,
-        rework while one is open, else compute."""
-        if any(k in PHASE_KINDS and not s.background for k, s in self._spans.items()):
-            return None
-        if self._app != "running":
-            return "startup" if self._app == "before" else "teardown"
-        return "rework" if "rework" in self._spans else "compute"
-
-    def _resegment(self, mark: Reading, *, split: bool = False) -> PhaseRecord | None:
-        """Close the compute/rework span at ``mark`` when what the time counts as changes
-        (or ``split``), and open the next one there; return the record closed, if any."""
-        wanted = self._foreground()
-        closed: PhaseRecord | None = None
-        if self._segment is not None and (split or self._segment.kind != wanted):
-            closed = self._close_segment(mark)
-        if wanted is not None and self._segment is None:
-            rework = self._spans.get("rework") if wanted == "rework" else None
-            self._segment = Segment(wanted, self._take_index(), mark, rework)
-        return closed
-
-    def _close_segment(self, mark: Reading) -> PhaseRecord | None:
-        seg, self._segment = self._segment, None
-        if seg is None:
-            return None
-        record = self._meter.record(seg.kind, seg.index, seg.start, mark, level=seg.level())
-        self._records.append(record)
-        return record

@@ -9,14 +9,19 @@ join, the last end closes, and the span is one record that says how many it merg
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 from greenckpt.phases import SegmentKind
-from greenckpt.runtime.metering import Reading
-from greenckpt.runtime.run_report import RunKind
-from greenckpt.runtime.settings import Settings
+from greenckpt.runtime.metering import Reading, RunMeters
+from greenckpt.runtime.run_report import PhaseRecord, RunKind
+from greenckpt.runtime.settings import PHASE_KINDS, Settings
 
-__all__ = ["Segment", "Span"]
+__all__ = ["AppState", "Segment", "Span", "Timeline"]
+
+AppState = Literal["before", "running", "after"]
+"""Where the application is: time before it counts as start-up, after it as teardown."""
 
 
 @dataclass
@@ -106,3 +111,54 @@ class Segment:
         if self.span is None or len(self.span.levels) > 1:
             return None
         return self.span.level
+
+
+class Timeline:
+    """The run's finished records and the one open :class:`Segment` between I/O phases: what
+    the time outside a foreground phase counts as (start-up, compute, rework, teardown), and
+    the record of each stretch of it, from the run's meter readings."""
+
+    def __init__(self, meter: RunMeters) -> None:
+        self.meter = meter
+        self.records: list[PhaseRecord] = []
+        self.segment: Segment | None = None
+        self.app: AppState = "running"
+        self._next_index = 0
+
+    def take_index(self) -> int:
+        """The next record's index (records are numbered in the order their spans open)."""
+        self._next_index += 1
+        return self._next_index - 1
+
+    def foreground(self, spans: Mapping[RunKind, Span]) -> SegmentKind | None:
+        """What the time now counts as: None during a foreground I/O phase (it has its own
+        record), start-up before the application started and teardown after it ended,
+        rework while one is open, else compute."""
+        if any(k in PHASE_KINDS and not s.background for k, s in spans.items()):
+            return None
+        if self.app != "running":
+            return "startup" if self.app == "before" else "teardown"
+        return "rework" if "rework" in spans else "compute"
+
+    def resegment(
+        self, spans: Mapping[RunKind, Span], mark: Reading, *, split: bool = False
+    ) -> PhaseRecord | None:
+        """Close the compute/rework span at ``mark`` when what the time counts as changes
+        (or ``split``), and open the next one there; return the record closed, if any."""
+        wanted = self.foreground(spans)
+        closed: PhaseRecord | None = None
+        if self.segment is not None and (split or self.segment.kind != wanted):
+            closed = self.close_segment(mark)
+        if wanted is not None and self.segment is None:
+            rework = spans.get("rework") if wanted == "rework" else None
+            self.segment = Segment(wanted, self.take_index(), mark, rework)
+        return closed
+
+    def close_segment(self, mark: Reading) -> PhaseRecord | None:
+        """Record the open segment up to ``mark`` (None: none was open)."""
+        seg, self.segment = self.segment, None
+        if seg is None:
+            return None
+        record = self.meter.record(seg.kind, seg.index, seg.start, mark, level=seg.level())
+        self.records.append(record)
+        return record
