@@ -43,7 +43,7 @@ from greenckpt.ckpt import api, schedule
 from greenckpt.ckpt.api import Checkpointer, CheckpointError, RecoveryError
 from greenckpt.ckpt.inject import erase_node_storage
 from greenckpt.ckpt.manifest import LEGACY_VERSION, MANIFEST_DIGEST_KEY, MANIFEST_NAME
-from greenckpt.ckpt.partner import partner_holders
+from greenckpt.ckpt.redundancy.partner import partner_holders
 from greenckpt.ckpt.store import CheckpointStore
 
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from greenckpt.ckpt.erasure import (
+from greenckpt.ckpt.redundancy.erasure import (
     MAX_RS_PIECES,
     Buffer,
     ErasureCode,
@@ -23,7 +23,7 @@ from greenckpt.ckpt.erasure import (
     encode_group,
     rebuild_group,
 )
-from greenckpt.ckpt.groups import group_segment
+from greenckpt.ckpt.redundancy.groups import group_segment
 from greenckpt.ckpt.transfer import DIRECT_ALIGN, SEGMENT
 
 

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import zfec
 
-from greenckpt.ckpt import erasure
-from greenckpt.ckpt.erasure import ErasureCode
+from greenckpt.ckpt.redundancy import erasure
+from greenckpt.ckpt.redundancy.erasure import ErasureCode
 from greenckpt.native import BuildError, gf, library_dir
 
 

@@ -1,7 +1,7 @@
 """Level 3's parity encoder never runs a compiler in a rank (issue 28 item 5).
 
 The native libraries are built at install, or by ``greenckpt config``; where libgreenckpt_gf
-is not built, importing greenckpt.ckpt.erasure or greenckpt.native.gf and encoding run no
+is not built, importing greenckpt.ckpt.redundancy.erasure or greenckpt.native.gf and encoding run no
 compiler (a job's every rank would, at its first level-3 checkpoint): the parity comes from
 zfec, the same bytes, after one warning line saying to run ``greenckpt config``.
 """
@@ -21,7 +21,7 @@ _RANK = textwrap.dedent(
     from pathlib import Path
     import greenckpt.native as native
     native.PACKAGED_LIB_DIR = Path(sys.argv[1])  # as if the install built nothing
-    from greenckpt.ckpt.erasure import ErasureCode
+    from greenckpt.ckpt.redundancy.erasure import ErasureCode
     from greenckpt.native import gf
     pieces = [bytes(range(256)) * 40, b"x" * 5000, b"short"]
     with warnings.catch_warnings(record=True) as caught:

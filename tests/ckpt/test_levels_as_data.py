@@ -41,8 +41,8 @@ from greenckpt.ckpt.manifest import (
     manifest_to_json,
     read_manifest,
 )
-from greenckpt.ckpt.redundancy import rebuild_name
-from greenckpt.ckpt.scheme import Rebuilt, Redundancy
+from greenckpt.ckpt.redundancy.builtin import rebuild_name
+from greenckpt.ckpt.redundancy.scheme import Rebuilt, Redundancy
 from greenckpt.ckpt.topology import Topology
 from greenckpt.ckpt.transfer import first_cause
 from greenckpt.io.checksum import file_digest

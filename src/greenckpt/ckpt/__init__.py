@@ -35,8 +35,8 @@ if TYPE_CHECKING:
         RecoveryError,
         RecoveryInfo,
     )
+    from greenckpt.ckpt.redundancy.scheme import Redundancy
     from greenckpt.ckpt.schedule import Backoff
-    from greenckpt.ckpt.scheme import Redundancy
     from greenckpt.ckpt.store import StoreError
 
 _PUBLIC = {
@@ -56,7 +56,7 @@ _PUBLIC = {
     "PhaseHook": "greenckpt.ckpt.hooks",
     "RecoveryError": "greenckpt.ckpt.records",
     "RecoveryInfo": "greenckpt.ckpt.records",
-    "Redundancy": "greenckpt.ckpt.scheme",
+    "Redundancy": "greenckpt.ckpt.redundancy.scheme",
     "SchemeSpec": "greenckpt.ckpt.levels",
     "Storage": "greenckpt.ckpt.levels",
     "StoreError": "greenckpt.ckpt.store",

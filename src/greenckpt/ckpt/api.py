@@ -48,11 +48,11 @@ from greenckpt.ckpt.protect import Identity, Protected
 from greenckpt.ckpt.records import CheckpointError, CheckpointInfo, RecoveryError, RecoveryInfo
 from greenckpt.ckpt.recovery import candidates, restore_newest
 from greenckpt.ckpt.recovery import set_aside as set_stores_aside
-from greenckpt.ckpt.redundancy import build_redundancy
+from greenckpt.ckpt.redundancy.builtin import build_redundancy
+from greenckpt.ckpt.redundancy.scheme import Redundancy
 from greenckpt.ckpt.retention import Retention
 from greenckpt.ckpt.rework import Rework
 from greenckpt.ckpt.schedule import Backoff, Schedule
-from greenckpt.ckpt.scheme import Redundancy
 from greenckpt.ckpt.store import CheckpointStore
 from greenckpt.ckpt.topology import Topology, write_waves
 from greenckpt.errors import InvalidValueError, UsageError

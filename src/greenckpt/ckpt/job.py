@@ -21,8 +21,8 @@ from greenckpt.ckpt.comm import Comm
 from greenckpt.ckpt.config import Config, LevelConfig
 from greenckpt.ckpt.levels import LevelSpec, level_spec
 from greenckpt.ckpt.protect import Protected
-from greenckpt.ckpt.redundancy import NoRedundancy
-from greenckpt.ckpt.scheme import Redundancy
+from greenckpt.ckpt.redundancy.builtin import NoRedundancy
+from greenckpt.ckpt.redundancy.scheme import Redundancy
 from greenckpt.ckpt.store import CheckpointStore, StoreError
 from greenckpt.ckpt.topology import Topology
 from greenckpt.io import parse_codec

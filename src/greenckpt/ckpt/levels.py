@@ -6,7 +6,7 @@ are written once here, and the configuration (:mod:`greenckpt.ckpt.config`), the
 check, the notification socket and the :class:`~greenckpt.ckpt.api.Checkpointer` read them
 when they run instead of restating level numbers. Adding a level is one spec and one
 :func:`register_level` call; a new kind of redundancy is one class implementing
-:class:`~greenckpt.ckpt.scheme.Redundancy` and one :func:`register_scheme` call, which
+:class:`~greenckpt.ckpt.redundancy.scheme.Redundancy` and one :func:`register_scheme` call, which
 declares the settings the scheme takes (:class:`LevelSetting`: key, converter, default) and
 the check across them. A level takes its scheme's settings plus its own (``LevelSpec.settings``)
 and the configuration reads, checks and describes them from these declarations alone.
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
-from greenckpt.ckpt.scheme import SchemeFactory
+from greenckpt.ckpt.redundancy.scheme import SchemeFactory
 from greenckpt.ckpt.topology import Topology
 from greenckpt.errors import InvalidValueError
 
@@ -154,7 +154,7 @@ def check_parity(level: int, values: Sourced) -> None:
 
 GROUP_SIZE_DEFAULT = 4
 PARITY_DEFAULT = 1
-_REDUNDANCY = "greenckpt.ckpt.redundancy:"
+_REDUNDANCY = "greenckpt.ckpt.redundancy.builtin:"
 
 BUILTIN_SCHEMES: tuple[SchemeSpec, ...] = (
     SchemeSpec("none", _REDUNDANCY + "NoRedundancy.build"),

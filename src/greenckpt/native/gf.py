@@ -2,10 +2,11 @@
 
 Why here: the library is built with the others, at install or by ``greenckpt config``
 (:func:`greenckpt.native.library_dir`); the checkpoint library's erasure code
-(:mod:`greenckpt.ckpt.erasure`) calls :func:`combine` when it loads and keeps zfec and NumPy
-as the fallback where it does not. Never built here: importing this module or encoding runs no
-compiler (a job's every rank would, at its first level-3 checkpoint); where the library is not
-built, the first encode warns once, in one line, that ``greenckpt config`` builds it.
+(:mod:`greenckpt.ckpt.redundancy.erasure`) calls :func:`combine` when it loads and keeps zfec
+and NumPy as the fallback where it does not. Never built here: importing this module or
+encoding runs no compiler (a job's every rank would, at its first level-3 checkpoint); where
+the library is not built, the first encode warns once, in one line, that ``greenckpt config``
+builds it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``LevelContract``: the pytest suite a checkpoint level (a ``LevelSpec``) passes.
 
 Why: a level is data (:class:`greenckpt.ckpt.levels.LevelSpec` in a registry, its redundancy a
-:class:`greenckpt.ckpt.scheme.Redundancy`), so a user can add one without touching the
+:class:`greenckpt.ckpt.redundancy.scheme.Redundancy`), so a user can add one without touching the
 Checkpointer; these tests check that such a level is configured, checkpointed and recovered
 through the public API like the built-in ones, in a temporary directory, on one rank or on
 several (``ranks``: threads of this process, each its own emulated node, through

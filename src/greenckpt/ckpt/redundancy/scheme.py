@@ -1,8 +1,8 @@
 """What a redundancy scheme is to the rest of the library: :class:`Redundancy` and its factory.
 
-Why a module of its own: the level registry (:mod:`greenckpt.ckpt.levels`) stores each
-scheme's factory, the configuration checks a level's settings against that registry, and the
-schemes (:mod:`greenckpt.ckpt.redundancy`) register themselves in it; the interface they share
+Why a module of its own: the level registry (:mod:`greenckpt.ckpt.levels`) stores each scheme's
+factory, the configuration checks a level's settings against that registry, and the schemes
+(:mod:`greenckpt.ckpt.redundancy.builtin`) register themselves in it; the interface they share
 lives here, below the registry and the schemes, so that neither imports the other for it. Only
 types: nothing here runs.
 """
@@ -27,7 +27,7 @@ Rebuilt = list[tuple[Path, Path]]
 
 class Redundancy(Protocol):
     """What a level adds to its rank files so that lost ones can be rebuilt (see
-    :mod:`greenckpt.ckpt.redundancy`). Every method but ``extra_bytes`` and ``extra_files``
+    :mod:`greenckpt.ckpt.redundancy.builtin`). Every method but ``extra_bytes`` and ``extra_files``
     is collective."""
 
     @property
@@ -54,7 +54,7 @@ class Redundancy(Protocol):
 
     def rebuild(self, manifest: Manifest, lost: set[int], target: Path) -> tuple[Rebuilt, str]:
         """Write the ``lost`` ranks' files and the redundancy they held again, under
-        :func:`~greenckpt.ckpt.redundancy.rebuild_name` in ``target`` (collective): this
+        :func:`~greenckpt.ckpt.redundancy.builtin.rebuild_name` in ``target`` (collective): this
         rank's temporary files and '' on success, or the first error (the same on every
         rank)."""
         ...

@@ -4,7 +4,7 @@ Why: a partner copy (level 2) doubles the node-local storage and the traffic; an
 over a group of G members on G different nodes protects against the loss of t of them for about
 t / (G − t) of the data (FTI's Reed–Solomon L3 in wu2018, the XOR-encoded diskless checkpoint of
 saito2013's slides). The arithmetic and the rotating placement of data and parity pieces are in
-:mod:`greenckpt.ckpt.erasure`; this module forms the groups and moves the pieces:
+:mod:`greenckpt.ckpt.redundancy.erasure`; this module forms the groups and moves the pieces:
 
 * **Groups** (:func:`erasure_groups`): ranks are ordered by their position on their node, then
   by node (``node0[0], node1[0], …, node0[1], node1[1], …``) and cut into groups of G, so the
@@ -37,7 +37,14 @@ from typing import Final
 
 from greenckpt.ckpt.agree import PEER, one_line
 from greenckpt.ckpt.comm import Comm
-from greenckpt.ckpt.erasure import Buffer, ErasureCode, ErasureError, GroupLayout, Scheme, Stripe
+from greenckpt.ckpt.redundancy.erasure import (
+    Buffer,
+    ErasureCode,
+    ErasureError,
+    GroupLayout,
+    Scheme,
+    Stripe,
+)
 from greenckpt.ckpt.topology import Topology
 from greenckpt.ckpt.transfer import DIRECT_ALIGN, SEGMENT, SegmentWriter, read_into
 from greenckpt.errors import GreenckptError

@@ -34,12 +34,17 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 from greenckpt.ckpt.agree import agree, agree_with
 from greenckpt.ckpt.comm import Comm
-from greenckpt.ckpt.erasure import GroupLayout, Scheme
-from greenckpt.ckpt.groups import encode_parity, erasure_groups, parity_name, rebuild_data
 from greenckpt.ckpt.levels import scheme_spec
 from greenckpt.ckpt.manifest import Manifest, RankEntry
-from greenckpt.ckpt.partner import copy_name, inverse, partner_holders
-from greenckpt.ckpt.scheme import Rebuilt, Redundancy
+from greenckpt.ckpt.redundancy.erasure import GroupLayout, Scheme
+from greenckpt.ckpt.redundancy.groups import (
+    encode_parity,
+    erasure_groups,
+    parity_name,
+    rebuild_data,
+)
+from greenckpt.ckpt.redundancy.partner import copy_name, inverse, partner_holders
+from greenckpt.ckpt.redundancy.scheme import Rebuilt, Redundancy
 from greenckpt.ckpt.topology import Topology
 from greenckpt.ckpt.transfer import shift_file
 from greenckpt.io.checksum import file_digest
@@ -100,7 +105,7 @@ class NoRedundancy:
     def build(
         cls, comm: Comm, topology: Topology, settings: LevelConfig, checksum: str
     ) -> NoRedundancy:
-        """The scheme ``none`` (a :data:`~greenckpt.ckpt.scheme.SchemeFactory`)."""
+        """The scheme ``none`` (a :data:`~greenckpt.ckpt.redundancy.scheme.SchemeFactory`)."""
         return cls()
 
     def encode(
@@ -124,7 +129,7 @@ class NoRedundancy:
 
 class PartnerLevel:
     """Level 2: each rank's file copied to its partner on another node (see
-    :mod:`greenckpt.ckpt.partner`)."""
+    :mod:`greenckpt.ckpt.redundancy.partner`)."""
 
     def __init__(self, comm: Comm, topology: Topology, checksum: str) -> None:
         self.comm = comm
@@ -137,7 +142,7 @@ class PartnerLevel:
     def build(
         cls, comm: Comm, topology: Topology, settings: LevelConfig, checksum: str
     ) -> PartnerLevel:
-        """The scheme ``partner`` (a :data:`~greenckpt.ckpt.scheme.SchemeFactory`)."""
+        """The scheme ``partner`` (a :data:`~greenckpt.ckpt.redundancy.scheme.SchemeFactory`)."""
         return cls(comm, topology, checksum)
 
     rebuilds = True
@@ -253,7 +258,8 @@ class PartnerLevel:
 
 class ErasureLevel:
     """Level 3: parity over groups of ranks on different nodes (see
-    :mod:`greenckpt.ckpt.groups`). Construction is collective (it splits the communicator)."""
+    :mod:`greenckpt.ckpt.redundancy.groups`). Construction is collective (it splits the
+    communicator)."""
 
     def __init__(
         self, comm: Comm, topology: Topology, group_size: int, parity: int, checksum: str
@@ -271,7 +277,7 @@ class ErasureLevel:
     def build(
         cls, comm: Comm, topology: Topology, settings: LevelConfig, checksum: str
     ) -> ErasureLevel:
-        """The scheme ``erasure`` (a :data:`~greenckpt.ckpt.scheme.SchemeFactory`): its
+        """The scheme ``erasure`` (a :data:`~greenckpt.ckpt.redundancy.scheme.SchemeFactory`): its
         ``group_size`` and ``parity`` settings (collective)."""
         values = settings.settings
         group_size, parity = cast(int, values["group_size"]), cast(int, values["parity"])
