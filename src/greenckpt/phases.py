@@ -2,7 +2,7 @@
 
 Why one module: the checkpoint library announces phases (``ckpt.hooks``), the wire protocol
 carries them (``ckpt.notify_client``), the runtime decides settings for some and accounts all
-(``runtime.settings``, ``runtime.session``, ``runtime.report``). Each used to spell its own
+(``runtime.settings``, ``runtime.session``, ``runtime.run_report``). Each used to spell its own
 ``Literal``; a new kind added to one and not the others broke only at run time. Every subset is
 built here from the same three groups, and the tuples come from the types, so a new kind is
 one edit. A bottom leaf: it imports nothing of greenckpt.

@@ -8,7 +8,8 @@
  * over XOR), so that 32 bytes are multiplied by two byte shuffles (AVX2 `vpshufb`, the method
  * of ISA-L and Plank's GF-Complete), with a portable loop where AVX2 is absent. The tables
  * come from the caller, who takes them from zfec itself: the parity written is zfec's, byte
- * for byte, and zfec still decodes it (greenckpt.ckpt.erasure, through greenckpt.native.gf).
+ * for byte, and zfec still decodes it (greenckpt.ckpt.redundancy.erasure, through
+ * greenckpt.native.gf).
  */
 #include <stddef.h>
 #include <stdint.h>
