@@ -3,7 +3,9 @@ the same on every rank."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
@@ -13,13 +15,10 @@ from greenckpt.ckpt.agree import (
     Failure,
     LocalFailure,
     Verdict,
-    agree,
     agree_on,
-    agree_with,
     fail_if,
     first_cause,
     one_line,
-    raise_first,
 )
 from greenckpt.ckpt.comm import Comm
 from greenckpt.io.pool import IOJobError
@@ -40,43 +39,46 @@ class FakeComm:
         return [value if r == self.rank else self.others[r] for r in range(self.size)]  # type: ignore[misc]
 
 
+def _failing(error: str | None) -> Callable[[], str]:
+    def compute() -> str:
+        fail_if(error)
+        return "mine"
+
+    return compute
+
+
 def test_all_ok_is_no_failure_in_one_collective() -> None:
-    comm = FakeComm(0, {1: None, 2: ""}, 3)
-    assert agree(comm, None) is None  # type: ignore[arg-type]
+    comm = FakeComm(0, {1: ("b", None), 2: ("c", "")}, 3)
+    verdict = agree_on(comm, _failing(None))  # type: ignore[arg-type]
+    assert verdict.failure is None and verdict.ok and verdict.failed == ()
     assert comm.calls == 1
 
 
 def test_the_first_failing_rank_decides_for_every_rank() -> None:
     for rank in range(3):
         errors = {0: None, 1: "disk full", 2: "read-only"}
-        comm = FakeComm(rank, errors, 3)
-        failure = agree(comm, errors[rank])  # type: ignore[arg-type]
+        others = {r: (None, e) for r, e in errors.items()}
+        comm = FakeComm(rank, others, 3)
+        failure = agree_on(comm, _failing(errors[rank])).failure  # type: ignore[arg-type]
         assert failure == Failure(1, "disk full")
         assert str(failure) == "rank 1: disk full"
 
 
 def test_a_cause_comes_before_its_echoes_when_asked() -> None:
-    errors = {0: PEER + "nothing arrived", 1: "cannot read x"}
-    comm = FakeComm(0, errors, 2)
-    assert agree(comm, errors[0]) == Failure(0, PEER + "nothing arrived")  # type: ignore[arg-type]
-    assert agree(comm, errors[0], causes_first=True) == Failure(1, "cannot read x")  # type: ignore[arg-type]
+    others = {1: (None, "cannot read x")}
+    echo = _failing(PEER + "nothing arrived")
+    verdict = agree_on(FakeComm(0, others, 2), echo)  # type: ignore[arg-type]
+    assert verdict.failure == Failure(0, PEER + "nothing arrived")
+    verdict = agree_on(FakeComm(0, others, 2), echo, causes_first=True)  # type: ignore[arg-type]
+    assert verdict.failure == Failure(1, "cannot read x")
     assert first_cause([None, None]) is None
 
 
 def test_values_are_gathered_with_the_verdict() -> None:
-    comm = FakeComm(1, {0: ("a", None), 2: ("c", "bad")}, 3)
-    values, failure = agree_with(comm, "b", None)  # type: ignore[arg-type]
-    assert values == ["a", "b", "c"]
-    assert failure == Failure(2, "bad")
-
-
-def test_raise_first_raises_the_same_error_on_every_rank() -> None:
-    for rank in range(2):
-        errors = {0: "boom", 1: None}
-        comm = FakeComm(rank, errors, 2)
-        with pytest.raises(RuntimeError, match=r"^rank 0: boom$"):
-            raise_first(comm, errors[rank], lambda f: RuntimeError(str(f)))  # type: ignore[arg-type]
-    raise_first(FakeComm(0, {1: None}, 2), None, lambda f: RuntimeError(str(f)))  # type: ignore[arg-type]
+    comm = FakeComm(1, {0: ("a", None), 2: (None, "bad")}, 3)
+    verdict = agree_on(comm, lambda: "b")  # type: ignore[arg-type]
+    assert verdict.values == ["a", "b", None]
+    assert verdict.failure == Failure(2, "bad")
 
 
 def test_one_line_names_the_class_not_its_module() -> None:
@@ -141,3 +143,40 @@ def test_agree_on_puts_a_cause_before_its_peer_echoes() -> None:
 
     verdicts = run_ranks(2, work)
     assert all(v.failure == Failure(1, "ValueError: bad block") for v in verdicts)
+
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "greenckpt"
+
+# Where a collective that gathers from every rank may be called outside ckpt/agree.py, and
+# how many times: each moves data that every rank needs, not a verdict (no rank's failure is
+# reduced there). The communicators themselves (ckpt/comm.py, testing/comm.py) define them.
+DATA_EXCHANGES: dict[str, tuple[int, str]] = {
+    "ckpt/comm.py": (1, "MPIComm.allgather wraps mpi4py's"),
+    "testing/comm.py": (4, "the threaded communicator builds its collectives on allgather"),
+    "ckpt/recovery.py": (1, "every rank's listing of the checkpoints its directories hold"),
+    "ckpt/api.py": (1, "every rank's newest committed id, to number the next checkpoint"),
+    "ckpt/announce.py": (1, "every rank's protected bytes"),
+    "ckpt/transfer.py": (1, "every rank's file size before the data move"),
+    "ckpt/topology.py": (1, "every rank's host name"),
+    "ckpt/rework.py": (1, "every rank's progress note"),
+    "ckpt/retention.py": (2, "size estimates and free space, measured, then room made"),
+    "ckpt/redundancy/builtin.py": (1, "which parity files of the erasure group are intact"),
+    "apps/stream.py": (1, "every rank's measured bandwidths"),
+}
+
+_GATHER = re.compile(r"(?<!def )\b(?:allgather|allreduce)\(")
+
+
+def test_no_module_reaches_a_verdict_with_its_own_allgather() -> None:
+    """Every all-ranks verdict goes through agree_on (issue 28): a module that gathers
+    errors by hand can skip the reduction on a rank whose computation raised, and hang the
+    job. Only the data exchanges listed above (moving data is not a verdict) may gather."""
+    found: dict[str, int] = {}
+    for path in sorted(SRC.rglob("*.py")):
+        name = path.relative_to(SRC).as_posix()
+        if name == "ckpt/agree.py":
+            continue
+        count = len(_GATHER.findall(path.read_text(encoding="utf-8")))
+        if count:
+            found[name] = count
+    assert found == {name: count for name, (count, _) in DATA_EXCHANGES.items()}

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from greenckpt.ckpt.agree import agree_on, fail_if
 from greenckpt.ckpt.api import Checkpointer
 from greenckpt.ckpt.comm import Comm
 from greenckpt.ckpt.config import ConfigError, LevelConfig, load_config
@@ -44,7 +45,6 @@ from greenckpt.ckpt.manifest import (
 from greenckpt.ckpt.redundancy.builtin import rebuild_name
 from greenckpt.ckpt.redundancy.scheme import Rebuilt, Redundancy
 from greenckpt.ckpt.topology import Topology
-from greenckpt.ckpt.transfer import first_cause
 from greenckpt.io.checksum import file_digest
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "greenckpt"
@@ -70,8 +70,8 @@ class Mirror:
         self.comm = comm
 
     def _agreed(self, error: str | None) -> str | None:
-        bad = first_cause(self.comm.allgather(error))
-        return None if bad is None else f"rank {bad[0]}: {bad[1]}"
+        bad = agree_on(self.comm, lambda: fail_if(error), causes_first=True).failure
+        return None if bad is None else str(bad)
 
     def encode(
         self, stage: Path, entries: Sequence[RankEntry]

@@ -27,13 +27,10 @@ __all__ = [
     "Failure",
     "LocalFailure",
     "Verdict",
-    "agree",
     "agree_on",
-    "agree_with",
     "fail_if",
     "first_cause",
     "one_line",
-    "raise_first",
 ]
 
 T = TypeVar("T")
@@ -100,7 +97,8 @@ class Verdict(Generic[T]):
     errors: list[str | None]
     """Every rank's error, by rank (None where it succeeded)."""
     failure: Failure | None
-    """The failure reported to every rank (see :func:`agree`), None when all succeeded."""
+    """The failure reported to every rank: the first failing rank's (with ``causes_first``,
+    the first cause before :data:`PEER` echoes), None when all succeeded."""
 
     @property
     def ok(self) -> bool:
@@ -119,7 +117,10 @@ def agree_on(comm: Comm, compute: Callable[[], T], *, causes_first: bool = False
     An exception ``compute`` raises (any :class:`Exception`) is this rank's failure, in
     :func:`one_line`'s words (a :class:`LocalFailure`'s message as it is); the reduction
     happens whatever ``compute`` did, so every rank learns the same :class:`Verdict` and a
-    rank whose computation raised cannot leave the others waiting in the collective."""
+    rank whose computation raised cannot leave the others waiting in the collective.
+    ``causes_first``: a cause before the :data:`PEER` echoes it produced elsewhere. The only
+    verdict reduction there is: no caller gathers errors by hand (tests/ckpt/test_agree.py
+    fails on a module that reaches a verdict with its own ``allgather``)."""
     value: T | None = None
     error: str | None = None
     try:
@@ -131,27 +132,3 @@ def agree_on(comm: Comm, compute: Callable[[], T], *, causes_first: bool = False
     gathered = comm.allgather((value, error))
     errors = [e or None for _, e in gathered]
     return Verdict([v for v, _ in gathered], errors, _pick(errors, causes_first))
-
-
-def agree(comm: Comm, error: str | None, *, causes_first: bool = False) -> Failure | None:
-    """Every rank's ``error`` (None or "" for ok) gathered; the first failing rank's, the same
-    on every rank, or None when all succeeded (collective). ``causes_first``: a cause before
-    the :data:`PEER` echoes it produced elsewhere. For a computation that already ran and
-    caught its own errors; :func:`agree_on` runs it."""
-    return _pick(comm.allgather(error), causes_first)
-
-
-def agree_with(
-    comm: Comm, value: T, error: str | None, *, causes_first: bool = False
-) -> tuple[list[T], Failure | None]:
-    """:func:`agree` that also gathers each rank's ``value`` in the same collective: every
-    rank's values (by rank; a failed rank's too) and the agreed failure, if any."""
-    gathered = comm.allgather((value, error))
-    return [v for v, _ in gathered], _pick([e for _, e in gathered], causes_first)
-
-
-def raise_first(comm: Comm, error: str | None, make: Callable[[Failure], BaseException]) -> None:
-    """:func:`agree`, raising ``make(failure)`` on every rank when some rank failed."""
-    failure = agree(comm, error)
-    if failure is not None:
-        raise make(failure)

@@ -17,12 +17,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from greenckpt.ckpt.agree import agree, agree_with, one_line
+from greenckpt.ckpt.agree import agree_on, fail_if, one_line
 from greenckpt.ckpt.inject import maybe_fail
 from greenckpt.ckpt.job import Job, tidy
 from greenckpt.ckpt.manifest import Manifest, RankEntry, utc_now_iso
 from greenckpt.ckpt.records import CheckpointError
-from greenckpt.ckpt.store import CheckpointStore, StoreError
+from greenckpt.ckpt.store import CheckpointStore
 from greenckpt.io import Chunk, ConcatSource, parse_codec
 
 __all__ = ["CHECKPOINT_STAGES", "Commit", "run_stages", "write_and_commit"]
@@ -122,20 +122,26 @@ def write_rank_file(
 def write_data(c: Commit) -> None:
     """Every rank writes its file in its wave; all agree that every rank succeeded."""
     job = c.job  # the caller stamped the protected data with the checkpoint's Identity
-    entry, error = None, None
-    for wave in c.waves:
-        if job.rank in wave:
-            try:
-                entry = c.write(c.level, c.store, c.ckpt_id)
-            except Exception as exc:  # reported to every rank below
-                error = one_line(exc)
-            maybe_fail("checkpoint-write", rank=job.rank, iteration=c.iteration)
-        if len(c.waves) > 1:
-            job.comm.barrier()
-    # rank 0's clock dates the checkpoint: every node's manifest must be the same
-    outcomes, bad = agree_with(job.comm, (entry, utc_now_iso()), error)
-    if bad is not None:
-        raise c.failed(f" on {bad}")
+
+    def write() -> tuple[RankEntry | None, str]:
+        entry, error = None, None
+        for wave in c.waves:
+            if job.rank in wave:
+                try:
+                    entry = c.write(c.level, c.store, c.ckpt_id)
+                except Exception as exc:  # reported to every rank by the agreement
+                    error = one_line(exc)
+                maybe_fail("checkpoint-write", rank=job.rank, iteration=c.iteration)
+            if len(c.waves) > 1:
+                job.comm.barrier()
+        fail_if(error)
+        # rank 0's clock dates the checkpoint: every node's manifest must be the same
+        return entry, utc_now_iso()
+
+    written = agree_on(job.comm, write)
+    if written.failure is not None:
+        raise c.failed(f" on {written.failure}")
+    outcomes = [o for o in written.values if o is not None]
     c.created = outcomes[0][1]
     c.entries = tuple(e for e, _ in outcomes if e is not None)
 
@@ -170,17 +176,19 @@ def publish(c: Commit) -> None:
     """The commit point: each directory's leader writes the manifest and renames staging to
     committed; all agree, and a checkpoint committed on only some nodes is removed again."""
     job, store = c.job, c.store
-    assert c.manifest is not None  # described before
-    commit_error = None
+    manifest = c.manifest
+    assert manifest is not None  # described before
     maybe_fail("checkpoint-commit", rank=job.rank, iteration=c.iteration)
-    if job.is_leader(c.level):
-        try:
-            store.commit(c.ckpt_id, c.manifest, ranks=job.dir_ranks(c.level))
-        except (StoreError, OSError, ValueError) as exc:
-            commit_error = one_line(exc)
-    bad = agree(job.comm, commit_error)
+
+    def commit() -> None:
+        if job.is_leader(c.level):
+            store.commit(c.ckpt_id, manifest, ranks=job.dir_ranks(c.level))
+
+    committed = agree_on(job.comm, commit)
+    bad = committed.failure
     if bad is None:
         return
+    commit_error = committed.errors[job.rank]
     if job.is_leader(c.level) and commit_error is None:
         # committed here but not everywhere: not a checkpoint
         tidy(lambda: store.remove(c.ckpt_id), f"remove checkpoint {c.ckpt_id}")

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from greenckpt.ckpt.agree import agree, one_line
+from greenckpt.ckpt.agree import LocalFailure, agree_on, one_line
 from greenckpt.ckpt.comm import Comm
 from greenckpt.ckpt.config import Config, LevelConfig
 from greenckpt.ckpt.levels import LevelSpec, level_spec
@@ -102,22 +102,24 @@ class Job:
         checked on every rank (collective: :class:`StoreError` on every rank if one is
         unusable); each directory's leader removes the leftovers of a crashed run."""
         stores: dict[int, CheckpointStore] = {}
-        problem = None
-        try:
-            levels = set(self.config.enabled_levels) | ({flush_source} - {0})
-            for number in sorted(levels):
-                base = self.store_base(number)
-                top = Path(
-                    os.path.expanduser(getattr(self.config, self.spec(number).storage.setting))
-                )
-                if base != top and top.is_dir():
-                    base.mkdir(parents=True, exist_ok=True)  # node<k>/, level2/, level3/
-                store = CheckpointStore(base, self.config.name)
-                store.check_usable()
-                stores[number] = store
-        except (StoreError, OSError) as exc:
-            problem = str(exc)
-        bad = agree(self.comm, problem)
+
+        def open_each() -> None:
+            try:
+                levels = set(self.config.enabled_levels) | ({flush_source} - {0})
+                for number in sorted(levels):
+                    base = self.store_base(number)
+                    top = Path(
+                        os.path.expanduser(getattr(self.config, self.spec(number).storage.setting))
+                    )
+                    if base != top and top.is_dir():
+                        base.mkdir(parents=True, exist_ok=True)  # node<k>/, level2/, level3/
+                    store = CheckpointStore(base, self.config.name)
+                    store.check_usable()
+                    stores[number] = store
+            except (StoreError, OSError) as exc:
+                raise LocalFailure(str(exc)) from exc
+
+        bad = agree_on(self.comm, open_each).failure
         if bad is not None:
             raise StoreError(bad.error if bad.rank == self.rank else str(bad))
         for number, store in stores.items():

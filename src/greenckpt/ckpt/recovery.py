@@ -16,7 +16,7 @@ import time
 import warnings
 from pathlib import Path
 
-from greenckpt.ckpt.agree import agree, agree_on, agree_with, fail_if, one_line
+from greenckpt.ckpt.agree import LocalFailure, agree_on, fail_if, one_line
 from greenckpt.ckpt.inject import maybe_fail
 from greenckpt.ckpt.job import Job, tidy
 from greenckpt.ckpt.manifest import MANIFEST_NAME, Manifest, ManifestError, RankEntry
@@ -162,14 +162,21 @@ def shared_manifest(
     copy and broadcast, so ranks of a node that lost everything learn what to rebuild.
     """
     if not job.redundancy_of(level).rebuilds:
-        manifest, problem = _read_manifest(job, level, ckpt_id)
-        made = None if manifest is None else (manifest.created, manifest.iteration)
-        seen, bad = agree_with(job.comm, made, problem)
-        if bad is not None:
-            return None, str(bad)
-        if len(set(seen)) > 1:  # e.g. node-local leftovers of another run
+        mine: list[Manifest] = []
+
+        def read() -> tuple[str, int | None]:
+            manifest, problem = _read_manifest(job, level, ckpt_id)
+            fail_if(problem)
+            assert manifest is not None  # read, or the problem raised above
+            mine.append(manifest)
+            return manifest.created, manifest.iteration
+
+        seen = agree_on(job.comm, read)
+        if seen.failure is not None:
+            return None, str(seen.failure)
+        if len(set(seen.values)) > 1:  # e.g. node-local leftovers of another run
             return None, "the nodes hold different manifests for it (written by different runs)"
-        return manifest, ""
+        return mine[0], ""
     reasons = []
     for root, other in enumerate(everyone):
         if ckpt_id not in other.get(level, ()):
@@ -196,16 +203,11 @@ def rebuild(job: Job, level: int, ckpt_id: int, manifest: Manifest, lost: set[in
     store = job.stores[level]
     committed = store.committed_path(ckpt_id)
     present = committed.is_dir()
-    problem: str | None = None
-    target = committed
-    try:
-        target = committed if present else store.staging(ckpt_id)
-    except (OSError, ValueError) as exc:
-        problem = one_line(exc)
-    bad = agree(job.comm, problem)
-    if bad is not None:
+    made = agree_on(job.comm, lambda: committed if present else store.staging(ckpt_id))
+    if made.failure is not None:
         _abort_rebuild(job, level, store, ckpt_id, present, [])
-        return str(bad)
+        return str(made.failure)
+    target = made.values[job.rank] or committed  # this rank's: made everywhere
     done, failure = job.redundancy_of(level).rebuild(manifest, lost, target)
     if failure:
         _abort_rebuild(job, level, store, ckpt_id, present, done)
@@ -229,29 +231,27 @@ def _put_in_place(
     """Rename the rebuilt files into place and, for a node directory made anew, commit it
     (collective); the agreed failure, or None."""
     store = job.stores[level]
-    problem: str | None = None
-    try:
+
+    def place() -> None:
         for tmp, final in done:
             os.replace(tmp, final)
         if done:
             fsync_directory(target)
-    except OSError as exc:
-        problem = one_line(exc)
+
     # every rank's rebuilt files must be in place before a node directory is committed
-    bad = agree(job.comm, problem)
-    if bad is not None:
-        return str(bad)
-    if not present and job.is_leader(level):
-        try:
+    placed = agree_on(job.comm, place)
+    if placed.failure is not None:
+        return str(placed.failure)
+
+    def commit() -> None:
+        if not present and job.is_leader(level):
             # the manifest as it was read: a version-1 one stays version 1 (sealing it
             # would make every later restart refuse data written without a record of
             # their checkpoint; see manifest_to_json)
             store.commit(ckpt_id, manifest, ranks=job.dir_ranks(level), keep_version=True)
-        except (OSError, ValueError) as exc:
-            problem = one_line(exc)
-        if problem is None:
-            problem = _redundancy_missing(job, level, store, ckpt_id, manifest)
-    bad = agree(job.comm, problem)
+            fail_if(_redundancy_missing(job, level, store, ckpt_id, manifest))
+
+    bad = agree_on(job.comm, commit).failure
     return None if bad is None else str(bad)
 
 
@@ -389,20 +389,24 @@ def set_aside(job: Job, failure: RecoveryError) -> tuple[Path, ...]:
     every rank with both reasons. Moving, not deleting: the checkpoints failed to restore
     for reasons a person may want to look into (a different layout, a damaged disk)."""
     stamp: str = job.comm.bcast(time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
-    moved: list[str] = []
-    problem = None
-    for number, store in sorted(job.stores.items()):
-        if not job.is_leader(number):
-            continue
-        try:
-            store.join()  # removals in the background work in the job directory
-            where = store.set_aside(stamp)
-        except OSError as exc:
-            problem = f"could not move {store.job_dir} aside: {one_line(exc)}"
-            break
-        if where is not None:
-            moved.append(str(where))
-    everyone, bad = agree_with(job.comm, moved, problem)
-    if bad is not None:
-        raise RecoveryError(f"{failure}; starting afresh failed on {bad}") from failure
-    return tuple(Path(p) for paths in everyone for p in paths)
+
+    def move() -> list[str]:
+        moved: list[str] = []
+        for number, store in sorted(job.stores.items()):
+            if not job.is_leader(number):
+                continue
+            try:
+                store.join()  # removals in the background work in the job directory
+                where = store.set_aside(stamp)
+            except OSError as exc:
+                raise LocalFailure(
+                    f"could not move {store.job_dir} aside: {one_line(exc)}"
+                ) from exc
+            if where is not None:
+                moved.append(str(where))
+        return moved
+
+    everyone = agree_on(job.comm, move)
+    if everyone.failure is not None:
+        raise RecoveryError(f"{failure}; starting afresh failed on {everyone.failure}") from failure
+    return tuple(Path(p) for paths in everyone.values for p in paths or ())

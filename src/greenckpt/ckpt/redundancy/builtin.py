@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from greenckpt.ckpt.agree import agree, agree_with
+from greenckpt.ckpt.agree import LocalFailure, agree_on, fail_if
 from greenckpt.ckpt.comm import Comm
 from greenckpt.ckpt.levels import scheme_spec
 from greenckpt.ckpt.manifest import Manifest, RankEntry
@@ -80,20 +80,10 @@ def _first(comm: Comm, error: str | None, about: int | None = None) -> str | Non
     the copy's owner (naming the holder would blame a rank whose own data may be fine), and
     :data:`_NOBODY` means no prefix (the message names the ranks itself).
     """
-    subjects, bad = agree_with(
-        comm, comm.rank if about is None else about, error, causes_first=True
-    )
-    if bad is None:
-        return None
-    subject = subjects[bad.rank]
-    return bad.error if subject == _NOBODY else f"rank {subject}: {bad.error}"
-
-
-def _agreed(comm: Comm, error: str | None) -> str | None:
-    """The first rank's error (a cause before its echoes) prefixed with its rank, the same on
-    every rank (collective), or None when every rank succeeded."""
-    bad = agree(comm, error, causes_first=True)
-    return None if bad is None else str(bad)
+    subject = comm.rank if about is None else about
+    said = None if not error else error if subject == _NOBODY else f"rank {subject}: {error}"
+    bad = agree_on(comm, lambda: fail_if(said), causes_first=True).failure
+    return None if bad is None else bad.error
 
 
 class NoRedundancy:
@@ -152,8 +142,8 @@ class PartnerLevel:
     ) -> tuple[dict[str, Any], str | None]:
         """Every rank's file copied to its partner (collective): the manifest's
         ``redundancy`` object, or the first rank's error."""
-        problem = _agreed(self.comm, self.protect(stage, entries))
-        return ({}, problem) if problem is not None else (self.redundancy(), None)
+        bad = agree_on(self.comm, lambda: self.protect(stage, entries), causes_first=True).failure
+        return ({}, str(bad)) if bad is not None else (self.redundancy(), None)
 
     def extra_bytes(self, sizes: Sequence[int]) -> list[int]:
         """Each rank's directory also holds the copy of its owner's file."""
@@ -167,9 +157,9 @@ class PartnerLevel:
         """The manifest's ``redundancy`` object: who holds whose copy."""
         return {"scheme": "partner", "holders": list(self.holders)}
 
-    def protect(self, stage: Path, entries: Sequence[RankEntry]) -> str | None:
-        """Send this rank's file to its partner and store the copy it receives (collective).
-        Returns this rank's error, or None."""
+    def protect(self, stage: Path, entries: Sequence[RankEntry]) -> None:
+        """Send this rank's file to its partner and store the copy it receives (collective);
+        :class:`LocalFailure` with this rank's error if it cannot."""
         me = self.comm.rank
         owner = entries[self.owners[me]]
         got = shift_file(
@@ -182,10 +172,11 @@ class PartnerLevel:
             cached=False,  # read back only if a node is lost
         )
         if got.error is not None:
-            return f"partner copy of rank {owner.rank}: {got.error}"
+            raise LocalFailure(f"partner copy of rank {owner.rank}: {got.error}")
         if got.digest != owner.digest:
-            return f"partner copy of rank {owner.rank} arrived corrupt (digest mismatch)"
-        return None
+            raise LocalFailure(
+                f"partner copy of rank {owner.rank} arrived corrupt (digest mismatch)"
+            )
 
     def _check(self, manifest: Manifest) -> str | None:
         red = manifest.redundancy
@@ -290,10 +281,10 @@ class ErasureLevel:
     ) -> tuple[dict[str, Any], str | None]:
         """Every group's parity, each rank writing its parity file (collective): the
         manifest's ``redundancy`` object, or the first rank's error."""
-        infos, bad = agree_with(self.comm, *self.protect(stage, entries), causes_first=True)
-        if bad is not None:
-            return {}, str(bad)
-        return self.redundancy([info or {} for info in infos]), None
+        infos = agree_on(self.comm, lambda: self.protect(stage, entries), causes_first=True)
+        if infos.failure is not None:
+            return {}, str(infos.failure)
+        return self.redundancy([info or {} for info in infos.values]), None
 
     def extra_bytes(self, sizes: Sequence[int]) -> list[int]:
         """Each rank's directory also holds its parity piece: the group's tolerance times
@@ -322,11 +313,10 @@ class ErasureLevel:
             "files": list(parity),
         }
 
-    def protect(
-        self, stage: Path, entries: Sequence[RankEntry]
-    ) -> tuple[dict[str, Any] | None, str | None]:
+    def protect(self, stage: Path, entries: Sequence[RankEntry]) -> dict[str, Any]:
         """Compute this group's parity and write this rank's parity file (collective).
-        Returns its description for the manifest, or this rank's error."""
+        Returns its description for the manifest (:class:`LocalFailure` with this rank's
+        error if it cannot)."""
         mine = entries[self.comm.rank]
         path = stage / parity_name(mine.file)
         nbytes, digest, error = encode_parity(
@@ -339,8 +329,8 @@ class ErasureLevel:
             scheme=self.scheme,
         )
         if error is not None:
-            return None, f"parity of group {list(self.group)}: {error}"
-        return {"file": path.name, "bytes": nbytes, "digest": digest}, None
+            raise LocalFailure(f"parity of group {list(self.group)}: {error}")
+        return {"file": path.name, "bytes": nbytes, "digest": digest}
 
     def _parity_of(self, manifest: Manifest) -> tuple[list[dict[str, Any]], str | None]:
         red = manifest.redundancy
