@@ -28,11 +28,11 @@ when the node lost everything) and the commit afterwards are the caller's job
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from greenckpt.ckpt.agree import LocalFailure, agree_on, fail_if
+from greenckpt.ckpt.agree import LocalFailure, agree_on, fail_if, one_line
 from greenckpt.ckpt.comm import Comm
 from greenckpt.ckpt.levels import scheme_spec
 from greenckpt.ckpt.manifest import Manifest, RankEntry
@@ -72,17 +72,37 @@ _NOBODY: Final = -1
 """Subject of an error that concerns no single rank (a whole erasure group)."""
 
 
-def _first(comm: Comm, error: str | None, about: int | None = None) -> str | None:
-    """The error to report (a cause before its echoes), the same on every rank (collective).
+Step = Callable[[], tuple[str | None, int | None]]
+"""One step of a rebuild on this rank: its error (None: ok) and whom it is about (None: this
+rank), see :func:`_first`."""
+
+
+def _nothing() -> tuple[str | None, int | None]:
+    """The step of a rank with nothing to do, which still takes part in the agreement."""
+    return None, None
+
+
+def _first(comm: Comm, step: Step) -> str | None:
+    """Run ``step`` and agree on the error to report (a cause before its echoes), the same on
+    every rank (collective).
 
     It is prefixed with the rank it is *about* — whose data cannot be rebuilt — which is this
-    rank unless ``about`` says otherwise: a partner that lost the copy it held reports about
+    rank unless the step says otherwise: a partner that lost the copy it held reports about
     the copy's owner (naming the holder would blame a rank whose own data may be fine), and
-    :data:`_NOBODY` means no prefix (the message names the ranks itself).
+    :data:`_NOBODY` means no prefix (the message names the ranks itself). An exception the
+    step raises is about this rank.
     """
-    subject = comm.rank if about is None else about
-    said = None if not error else error if subject == _NOBODY else f"rank {subject}: {error}"
-    bad = agree_on(comm, lambda: fail_if(said), causes_first=True).failure
+
+    def said() -> None:
+        try:
+            error, about = step()
+        except Exception as exc:  # this rank's failure, reported on every rank
+            raise LocalFailure(f"rank {comm.rank}: {one_line(exc)}") from exc
+        subject = comm.rank if about is None else about
+        if error:
+            fail_if(error if subject == _NOBODY else f"rank {subject}: {error}")
+
+    bad = agree_on(comm, said, causes_first=True).failure
     return None if bad is None else bad.error
 
 
@@ -198,11 +218,26 @@ class PartnerLevel:
         me = self.comm.rank
         entries = manifest.ranks
         mine = entries[me]
-        owner = entries[self.owners[me]]
         done: Rebuilt = []
-        # 1. lost ranks get their file back from the rank holding its copy
-        send = target / copy_name(owner.file) if owner.rank in lost else None
         recv = rebuild_name(target, mine.file) if me in lost else None
+        first = _first(self.comm, lambda: self._restore(manifest, lost, target, recv, done))
+        if first is not None:
+            return done, first
+        own = recv if recv is not None else target / mine.file
+        return done, _first(
+            self.comm, lambda: self._remake(manifest, lost, target, own, done)
+        ) or ""
+
+    def _restore(
+        self, manifest: Manifest, lost: set[int], target: Path, recv: Path | None, done: Rebuilt
+    ) -> tuple[str | None, int | None]:
+        """1. lost ranks get their file back (into ``recv``) from the rank holding its copy
+        (collective): this rank's error and whom it is about."""
+        me = self.comm.rank
+        entries = manifest.ranks
+        mine = entries[me]
+        owner = entries[self.owners[me]]
+        send = target / copy_name(owner.file) if owner.rank in lost else None
         # a copy this rank should send but does not hold: an error about its owner's data
         # (a holder on a lost node has only a fresh staging directory, whose path means
         # nothing to the user)
@@ -226,11 +261,15 @@ class PartnerLevel:
             # (a file this rank received stays in ``done``, for the caller to remove)
             error = copy_lost or f"its partner copy on rank {me} is unusable: {got.send_error}"
             about = owner.rank
-        first = _first(self.comm, error, about)
-        if first is not None:
-            return done, first
-        # 2. the copies a lost rank held are re-made from the (now complete) originals
-        own = recv if recv is not None else target / mine.file
+        return error, about
+
+    def _remake(
+        self, manifest: Manifest, lost: set[int], target: Path, own: Path, done: Rebuilt
+    ) -> tuple[str | None, int | None]:
+        """2. the copies a lost rank held are re-made from the (now complete) originals
+        (``own``: this rank's; collective): this rank's error."""
+        me = self.comm.rank
+        owner = manifest.ranks[self.owners[me]]
         send = own if self.holders[me] in lost else None
         recv = rebuild_name(target, copy_name(owner.file)) if me in lost else None
         got = shift_file(self.comm, send, self.holders[me], recv, owner.rank, self.checksum)
@@ -244,7 +283,7 @@ class PartnerLevel:
                 recv.unlink(missing_ok=True)
             else:
                 done.append((recv, target / copy_name(owner.file)))
-        return done, _first(self.comm, error) or ""
+        return error, None
 
 
 class ErasureLevel:
@@ -361,28 +400,37 @@ class ErasureLevel:
         mine = manifest.ranks[me]
         lost_members = [i for i, r in enumerate(self.group) if r in lost]
         if not lost_members:  # nothing to do in this group, but stay in step with the others
-            first = _first(self.comm, None)
+            first = _first(self.comm, _nothing)
             if first is not None:
                 return [], first
-            return [], _first(self.comm, None) or ""
+            return [], _first(self.comm, _nothing) or ""
         my_parity = target / parity_name(mine.file)
         intact = me not in lost and self._parity_intact(my_parity, files[me], manifest.checksum)
         ok = self.gcomm.allgather(intact)
         out = rebuild_name(target, mine.file) if me in lost else None
-        digest_out, error, about = self._rebuild_members(manifest, lost_members, ok, target, out)
         done: Rebuilt = []
-        if out is not None and error is None:
-            if digest_out != mine.digest:
-                error = "its rebuilt data do not match the checkpoint's digest"
-                out.unlink(missing_ok=True)
-            else:
-                done.append((out, target / mine.file))
-        first = _first(self.comm, error, about)
+
+        def restore() -> tuple[str | None, int | None]:
+            digest_out, error, about = self._rebuild_members(
+                manifest, lost_members, ok, target, out
+            )
+            if out is not None and error is None:
+                if digest_out != mine.digest:
+                    error = "its rebuilt data do not match the checkpoint's digest"
+                    out.unlink(missing_ok=True)
+                else:
+                    done.append((out, target / mine.file))
+            return error, about
+
+        first = _first(self.comm, restore)
         if first is not None:
             return done, first
         source = out if out is not None else target / mine.file
-        error = self._reencode(manifest, files[me], ok, source, my_parity, done)
-        return done, _first(self.comm, error) or ""
+
+        def reencode() -> tuple[str | None, int | None]:
+            return self._reencode(manifest, files[me], ok, source, my_parity, done), None
+
+        return done, _first(self.comm, reencode) or ""
 
     @staticmethod
     def _parity_intact(path: Path, recorded: dict[str, Any], checksum: str) -> bool:
