@@ -320,11 +320,22 @@ def test_greenckpt_run_intercept_fti_of_a_job_script_says_it_cannot_tell_and_acc
     notes = [ln for ln in done.stderr.splitlines() if "--intercept" in ln]
     assert len(notes) == 1 and "cannot tell whether the command starts a program" in notes[0]
     assert "no program in the command links" not in done.stderr
-    records = json.loads(done.stdout)["report"]["records"]
-    phases = [(r["kind"], r["level"], r["size"], r["ok"]) for r in records
-              if r["kind"] in ("checkpoint", "restart")]  # fmt: skip
+    phases = io_phases(done.stdout)
     full, half = 8160, 4160  # the stand-in program's protected bytes, one process
-    assert phases == [
+    assert phases == fti_prog_phases(full, half)
+
+
+def io_phases(stdout: str) -> list[tuple[object, ...]]:
+    """(kind, level, size, ok) of each checkpoint and restart in `greenckpt run --json`'s report."""
+    records = json.loads(stdout)["report"]["records"]
+    return [(r["kind"], r["level"], r["size"], r["ok"]) for r in records
+            if r["kind"] in ("checkpoint", "restart")]  # fmt: skip
+
+
+def fti_prog_phases(full: int, half: int) -> list[tuple[object, ...]]:
+    """What the FTI stand-in program does, with ``full`` and ``half`` its protected bytes
+    before and after it frees half: L1, L4, a failed L3, L4, L2, then three restarts."""
+    return [
         ("checkpoint", 1, full, True), ("checkpoint", 4, full, True),
         ("checkpoint", 3, full, False), ("checkpoint", 4, half, True),
         ("checkpoint", 2, half, True),
@@ -355,17 +366,9 @@ def test_greenckpt_run_intercept_fti_under_mpiexec_reports_the_phases(tmp_path: 
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "--intercept" not in done.stderr  # the program links FTI: no note
-    records = json.loads(done.stdout)["report"]["records"]
-    phases = [(r["kind"], r["level"], r["size"], r["ok"]) for r in records
-              if r["kind"] in ("checkpoint", "restart")]  # fmt: skip
+    phases = io_phases(done.stdout)
     full, half = 2 * 8160, 2 * 4160  # both ranks' protected bytes, merged per node
-    assert phases == [
-        ("checkpoint", 1, full, True), ("checkpoint", 4, full, True),
-        ("checkpoint", 3, full, False), ("checkpoint", 4, half, True),
-        ("checkpoint", 2, half, True),
-        ("restart", None, half, True), ("restart", None, half, True),
-        ("restart", None, half, True),
-    ]  # fmt: skip
+    assert phases == fti_prog_phases(full, half)
     log = (tmp_path / "calls.log").read_text().splitlines()
     assert log.count(f"FTI_Init {cfg} world=1") == 2  # the communicator passed on unchanged
 
