@@ -5,7 +5,9 @@ it ends, and :func:`restore_from_state_file` (``greenckpt restore``, and every c
 start after :func:`pending_state` reports a file) restores them after SIGKILL, an OOM kill or
 a crash. Both write through :func:`restore_saved`, in one order: per cpufreq policy the
 governor, then the limits in the safe order from the current values, then ``scaling_setspeed``,
-then the EPP; then the cpuidle flags, writing only what differs and going on after a failure.
+then the EPP; then the cpuidle flags, writing only what differs and going on after a failure;
+then the uncore, power-limit and GPU originals (:func:`~greenckpt.platform.lever_state.
+restore_levers`).
 Why this order and why the locks: docs/design/restore.md.
 """
 
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from greenckpt.platform.lever_state import restore_levers
 from greenckpt.platform.nodelock import acquire_node_lock, release_node_lock, state_lock
 from greenckpt.platform.root import PlatformError, SysRoot, process_alive, remove_stale_temps
 from greenckpt.platform.statefile import (
@@ -59,6 +62,10 @@ class PendingState:
     ended: bool = False
     """The session ended but could not restore everything: its process may still run, but no
     session owns the file any more (``alive`` is False), so it may be restored now."""
+    lever_files: int = 0
+    """Number of saved uncore and power-limit files (the ``sysfs`` section)."""
+    gpu: bool = False
+    """True when GPU settings were saved (the ``gpu`` section)."""
 
     def describe(self) -> str:
         """One line saying what the file is and what to do about it."""
@@ -66,6 +73,11 @@ class PendingState:
         n, m = len(self.policies), self.cstates
         policies = f"{n} cpufreq polic{'y' if n == 1 else 'ies'}"
         saved = f"{policies} and {m} C-state flag{'' if m == 1 else 's'}"
+        if self.lever_files:
+            saved += f", {self.lever_files} uncore/power-limit file"
+            saved += "" if self.lever_files == 1 else "s"
+        if self.gpu:
+            saved += ", GPU settings"
         if self.alive and self.pid != os.getpid():
             return (
                 f"another {who} is changing this node's settings (state file {self.path}); "
@@ -125,6 +137,8 @@ def _pending_from_doc(path: Path, doc: Mapping[str, Any], root: SysRoot) -> Pend
         policies=tuple(sorted(doc["cpufreq"], key=lambda n: int(n[6:]))),
         cstates=len(doc["cpuidle"]),
         ended=ended,
+        lever_files=len(doc.get("sysfs", {})),
+        gpu=bool(doc.get("gpu")),
     )
 
 
@@ -296,6 +310,8 @@ def _restore_locked(chosen: SysRoot, state_path: Path, force: bool) -> RestoreRe
         remove_state_file(state_path)
         return RestoreReport(stale=True, state_file=state_path)
     report = restore_saved(chosen, doc["cpufreq"], doc["cpuidle"])
+    lever_written, lever_failures = restore_levers(chosen, doc.get("sysfs", {}), doc.get("gpu"))
+    report = RestoreReport((*report.written, *lever_written), (*report.failures, *lever_failures))
     if report.failures:
         raise PlatformError(
             f"could not restore every setting from {state_path} (kept for another try): "

@@ -1,8 +1,10 @@
-"""Guaranteed restoration of a node's frequency, governor and C-state settings.
+"""Guaranteed restoration of a node's frequency, governor, C-state and other lever settings.
 
 Why: greenckpt changes node-wide kernel settings (cpufreq governor and limits, cpuidle disable
 flags) that outlive the process; a job that dies leaving its node pinned at 1.2 GHz, or with
-deep C-states disabled, wastes energy or performance for every later job, silently. So, after
+deep C-states disabled, wastes energy or performance for every later job, silently. The same
+holds for the uncore frequency, RAPL power limits and GPU clocks (:mod:`~greenckpt.platform.
+uncore`, :mod:`~greenckpt.platform.powercap`, :mod:`~greenckpt.platform.gpu`). So, after
 GEOPM's save files, every change goes through :class:`NodeSettings`, which refuses to start
 while an earlier session's state file exists, saves the original values to a state file
 (:mod:`~greenckpt.platform.statefile`) before the first write, holds the node lock
@@ -29,6 +31,8 @@ from typing import Any, Self
 
 from greenckpt.platform.cpufreq import CpufreqController, CpufreqPlan, CpufreqResult, Method
 from greenckpt.platform.cpuidle import CpuDmaLatency, CpuidleController, CstatePlan, CstateResult
+from greenckpt.platform.lever_state import gpu_module, read_sysfs_originals, restore_levers
+from greenckpt.platform.levers import LeverResult
 from greenckpt.platform.nodelock import (
     NODE_LOCK,
     SESSION,
@@ -38,6 +42,8 @@ from greenckpt.platform.nodelock import (
     release_node_lock,
     state_lock,
 )
+from greenckpt.platform.powercap import apply_power_limit, plan_power_limit
+from greenckpt.platform.powercap import touched_paths as power_paths
 from greenckpt.platform.recovery import (
     PendingState,
     RestoreReport,
@@ -60,6 +66,8 @@ from greenckpt.platform.statefile import (
     write_state_file,
 )
 from greenckpt.platform.sysfs_writes import SysfsWrite
+from greenckpt.platform.uncore import apply_uncore, plan_uncore
+from greenckpt.platform.uncore import touched_paths as uncore_paths
 
 __all__ = [
     "BOOT_ID",
@@ -118,6 +126,8 @@ class NodeSettings(ClosesOnExit):
         self._previous: dict[int, _Handler] = {}
         self._saved_cpufreq: dict[str, dict[str, str | None]] = {}
         self._saved_cpuidle: dict[str, str] = {}
+        self._saved_sysfs: dict[str, str] = {}
+        self._saved_gpu: dict[str, Any] = {}
         self._state_written = False
         self._entered = False
         self._closed_reason: str | None = None
@@ -215,6 +225,30 @@ class NodeSettings(ClosesOnExit):
         plan = self.cpuidle.plan_enable(deeper_than_s=deeper_than_s, names=names, cpus=cpus)
         return self._apply_cstates(plan)
 
+    def set_uncore(self, khz: int) -> LeverResult:
+        """Pin every uncore frequency domain at ``khz`` (min = max; see platform.uncore)."""
+        self._check_open()
+        plan = plan_uncore(self.root, khz)
+        self._save(sysfs_paths=uncore_paths(plan))
+        result = apply_uncore(self.root, plan, around_each=self._guarded_write)
+        return LeverResult("uncore frequency", f"{khz} kHz", result.notes)
+
+    def set_power_limit(self, watts: float, domain: str = "package") -> LeverResult:
+        """Set the long-term RAPL limit of every ``domain`` zone (see platform.powercap)."""
+        self._check_open()
+        plan = plan_power_limit(self.root, watts, domain)
+        self._save(sysfs_paths=power_paths(plan))
+        result = apply_power_limit(self.root, plan, around_each=self._guarded_write)
+        return LeverResult("power limit", f"{domain} {watts:g} W", result.notes)
+
+    def set_gpu_clocks(self, memory_mhz: int, graphics_mhz: int) -> LeverResult:
+        """Set the application clocks of every GPU (see platform.gpu)."""
+        return self._gpu_change("set_gpu_clocks", "gpu clocks", memory_mhz, graphics_mhz)
+
+    def set_gpu_power_limit(self, watts: float) -> LeverResult:
+        """Set the power management limit of every GPU (see platform.gpu)."""
+        return self._gpu_change("set_gpu_power_limit", "gpu power limit", watts)
+
     def hold_dma_latency(self, latency_s: float) -> None:
         """Hold a ``/dev/cpu_dma_latency`` bound until the session ends (or the next call).
 
@@ -281,7 +315,29 @@ class NodeSettings(ClosesOnExit):
         self._save(idle_paths=[w.path for w in plan.writes])
         return self.cpuidle.apply(plan, around_each=self._guarded_write)
 
-    def _save(self, policies: Iterable[str] = (), idle_paths: Iterable[str] = ()) -> None:
+    def _gpu_change(self, function: str, lever: str, *args: float) -> LeverResult:
+        """Call the GPU module's ``function``: it checks the request, hands its originals to
+        the state file (saved before its first write), then writes; signals wait meanwhile."""
+        self._check_open()
+        module = gpu_module()
+        change = getattr(module, function, None) if module is not None else None
+        if change is None:
+            raise PlatformError(f"no {lever} control: GPU lever module not available")
+        try:
+            with self._signals_deferred():
+                self._check_open()
+                result: LeverResult = change(*args, save=lambda doc: self._save(gpu=doc))
+        finally:
+            self._deliver_pending_signal()
+        return result
+
+    def _save(
+        self,
+        policies: Iterable[str] = (),
+        idle_paths: Iterable[str] = (),
+        sysfs_paths: Iterable[str] = (),
+        gpu: Mapping[str, Any] | None = None,
+    ) -> None:
         """Record the originals not yet saved, then publish the state file before any write.
 
         The first publication of a session holds the state file's lock while it reads the
@@ -289,7 +345,9 @@ class NodeSettings(ClosesOnExit):
         """
         names = [n for n in policies if n not in self._saved_cpufreq]
         paths = [r for r in idle_paths if r not in self._saved_cpuidle]
-        if not names and not paths:
+        files = [r for r in sysfs_paths if r not in self._saved_sysfs]
+        new_gpu = dict(gpu) if gpu and not self._saved_gpu else {}  # the first originals hold
+        if not names and not paths and not files and not new_gpu:
             return
         lock = (
             state_lock(self.state_file, "saving the node's original settings")
@@ -298,11 +356,17 @@ class NodeSettings(ClosesOnExit):
         )
         try:
             with lock:
-                self._publish(names, paths)
+                self._publish(names, paths, files, new_gpu)
         finally:
             self._deliver_pending_signal()  # handled now, before any write of this change
 
-    def _publish(self, names: Iterable[str], paths: Iterable[str]) -> None:
+    def _publish(
+        self,
+        names: Iterable[str],
+        paths: Iterable[str],
+        files: list[str],
+        new_gpu: Mapping[str, Any],
+    ) -> None:
         new_cpufreq = {name: read_policy_originals(self.root, name) for name in names}
         new_cpuidle: dict[str, str] = {}
         for rel in paths:
@@ -312,7 +376,9 @@ class NodeSettings(ClosesOnExit):
             new_cpuidle[rel] = value
         cpufreq = {**self._saved_cpufreq, **new_cpufreq}
         cpuidle = {**self._saved_cpuidle, **new_cpuidle}
-        doc = self._document(cpufreq, cpuidle)
+        sysfs = {**self._saved_sysfs, **read_sysfs_originals(self.root, files)}
+        gpu = {**self._saved_gpu, **new_gpu}
+        doc = self._document(cpufreq, cpuidle, sysfs, gpu)
         check_doc(doc, self.state_file)
         # The file on disk and the record in memory must change together: a signal handler
         # that ran in between would restore from (or remove) an out-of-date record. And a
@@ -322,13 +388,16 @@ class NodeSettings(ClosesOnExit):
             write_state_file(self.state_file, doc, exclusive=not self._state_written)
             self._state_written = True
             self._saved_cpufreq, self._saved_cpuidle = cpufreq, cpuidle
+            self._saved_sysfs, self._saved_gpu = sysfs, gpu
 
     def _end_with_failures(self) -> bool:
         """The session ends with settings it could not restore: mark its state file as ended
         (so ``greenckpt restore`` retries it although this process lives on) and forget the
         record, which from now on belongs to whoever restores it. False when the file could
         not be rewritten (it then still names this process as a live session)."""
-        doc = self._document(self._saved_cpufreq, self._saved_cpuidle)
+        doc = self._document(
+            self._saved_cpufreq, self._saved_cpuidle, self._saved_sysfs, self._saved_gpu
+        )
         doc["ended"] = True
         keep_lock_record(self._node_lock)
         with self._signals_deferred():
@@ -337,14 +406,22 @@ class NodeSettings(ClosesOnExit):
                 marked = True
             except PlatformError:
                 marked = False
-            self._saved_cpufreq, self._saved_cpuidle = {}, {}
+            self._forget()
             self._state_written = False
         return marked
 
     def _document(
-        self, cpufreq: Mapping[str, Mapping[str, str | None]], cpuidle: Mapping[str, str]
+        self,
+        cpufreq: Mapping[str, Mapping[str, str | None]],
+        cpuidle: Mapping[str, str],
+        sysfs: Mapping[str, str],
+        gpu: Mapping[str, Any],
     ) -> dict[str, Any]:
-        return state_document(self.root, self._created, cpufreq, cpuidle)
+        return state_document(self.root, self._created, cpufreq, cpuidle, sysfs, gpu)
+
+    def _forget(self) -> None:
+        self._saved_cpufreq, self._saved_cpuidle = {}, {}
+        self._saved_sysfs, self._saved_gpu = {}, {}
 
     def _restore_now(self) -> RestoreReport:
         """Close the DMA latency request and restore every saved attribute (idempotent)."""
@@ -352,15 +429,18 @@ class NodeSettings(ClosesOnExit):
             if self._dma is not None:
                 self._dma.close()
                 self._dma = None
-            if not self._saved_cpufreq and not self._saved_cpuidle:
+            saved = (self._saved_cpufreq, self._saved_cpuidle, self._saved_sysfs, self._saved_gpu)
+            if not any(saved):
                 return RestoreReport()
             report = restore_saved(self.root, self._saved_cpufreq, self._saved_cpuidle)
+            written, failures = restore_levers(self.root, self._saved_sysfs, self._saved_gpu)
+            report = RestoreReport((*report.written, *written), (*report.failures, *failures))
             if report.failures:
                 return RestoreReport(report.written, report.failures, False, self.state_file)
             if self._state_written:
                 remove_state_file(self.state_file)
                 self._state_written = False
-            self._saved_cpufreq, self._saved_cpuidle = {}, {}
+            self._forget()
             return RestoreReport(report.written, (), False, self.state_file)
 
     @contextlib.contextmanager

@@ -22,6 +22,7 @@ from typing import Any
 
 from greenckpt.durable import fsync_directory, write_atomic
 from greenckpt.platform.cpufreq_info import CPU_DIR, CPUFREQ_DIR, USERSPACE
+from greenckpt.platform.lever_state import check_lever_sections
 from greenckpt.platform.root import PlatformError, SysRoot, process_start, read_state_text
 
 __all__ = [
@@ -142,6 +143,7 @@ def check_doc(doc: object, path: Path) -> dict[str, Any]:
     for key, value in cpuidle.items():
         if not _IDLE_KEY.fullmatch(key) or value not in ("0", "1"):
             raise _bad(path, f"bad cpuidle entry {key!r}")
+    check_lever_sections(doc, lambda why: _bad(path, why))
     return doc
 
 
@@ -244,10 +246,13 @@ def state_document(
     created: str,
     cpufreq: Mapping[str, Mapping[str, str | None]],
     cpuidle: Mapping[str, str],
+    sysfs: Mapping[str, str] | None = None,
+    gpu: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The record a session on ``root`` publishes: who wrote it (host, pid and start, boot)
-    and the original values it saved (what :func:`check_doc` accepts)."""
-    return {
+    and the original values it saved (what :func:`check_doc` accepts). ``sysfs`` (uncore and
+    power-limit files) and ``gpu`` (the GPU module's originals) appear only when saved."""
+    doc: dict[str, Any] = {
         "format": STATE_FORMAT,
         "format_version": STATE_VERSION,
         "note": (
@@ -263,3 +268,8 @@ def state_document(
         "cpufreq": {k: dict(v) for k, v in cpufreq.items()},
         "cpuidle": dict(cpuidle),
     }
+    if sysfs:
+        doc["sysfs"] = dict(sysfs)
+    if gpu:
+        doc["gpu"] = dict(gpu)
+    return doc
