@@ -46,10 +46,11 @@ ERROR_INSUFFICIENT_SIZE: Final = 7
 _BUFFER = 96  # NVML_DEVICE_UUID_V2_BUFFER_SIZE and NVML_DEVICE_NAME_V2_BUFFER_SIZE
 _MAX_CLOCKS = 512  # more than any GPU lists; a longer list is asked again at its size
 
-PERMISSION_HINT: Final = (
+CLOCKS_PERMISSION: Final = (
     "setting GPU application clocks needs root, or the administrator's "
-    "`nvidia-smi -acp UNRESTRICTED`; setting the power limit needs root"
+    "`nvidia-smi -acp UNRESTRICTED`"
 )
+POWER_PERMISSION: Final = "setting the GPU power limit needs root"
 
 _uint = ctypes.c_uint
 _puint = ctypes.POINTER(ctypes.c_uint)
@@ -159,8 +160,10 @@ class Nvml:
         rc = int(getattr(self._lib, name)(*args))
         if rc != SUCCESS:
             text = f"{name} failed: {_message(self._lib, rc)}"
-            if rc == ERROR_NO_PERMISSION and ("Set" in name or "Reset" in name):
-                text += f" ({PERMISSION_HINT})"
+            if rc == ERROR_NO_PERMISSION and "PowerManagementLimit" in name:
+                text += f" ({POWER_PERMISSION})"
+            elif rc == ERROR_NO_PERMISSION and "ApplicationsClocks" in name:
+                text += f" ({CLOCKS_PERMISSION})"
             err = NvmlError(text)
             err.code = rc
             raise err
