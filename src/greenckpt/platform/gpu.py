@@ -357,7 +357,7 @@ def _int_or_none(entry: Mapping[str, Any], key: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{key} is {value!r}, not a non-negative integer")
+        raise InvalidValueError(f"{key} is {value!r}, not a non-negative integer")
     return value
 
 
@@ -368,7 +368,7 @@ def _restore_one(nvml: Nvml, gpu: Gpu, entry: Mapping[str, Any]) -> list[str]:
         limit = _int_or_none(entry, "power_limit_mw")
         at_default = entry.get("clocks_at_default", False)
         if not isinstance(at_default, bool):
-            raise ValueError(f"clocks_at_default is {at_default!r}, not true or false")
+            raise InvalidValueError(f"clocks_at_default is {at_default!r}, not true or false")
     except ValueError as exc:
         return [f"{gpu.label}: saved originals unreadable: {exc}"]
     if memory is not None and graphics is not None and not gpu.clocks_reason:
