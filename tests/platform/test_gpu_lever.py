@@ -167,6 +167,18 @@ def test_set_reads_back_and_saves_the_originals_before_the_first_write(
             "gpu power limit 0 W is outside 100 W to 300 W",
         ),
         (lambda save: set_gpu_power_limit(float("nan"), save), "gpu power limit nan W is outside"),
+        (
+            lambda save: set_gpu_clocks(877.0, 1230, save),
+            "gpu clocks: the memory clock must be whole MHz, got 877.0",
+        ),
+        (
+            lambda save: set_gpu_clocks(877, True, save),
+            "gpu clocks: the graphics clock must be whole MHz, got True",
+        ),
+        (
+            lambda save: set_gpu_power_limit("200", save),
+            "gpu power limit must be a number of watts, got '200'",
+        ),
     ],
 )
 def test_a_value_outside_what_the_gpus_report_is_refused_and_nothing_is_applied(

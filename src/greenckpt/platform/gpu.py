@@ -209,6 +209,9 @@ def _check_clocks(gpus: tuple[Gpu, ...], memory_mhz: int, graphics_mhz: int) -> 
     why = _clocks_reason(gpus)
     if why:
         raise PlatformError(f"no GPU clocks control: {why}")
+    for what, mhz in (("memory", memory_mhz), ("graphics", graphics_mhz)):
+        if isinstance(mhz, bool) or not isinstance(mhz, int):
+            raise InvalidValueError(f"gpu clocks: the {what} clock must be whole MHz, got {mhz!r}")
     common = _common_clocks(gpus)
     if graphics_mhz not in common.get(memory_mhz, ()):
         raise InvalidValueError(
@@ -221,6 +224,8 @@ def _check_power(gpus: tuple[Gpu, ...], watts: float) -> int:
     why = _power_reason(gpus)
     if why:
         raise PlatformError(f"no GPU power limit control: {why}")
+    if isinstance(watts, bool) or not isinstance(watts, int | float):
+        raise InvalidValueError(f"gpu power limit must be a number of watts, got {watts!r}")
     low, high = _power_range_mw(gpus)
     milliwatts = round(watts * 1000) if math.isfinite(watts) else -1
     if not low <= milliwatts <= high:
@@ -321,10 +326,10 @@ def set_gpu_power_limit(watts: float, save: SaveOriginals | None = None) -> Leve
 
     Checked first (within every GPU's constraints, else :class:`InvalidValueError`), then
     ``save`` gets the originals, then each GPU is written and read back."""
-    value = f"{watts:g} W"
     with Nvml.open() as nvml:
         gpus = detect_gpus(nvml)
         milliwatts = _check_power(gpus, watts)
+        value = f"{watts:g} W"
         if save is not None:
             save(_originals(gpus))
 
