@@ -42,6 +42,7 @@ FLAG_OF = {
     "warmup": "--warmup",
     "idle_seconds": "--idle",
     "waiting_seconds": "--waiting-seconds",
+    "levers": "--uncore/--power-limit/--gpu-clocks/--gpu-power-limit",
     "extra.meters": "--meters",
     "extra.rate_hz": "--rate",
     "extra.meter_csv": "--meter-csv",
@@ -184,6 +185,77 @@ def idle_arg(text: str) -> float:
         return units.parse_duration(text, allow_zero=True)
     except units.UnitError as exc:
         raise argparse.ArgumentTypeError(f"{exc} (or 0 to skip)") from None
+
+
+def _bare_number(text: str) -> float | None:
+    """``text`` as a plain number (no unit), or None when it is something else."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def uncore_arg(text: str) -> str | tuple[int, ...]:
+    """``all``, or comma-separated uncore frequencies: bare numbers in kHz (as sysfs has
+    them, ``1800000``) or with a unit (``1.8GHz``), each a whole number of kHz above 0."""
+    if text.strip().lower() == "all":
+        return "all"
+    values: list[int] = []
+    for item in _items(text):
+        bare = _bare_number(item)
+        try:
+            khz = bare if bare is not None else units.parse_frequency(item) / 1000.0
+        except units.UnitError as exc:
+            raise argparse.ArgumentTypeError(
+                f"{exc} (give kHz, e.g. 1800000, a frequency with a unit, e.g. 1.8GHz, or all)"
+            ) from None
+        if khz <= 0 or khz != math.floor(khz):
+            raise argparse.ArgumentTypeError(
+                f"{item!r} is not a whole, positive number of kHz (e.g. 1800000 or 1.8GHz)"
+            )
+        values.append(int(khz))
+    if not values:
+        raise argparse.ArgumentTypeError("give uncore frequencies (e.g. 1.2GHz,2.0GHz) or all")
+    _no_repeats(values, text)
+    return tuple(values)
+
+
+def watts_arg(text: str) -> tuple[float, ...]:
+    """Comma-separated power limits: bare numbers in watts (``150``) or with a unit
+    (``150W``, ``0.2kW``), each above 0."""
+    values: list[float] = []
+    for item in _items(text):
+        bare = _bare_number(item)
+        try:
+            watts = bare if bare is not None else units.parse_power(item)
+        except units.UnitError as exc:
+            raise argparse.ArgumentTypeError(f"{exc} (give watts, e.g. 150 or 150W)") from None
+        if watts <= 0:
+            raise argparse.ArgumentTypeError(f"{item!r}: a power limit must be above 0 W")
+        values.append(watts)
+    if not values:
+        raise argparse.ArgumentTypeError("give power limits in watts, e.g. 120,150")
+    _no_repeats(values, text)
+    return tuple(values)
+
+
+def gpu_clocks_arg(text: str) -> tuple[tuple[int, int], ...]:
+    """Comma-separated ``MEM:GR`` pairs of GPU application clocks in MHz (``877:1410``):
+    memory clock first, graphics clock second, as NVML takes them."""
+    pairs: list[tuple[int, int]] = []
+    for item in _items(text):
+        parts = [part.strip().removesuffix("MHz").strip() for part in item.split(":")]
+        if len(parts) != 2 or not all(part.isdigit() and int(part) > 0 for part in parts):
+            raise argparse.ArgumentTypeError(
+                f"{item!r} is not MEM:GR, a memory and a graphics clock in whole MHz above 0 "
+                "(e.g. 877:1410)"
+            )
+        pairs.append((int(parts[0]), int(parts[1])))
+    if not pairs:
+        raise argparse.ArgumentTypeError("give GPU clock pairs MEM:GR in MHz, e.g. 877:1410")
+    _no_repeats(pairs, text)
+    return tuple(pairs)
 
 
 def names_arg(text: str) -> tuple[str, ...]:

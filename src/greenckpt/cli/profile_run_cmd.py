@@ -33,10 +33,13 @@ from greenckpt.cli.profile_flags import (
     durations_arg,
     frequencies_arg,
     governors_arg,
+    gpu_clocks_arg,
     idle_arg,
     operations_arg,
     size_arg,
     sizes_arg,
+    uncore_arg,
+    watts_arg,
 )
 from greenckpt.errors import InvalidValueError
 from greenckpt.io import DATA_KINDS, IOJobError
@@ -59,6 +62,7 @@ from greenckpt.profile.grid import (
     SweepSpec,
     default_process_counts,
 )
+from greenckpt.profile.lever_check import lever_axes
 from greenckpt.profile.run import (
     AdaptiveRequest,
     MeterRequest,
@@ -175,6 +179,7 @@ def register_run(actions: Any) -> None:
     grid.add_argument(
         "--warmup", type=non_negative_int, default=1, help="discarded runs per cell (default 1)"
     )
+    _lever_arguments(p)
     meas = p.add_argument_group("measuring")
     meas.add_argument(
         "--idle",
@@ -251,6 +256,46 @@ def register_run(actions: Any) -> None:
     p.set_defaults(run=run_profile)
 
 
+def _lever_arguments(p: argparse.ArgumentParser) -> None:
+    """The axes of the levers beyond the core clock (each also measures the lever as found)."""
+    levers = p.add_argument_group(
+        "levers beyond the core clock",
+        "each axis also measures the lever as found (the baselines and the frequency-only "
+        "plan need it) and multiplies the cells of every fixed frequency; stock governors "
+        "are measured with every lever as found. A lever this node lacks is refused, as is a "
+        "value outside the range it reports, before anything is measured. With --adaptive "
+        "the lever values are tried only at the cells the decision rests on",
+    )
+    levers.add_argument(
+        "--uncore",
+        type=uncore_arg,
+        metavar="KHZ,...|all",
+        help="uncore (memory/mesh) frequencies to pin on every package: kHz as sysfs has them "
+        "(1800000) or with a unit (1.8GHz); 'all': 5 steps from the lowest to the highest "
+        "the node allows",
+    )
+    levers.add_argument(
+        "--power-limit",
+        type=watts_arg,
+        metavar="W,...",
+        help="package RAPL power limits (long-term constraint of every package), watts, "
+        "e.g. 120,150 or 120W",
+    )
+    levers.add_argument(
+        "--gpu-clocks",
+        type=gpu_clocks_arg,
+        metavar="MEM:GR,...",
+        help="GPU application clocks, memory:graphics MHz among those the GPUs support, "
+        "e.g. 877:1410,877:1005 (every GPU of the node)",
+    )
+    levers.add_argument(
+        "--gpu-power-limit",
+        type=watts_arg,
+        metavar="W,...",
+        help="GPU power management limits in watts within the GPUs' constraints (every GPU)",
+    )
+
+
 # --------------------------------------------------------------------------- run
 
 
@@ -316,6 +361,7 @@ def _request(ns: argparse.Namespace) -> tuple[SweepSpec, MeterRequest, AdaptiveR
         idle_seconds=ns.idle,
         extra=sweep_extra(meters, adaptive),
         waiting_seconds=ns.waiting_seconds,
+        levers=lever_axes(ns.uncore, ns.power_limit, ns.gpu_clocks, ns.gpu_power_limit),
     )
     spec.validate()
     return spec, meters, adaptive

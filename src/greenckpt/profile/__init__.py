@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from greenckpt.profile.grid import Cell, CpuSetting, SweepError, SweepSpec
+    from greenckpt.profile.lever_cells import LeverAxes
+    from greenckpt.profile.lever_check import lever_axes
     from greenckpt.profile.progress import LineProgress, ProgressSink
     from greenckpt.profile.run import (
         AdaptiveRequest,
@@ -34,6 +36,8 @@ _HOME = {
     "CpuSetting": "grid",
     "SweepError": "grid",
     "SweepSpec": "grid",
+    "LeverAxes": "lever_cells",
+    "lever_axes": "lever_check",
     "LineProgress": "progress",
     "ProgressSink": "progress",
     "AdaptiveRequest": "run",
@@ -49,12 +53,14 @@ __all__ = [
     "AdaptiveRequest",
     "Cell",
     "CpuSetting",
+    "LeverAxes",
     "LineProgress",
     "MeterRequest",
     "ProgressSink",
     "SweepError",
     "SweepSpec",
     "cpu_settings",
+    "lever_axes",
     "measure_profile",
     "prepare_profile",
     "resume_or_refuse",

@@ -6,8 +6,13 @@ is a branch-and-bound over the grid: a quick initial design, an optimistic surro
 unmeasured cell (throughput × (1 + m), power × (1 − m)), and the planner as the bound — a cell
 its best plan uses is measured (quickly, then in full), and the sweep stops when every
 scenario's best plan rests on fully measured points only. A larger margin ``m`` measures more
-and is safer. The steps in full: docs/design/profiler.md; ``benchmarks/bench_adaptive.py``
-replays recorded full-grid profiles to check it.
+and is safer. The levers beyond the core clock (uncore, power limits, GPU clocks) multiply the
+grid; they are explored only at the *front*: once the decision over the cells with every lever
+as found has converged, every lever variant of the cells its best plans use is looked at, and
+those the decision then rests on are measured in full — at most ``2 × scenarios × (L − 1)``
+lever cells for ``L`` lever combinations (:func:`lever_bound`). The steps in full:
+docs/design/profiler.md; ``benchmarks/bench_adaptive.py`` replays recorded full-grid profiles
+to check it.
 """
 
 from __future__ import annotations
@@ -20,9 +25,10 @@ import numpy as np
 
 from greenckpt.errors import InvalidValueError
 from greenckpt.optimize import Scenario, plan
-from greenckpt.optimize.planner import PlanError
+from greenckpt.optimize.planner import Choice, PlanError
 from greenckpt.optimize.profile_data import Operation, Profile, ProfileError, ProfilePoint
-from greenckpt.profile.grid import Cell, SweepSpec, cell_key, ops_of
+from greenckpt.profile.grid import Cell, SweepSpec, ops_of, point_cell_key
+from greenckpt.profile.lever_cells import Levers
 
 DEFAULT_MARGIN = 0.10
 
@@ -52,12 +58,21 @@ def process_design(counts: Sequence[int]) -> set[int]:
     return {ordered[0], ordered[-1], ordered[len(ordered) // 2]}
 
 
+def lever_bound(spec: SweepSpec, scenarios: int) -> int:
+    """The most lever cells (cells setting a lever) an adaptive sweep measures: the variants
+    of the front's cells, at most two per scenario (its best write and read points)."""
+    combos = spec.levers.combinations()
+    return 0 if combos == 1 else 2 * scenarios * (combos - 1)
+
+
 def initial_cells(cells: Sequence[Cell]) -> list[Cell]:
-    """The initial design (step 1 of the module docstring), in grid order."""
+    """The initial design (step 1 of the module docstring), in grid order: cells with every
+    lever as found only (lever variants are looked at on the front)."""
     chosen: set[str] = set()
     groups: dict[tuple[object, ...], list[Cell]] = {}
     for c in cells:
-        groups.setdefault(_group(c), []).append(c)
+        if c.levers.as_found:
+            groups.setdefault(_group(c), []).append(c)
     for members in groups.values():
         counts = sorted({c.processes for c in members})
         edges = {counts[0], counts[-1]}
@@ -146,27 +161,74 @@ class AdaptiveChooser:
         self, measured: Profile | None, pending: Sequence[Cell]
     ) -> list[tuple[Cell, bool]]:
         self.rounds += 1
-        seen = set() if measured is None else {_key_of(p) for p in measured.points}
+        seen = set() if measured is None else {point_cell_key(p) for p in measured.points}
         first = [c for c in initial_cells(self.spec.cells()) if c.key not in seen]
         if first or measured is None:
             return [(c, True) for c in first]  # also when resuming a partial sweep
-        unmeasured = [c for c in pending if c.key not in seen]
         quick = {c.key for c in pending if c.key in seen}
+        base = replace(
+            measured, points=tuple(p for p in measured.points if Levers.of_point(p).as_found)
+        )
+        unmeasured = [c for c in pending if c.key not in seen and c.levers.as_found]
+        wanted, front = self._bound(base, unmeasured, quick)
+        if not wanted:  # the decision with the levers as found has converged: the front
+            wanted = self._front(measured, pending, seen, quick, front)
+        return [(c, wanted[c.key]) for c in pending if c.key in wanted]
+
+    def _bound(
+        self, measured: Profile, unmeasured: Sequence[Cell], quick: set[str]
+    ) -> tuple[dict[str, bool], set[str]]:
+        """Steps 2–3 over ``measured`` (every lever as found): the cells to measure next,
+        each quick or full, and the keys of the cells the best plans use (the front)."""
         optimistic, owner = self._optimistic(measured, unmeasured)
         wanted: dict[str, bool] = {}
+        front: set[str] = set()
         for d in self.scenarios:
-            scn = d.scenario(measured)
             try:
-                best = plan(replace(measured, points=measured.points + optimistic), scn).best
+                best = self._best(measured, optimistic, d)
             except (PlanError, ProfileError):
                 continue  # this scenario cannot be planned on this grid at all
             for p in (best.write, best.read):
                 key = owner.get(id(p))
                 if key is not None:
                     wanted[key] = True  # could beat everything measured: a quick look
-                elif _key_of(p) in quick:
-                    wanted.setdefault(_key_of(p), False)  # the decision rests on it: in full
-        return [(c, wanted[c.key]) for c in pending if c.key in wanted]
+                elif point_cell_key(p) in quick:
+                    wanted.setdefault(point_cell_key(p), False)  # the decision rests on it
+                front.add(point_cell_key(p))
+        return wanted, front
+
+    def _front(
+        self,
+        measured: Profile,
+        pending: Sequence[Cell],
+        seen: set[str],
+        quick: set[str],
+        front: set[str],
+    ) -> dict[str, bool]:
+        """The lever step: a quick look at every lever variant of the front's cells, then,
+        planning over every measured point, each quick point a best plan uses in full."""
+        variants = {c.key: True for c in pending if c.base.key in front and c.key not in seen}
+        if variants:
+            return variants
+        wanted: dict[str, bool] = {}
+        for d in self.scenarios:
+            try:
+                best = self._best(measured, (), d)
+            except (PlanError, ProfileError):
+                continue
+            for p in (best.write, best.read):
+                if point_cell_key(p) in quick:
+                    wanted[point_cell_key(p)] = False
+        return wanted
+
+    @staticmethod
+    def _best(
+        measured: Profile, optimistic: tuple[ProfilePoint, ...], d: DecisionScenario
+    ) -> Choice:
+        """The planner's best choice for ``d`` over the measured and optimistic points."""
+        return plan(
+            replace(measured, points=measured.points + optimistic), d.scenario(measured)
+        ).best
 
     def _optimistic(
         self, measured: Profile, pending: Sequence[Cell]
@@ -201,10 +263,6 @@ class AdaptiveChooser:
                 out.append(point)
                 owner[id(point)] = cell.key
         return tuple(out), owner
-
-
-def _key_of(p: ProfilePoint) -> str:
-    return cell_key(p.setting_key, p.cstates, p.size or 0, p.codec, p.processes)
 
 
 def _matches(p: ProfilePoint, cell: Cell, op: Operation) -> bool:

@@ -33,6 +33,11 @@ CSV_COLUMNS: tuple[str, ...] = (
     "compression_ratio",
     "data",
     "cstates",
+    "uncore_khz",
+    "power_limit_W",
+    "gpu_memory_MHz",
+    "gpu_clock_MHz",
+    "gpu_power_limit_W",
     "size_bytes",
     "block_size_bytes",
     "layout",
@@ -47,7 +52,9 @@ CSV_COLUMNS: tuple[str, ...] = (
     "reliable",
     "synthetic",
 )
-"""The columns, in file order. ``setting`` is :attr:`ProfilePoint.setting_key`."""
+"""The columns, in file order. ``setting`` is :attr:`ProfilePoint.setting_key`; the lever
+columns (uncore frequency, package power limit, GPU clocks and power limit) are empty where the
+lever was left as found."""
 
 
 def _cell(value: str | float | bool | None) -> str:
@@ -74,6 +81,11 @@ def point_row(point: ProfilePoint, *, synthetic: bool) -> dict[str, str]:
         "compression_ratio": point.compression_ratio,
         "data": point.data,
         "cstates": point.cstates,
+        "uncore_khz": point.uncore_khz,
+        "power_limit_W": point.power_limit_w,
+        "gpu_memory_MHz": point.gpu_memory_mhz,
+        "gpu_clock_MHz": point.gpu_clock_mhz,
+        "gpu_power_limit_W": point.gpu_power_limit_w,
         "size_bytes": point.size,
         "block_size_bytes": point.block_size,
         "layout": point.layout,

@@ -1,14 +1,17 @@
-"""What a sweep measures: CPU settings × C-states × sizes × codecs × process counts × operation.
+"""What a sweep measures: CPU settings × levers × C-states × sizes × codecs × process counts ×
+operation.
 
 Why a separate, pure module: the sweep runner, the resume logic, the adaptive mode and the
 tests all need the same answer to "which points, in which order, and is this file's sweep the
 same sweep?", without touching the machine.
 
-Order: the grid is walked one *cell* at a time. A cell is one (CPU setting, C-states, size,
-codec, process count); within a cell every repetition writes the files and then reads them
-back (reads need the files a write of the same size and process count left), so a cell yields
-one point per operation. Cells are ordered CPU setting first, then C-states, size, codec and
-processes, so the node is reconfigured as rarely as possible.
+Order: the grid is walked one *cell* at a time. A cell is one (CPU setting, levers, C-states,
+size, codec, process count); within a cell every repetition writes the files and then reads
+them back (reads need the files a write of the same size and process count left), so a cell
+yields one point per operation. Cells are ordered CPU setting first, then the levers beyond the
+core clock (:mod:`greenckpt.profile.lever_cells`), C-states, size, codec and processes, so the
+node is reconfigured as rarely as possible. A stock governor is a baseline: it is measured with
+every other lever as found only.
 """
 
 from __future__ import annotations
@@ -16,13 +19,21 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from greenckpt.errors import GreenckptError
 from greenckpt.io.codec import CodecError, parse_codec
 from greenckpt.io.sources import DATA_KINDS
 from greenckpt.optimize.profile_data import OPERATIONS, Operation
 from greenckpt.optimize.setting import CpuSetting
+from greenckpt.profile.lever_cells import (
+    AS_FOUND,
+    NO_AXES,
+    LeverAxes,
+    LeverFields,
+    Levers,
+    LeverSweepError,
+)
 
 __all__ = [
     "LAYOUTS",
@@ -34,6 +45,7 @@ __all__ = [
     "cell_key",
     "default_process_counts",
     "ops_of",
+    "point_cell_key",
 ]
 
 LAYOUTS = ("file_per_process", "shared_file")
@@ -53,11 +65,20 @@ class Cell:
     size: int
     codec: str | None
     processes: int
+    levers: Levers = AS_FOUND
+    """The levers beyond the core clock this cell sets (all as found by default)."""
 
     @property
     def key(self) -> str:
         """Stable key used by the resume journal (the profile's ``sweep.done`` list)."""
-        return cell_key(self.setting.key, self.cstates, self.size, self.codec, self.processes)
+        return cell_key(
+            self.setting.key, self.cstates, self.size, self.codec, self.processes, self.levers
+        )
+
+    @property
+    def base(self) -> Cell:
+        """This cell with every lever as found (the adaptive mode's front is made of these)."""
+        return Cell(self.setting, self.cstates, self.size, self.codec, self.processes)
 
     @property
     def label(self) -> str:
@@ -67,15 +88,50 @@ class Cell:
             parts.append(self.codec)
         if self.cstates is not None:
             parts.append("C-states " + ("on" if self.cstates else "off"))
+        if not self.levers.as_found:
+            parts.append(self.levers.label)
         return ", ".join(parts)
 
 
 def cell_key(
-    setting_key: str, cstates: bool | None, size: int, codec: str | None, processes: int
+    setting_key: str,
+    cstates: bool | None,
+    size: int,
+    codec: str | None,
+    processes: int,
+    levers: Levers = AS_FOUND,
 ) -> str:
-    """The key of the cell a point belongs to (``ProfilePoint.setting_key`` etc.)."""
+    """The key of the cell a point belongs to (``ProfilePoint.setting_key`` etc.); a cell
+    with every lever as found has the key it had before the lever axes."""
     cst = "asfound" if cstates is None else ("on" if cstates else "off")
-    return f"{setting_key}|{cst}|{size}|{codec or 'none'}|{processes}"
+    return f"{setting_key}|{cst}|{size}|{codec or 'none'}|{processes}{levers.key}"
+
+
+class KeyedPoint(LeverFields, Protocol):
+    """What :func:`point_cell_key` reads of a profile point."""
+
+    @property
+    def setting_key(self) -> str: ...
+    @property
+    def cstates(self) -> bool | None: ...
+    @property
+    def size(self) -> int | None: ...
+    @property
+    def codec(self) -> str | None: ...
+    @property
+    def processes(self) -> int: ...
+
+
+def point_cell_key(point: KeyedPoint) -> str:
+    """The key of the cell a profile point was measured in (its levers included)."""
+    return cell_key(
+        point.setting_key,
+        point.cstates,
+        point.size or 0,
+        point.codec,
+        point.processes,
+        Levers.of_point(point),
+    )
 
 
 def _size_label(size: int) -> str:
@@ -122,6 +178,8 @@ class SweepSpec:
     wait mode (:mod:`greenckpt.profile.waiting`); 0 skips it. The library's default is 0
     because the measurement needs the checkpoint library's wait loop handed in (the profiler
     sits below it); ``greenckpt profile run`` measures 2 s by default."""
+    levers: LeverAxes = NO_AXES
+    """The levers beyond the core clock to sweep (each axis also measures "as found")."""
 
     def validate(self) -> None:
         """Raise :class:`SweepError` for the first invalid value (nothing about the machine).
@@ -130,6 +188,10 @@ class SweepSpec:
         and data), so the same bad spec always gets the same first message.
         """
         self._validate_grid()
+        try:
+            self.levers.validate()
+        except LeverSweepError as exc:
+            raise SweepError(str(exc)) from None
         self._validate_runs()
         self._validate_codecs()
         if self.data not in DATA_KINDS:
@@ -206,13 +268,22 @@ class SweepSpec:
     def cells(self) -> list[Cell]:
         """Every cell, in measuring order (see the module docstring)."""
         return [
-            Cell(setting, cst, size, codec, n)
+            Cell(setting, cst, size, codec, n, levers)
             for setting in self.settings
+            for levers in self.lever_combos(setting)
             for cst in self.cstates
             for size in self.sizes
             for codec in self.codecs
             for n in self.processes
         ]
+
+    def lever_combos(self, setting: CpuSetting) -> list[Levers]:
+        """The lever combinations a CPU setting is measured with: every one for a fixed
+        frequency (or the frequency as found), only "as found" for a stock governor (a
+        baseline keeps everything else as the node had it)."""
+        if setting.kind == "governor":
+            return [Levers()]
+        return list(self.levers.combos())
 
     def runs_per_cell(self) -> int:
         """I/O jobs per cell: every repetition and warm-up writes, and reads if asked."""
@@ -238,6 +309,8 @@ class SweepSpec:
             "data": self.data,
             "extra": dict(self.extra),
             "waiting_seconds": self.waiting_seconds,
+            # absent without lever axes: the spec of a sweep without them is as it was
+            **({} if self.levers.empty else {"levers": self.levers.to_json()}),
         }
 
     @classmethod
@@ -261,6 +334,7 @@ class SweepSpec:
                 data=str(obj.get("data", "random")),
                 extra=dict(obj.get("extra", {})),
                 waiting_seconds=float(obj.get("waiting_seconds", 0.0)),
+                levers=LeverAxes.from_json(obj.get("levers")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise SweepError(f"the recorded sweep is malformed ({exc})") from None
@@ -270,7 +344,7 @@ class SweepSpec:
     def differences(self, other: SweepSpec) -> list[str]:
         """Field names whose values differ (why a file cannot be resumed with this spec)."""
         a, b = self.to_json(), other.to_json()
-        return [k for k in a if a[k] != b.get(k)]
+        return [k for k in {**a, **b} if a.get(k) != b.get(k)]
 
 
 def ops_of(spec: SweepSpec) -> Sequence[Operation]:

@@ -33,6 +33,22 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "watts": ("w", "watts", "power_w"),
 }
 _OPS = {"write": "write", "read": "read", "checkpoint": "write", "restart": "read"}
+_LEVERS: dict[str, bool] = {
+    "uncore_khz": True,
+    "power_limit_w": False,
+    "gpu_clock_mhz": True,
+    "gpu_memory_mhz": True,
+    "gpu_power_limit_w": False,
+}
+"""The export's lever columns (lower case) and whether each is a whole number; the JSON key
+is the export's spelling (:data:`greenckpt.profile.export.CSV_COLUMNS`)."""
+_LEVER_KEYS = {
+    "uncore_khz": "uncore_khz",
+    "power_limit_w": "power_limit_W",
+    "gpu_clock_mhz": "gpu_clock_MHz",
+    "gpu_memory_mhz": "gpu_memory_MHz",
+    "gpu_power_limit_w": "gpu_power_limit_W",
+}
 
 
 class CsvImportError(InvalidValueError):
@@ -60,7 +76,7 @@ def _columns(header: list[str], where: str) -> _Columns:
                 "governor), processes, MB/s and W (or the columns of greenckpt profile csv)"
             )
         found[name] = hits if name == "setting" else hits[0]
-    names: tuple[str, ...] = ("codec", "cstates", "size", "size_bytes")
+    names: tuple[str, ...] = ("codec", "cstates", "size", "size_bytes", *_LEVERS)
     optional: dict[str, str] = {k: lower[k] for k in names if k in lower}
     return _Columns(found["op"], found["setting"], found["processes"], found["mbps"],
                     found["watts"], optional)  # fmt: skip
@@ -124,6 +140,10 @@ def _point(row: Mapping[str, str], cols: _Columns, source: str) -> dict[str, Any
         point["size_bytes"] = (
             int(float(size)) if size.replace(".", "", 1).isdigit() else int(parse_size(size))
         )
+    for column, whole in _LEVERS.items():  # empty: the lever was left as found
+        text = (row.get(cols.optional.get(column, "")) or "").strip()
+        if text:
+            point[_LEVER_KEYS[column]] = int(text) if whole else float(text)
     return point
 
 
@@ -155,7 +175,8 @@ def import_profile(
         except (ValueError, KeyError, UnitError) as exc:
             raise CsvImportError(f"{path}:{line}: {exc}") from None
         key = (point["op"], point["frequency_hz"], point["governor"], point["processes"],
-               point["codec"], point["cstates"], point.get("size_bytes"))  # fmt: skip
+               point["codec"], point["cstates"], point.get("size_bytes"),
+               *(point.get(k) for k in _LEVER_KEYS.values()))  # fmt: skip
         if key in seen:
             raise CsvImportError(f"{path}:{line}: the same setting as line {seen[key]}")
         seen[key] = line

@@ -1,4 +1,5 @@
-"""Measuring one cell on the node: set the CPU, run the I/O engine, charge the I/O window.
+"""Measuring one cell on the node: set the CPU and the levers, run the I/O engine, charge the
+I/O window.
 
 Why the window: a run's energy is taken between two synchronous meter readings
 (:meth:`~greenckpt.platform.sampler.Sampler.mark`) — the first when the engine releases its
@@ -7,8 +8,10 @@ power of a point is the power *while the I/O runs*, not diluted by spawning proc
 inflated by Python start-up. Throughput is the engine's own (common start to last fsync).
 
 The node is configured through :class:`~greenckpt.platform.restore.NodeSettings`, which saves
-every attribute before changing it and restores it whatever happens; a cell whose setting is
-"as found" gets the node restored to how it was found first.
+every attribute before changing it and restores it whatever happens; every cell gets the node
+restored to how it was found first, then its CPU setting, C-states and levers (uncore
+frequency, package power limit, GPU clocks and power limit) applied, so a lever a cell leaves
+as found is as found.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from greenckpt.optimize.waiting import WaitMode
 from greenckpt.platform.restore import NodeSettings
 from greenckpt.platform.sampler import Mark, Sampler
 from greenckpt.profile.grid import Cell, CpuSetting, SweepSpec
+from greenckpt.profile.lever_cells import Levers
 from greenckpt.profile.power import PowerChoice
 from greenckpt.profile.waiting import Waiters, WaitingRun, waiting_run
 
@@ -63,7 +67,7 @@ class Measurer(Protocol):
         ...
 
     def configure(self, cell: Cell) -> None:
-        """Put the node in the cell's CPU setting and C-state configuration."""
+        """Put the node in the cell's CPU setting, C-state configuration and levers."""
         ...
 
     def run(self, op: Operation, cell: Cell) -> RunResult:
@@ -127,20 +131,24 @@ class NodeMeasurer:
         self.node = node
         self._io = io
         self._sleep = sleep
-        self._configured: tuple[CpuSetting, bool | None] | None = None
+        self._configured: tuple[CpuSetting, bool | None, Levers] | None = None
 
     @property
     def power_choice(self) -> PowerChoice:
         return self._power
 
     def configure(self, cell: Cell) -> None:
-        want = (cell.setting, cell.cstates)
+        want = (cell.setting, cell.cstates, cell.levers)
         if want == self._configured:
             return
-        needs_node = cell.setting.kind != "uncontrolled" or cell.cstates is not None
+        needs_node = (
+            cell.setting.kind != "uncontrolled"
+            or cell.cstates is not None
+            or not cell.levers.as_found
+        )
         if self.node is None:
             if needs_node:
-                raise UsageError("changing CPU settings needs a NodeSettings session")
+                raise UsageError("changing CPU settings or levers needs a NodeSettings session")
         else:
             self.node.restore()  # back to how the node was found, then this cell's settings
             if cell.setting.kind == "frequency":
@@ -153,6 +161,7 @@ class NodeMeasurer:
                 self.node.enable_cstates()
             elif cell.cstates is False:
                 self.node.disable_cstates(deeper_than_s=0.0)
+            apply_levers(self.node, cell.levers)
         self._configured = want
 
     def run(self, op: Operation, cell: Cell) -> RunResult:
@@ -204,6 +213,19 @@ class NodeMeasurer:
 
     def waiting(self, waiters: Waiters, mode: WaitMode, seconds: float) -> WaitingRun:
         return waiting_run(self.sampler.mark, self._power, waiters, mode, seconds, self._sleep)
+
+
+def apply_levers(node: NodeSettings, levers: Levers) -> None:
+    """Set every lever ``levers`` gives (the node session validates each value first and
+    saves the originals; a lever left as found is not touched)."""
+    if levers.uncore_khz is not None:
+        node.set_uncore(levers.uncore_khz)
+    if levers.power_limit_w is not None:
+        node.set_power_limit(levers.power_limit_w, domain="package")
+    if levers.gpu_clocks is not None:
+        node.set_gpu_clocks(*levers.gpu_clocks)
+    if levers.gpu_power_limit_w is not None:
+        node.set_gpu_power_limit(levers.gpu_power_limit_w)
 
 
 def median_and_range(values: Sequence[float]) -> tuple[float, float]:

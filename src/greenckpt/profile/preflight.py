@@ -16,6 +16,7 @@ from greenckpt.platform.cpufreq import CpufreqController, format_hz
 from greenckpt.platform.cpuidle import CpuidleController
 from greenckpt.platform.root import PlatformError, SysRoot
 from greenckpt.profile.grid import CpuSetting, SweepError, SweepSpec
+from greenckpt.profile.lever_check import check_lever_axes
 from greenckpt.units import format_size
 
 DEFAULT_GOVERNORS = ("performance", "powersave", "ondemand", "schedutil", "conservative")
@@ -120,3 +121,4 @@ def preflight(spec: SweepSpec, root: SysRoot | None = None) -> None:
     _check_path(spec)
     _check_cpufreq(spec, root)
     _check_cpuidle(spec, root)
+    check_lever_axes(spec, root)

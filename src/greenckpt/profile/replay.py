@@ -10,21 +10,41 @@ a full and an adaptive sweep over the same recording.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from greenckpt.errors import MissingEntryError
 from greenckpt.optimize.profile_data import Operation, PowerSource, Profile, ProfilePoint
 from greenckpt.optimize.waiting import WaitMode
 from greenckpt.profile.grid import Cell, CpuSetting, SweepSpec
+from greenckpt.profile.lever_cells import LeverAxes, Levers
 from greenckpt.profile.measure import RunResult
 from greenckpt.profile.power import PowerChoice
 from greenckpt.profile.waiting import Waiters, WaitingRun
 
 DEFAULT_SIZE = 2 << 30
+T = TypeVar("T", int, float, tuple[int, int])
 
 
 def _cell_key(p: ProfilePoint, default_size: int) -> tuple[object, ...]:
-    return (p.setting_key, p.cstates, p.size or default_size, p.codec, p.processes, p.op)
+    levers = Levers.of_point(p)
+    return (p.setting_key, p.cstates, p.size or default_size, p.codec, p.processes, levers, p.op)
+
+
+def _axes(recorded: Profile) -> LeverAxes:
+    """The lever values the recording has points at (each axis's "as found" is implied)."""
+    levers = [Levers.of_point(p) for p in recorded.points]
+
+    def values(pick: Callable[[Levers], T | None]) -> tuple[T, ...]:
+        return tuple(dict.fromkeys(v for lv in levers if (v := pick(lv)) is not None))
+
+    return LeverAxes(
+        uncore_khz=tuple(sorted(values(lambda lv: lv.uncore_khz))),
+        power_limits_w=tuple(sorted(values(lambda lv: lv.power_limit_w))),
+        gpu_clocks=tuple(sorted(values(lambda lv: lv.gpu_clocks))),
+        gpu_power_limits_w=tuple(sorted(values(lambda lv: lv.gpu_power_limit_w))),
+    )
 
 
 def spec_of(
@@ -35,9 +55,9 @@ def spec_of(
     repetitions: int = 3,
     warmup: int = 1,
 ) -> SweepSpec:
-    """The sweep whose grid is exactly the recorded profile's cells (CPU settings, process
-    counts, sizes, codecs, C-states), with ``greenckpt profile``'s default repetitions and
-    warm-up (every run replays the recorded median)."""
+    """The sweep whose grid is exactly the recorded profile's cells (CPU settings, lever
+    values, process counts, sizes, codecs, C-states), with ``greenckpt profile``'s default
+    repetitions and warm-up (every run replays the recorded median)."""
     keys = sorted({p.setting_key for p in recorded.points}, key=_setting_order)
     return SweepSpec(
         path=path,
@@ -51,6 +71,7 @@ def spec_of(
         repetitions=repetitions,
         warmup=warmup,
         idle_seconds=0.0,
+        levers=_axes(recorded),
     )
 
 
@@ -90,7 +111,15 @@ class ReplayMeasurer:
         return None
 
     def run(self, op: Operation, cell: Cell) -> RunResult:
-        key = (cell.setting.key, cell.cstates, cell.size, cell.codec, cell.processes, op)
+        key = (
+            cell.setting.key,
+            cell.cstates,
+            cell.size,
+            cell.codec,
+            cell.processes,
+            cell.levers,
+            op,
+        )
         p = self._index.get(key)
         if p is None:
             raise MissingEntryError(f"the recording has no {op} point for {cell.label}")

@@ -34,6 +34,7 @@ from greenckpt.platform.root import SysRoot
 from greenckpt.platform.sampler import DEFAULT_RATE_HZ, Sampler
 from greenckpt.profile.adaptive import DEFAULT_MARGIN, AdaptiveChooser, DecisionScenario
 from greenckpt.profile.grid import CpuSetting, SweepError, SweepSpec
+from greenckpt.profile.lever_check import levers_metadata
 from greenckpt.profile.measure import NodeMeasurer
 from greenckpt.profile.meta import collect_metadata
 from greenckpt.profile.power import choose_power_domains
@@ -268,10 +269,13 @@ def prepare_profile(
 
 
 def needs_node_session(spec: SweepSpec) -> bool:
-    """Whether the sweep changes the node (a frequency, a governor or C-states), and so needs
-    a :class:`~greenckpt.platform.restore.NodeSettings` session that restores it."""
-    return any(s.kind != "uncontrolled" for s in spec.settings) or any(
-        c is not None for c in spec.cstates
+    """Whether the sweep changes the node (a frequency, a governor, C-states or a lever beyond
+    the core clock), and so needs a :class:`~greenckpt.platform.restore.NodeSettings` session
+    that restores it."""
+    return (
+        any(s.kind != "uncontrolled" for s in spec.settings)
+        or any(c is not None for c in spec.cstates)
+        or not spec.levers.empty
     )
 
 
@@ -323,7 +327,10 @@ def measure_profile(
             spec.path, meter_lines=[m.describe() for m in selection.meters]
         )
         context = SweepContext(
-            machine=machine, storage=storage, meters=tuple(m.name for m in selection.meters)
+            machine=machine,
+            storage=storage,
+            meters=tuple(m.name for m in selection.meters),
+            levers=levers_metadata(),
         )
         node = stack.enter_context(NodeSettings()) if needs_node_session(spec) else None
         measurer = NodeMeasurer(spec, sampler, choice, node)

@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 from greenckpt.optimize.profile_data import Operation, Profile, ProfilePoint, Run
 from greenckpt.optimize.waiting import WaitingPower
-from greenckpt.profile.grid import Cell, SweepError, SweepSpec, cell_key, ops_of
+from greenckpt.profile.grid import Cell, SweepError, SweepSpec, ops_of, point_cell_key
 from greenckpt.profile.measure import Measurer, RunResult, median_and_range
 from greenckpt.profile.meta import now_iso, tool_version
 from greenckpt.profile.progress import Eta, ProgressSink
@@ -115,6 +115,10 @@ class SweepContext:
     meters: tuple[str, ...] = ()
     synthetic: bool = False
     note: str = ""
+    levers: Mapping[str, bool] = field(default_factory=dict)
+    """Which levers the node had (:func:`greenckpt.profile.lever_check.levers_metadata`): the
+    profile's ``levers`` metadata, e.g. whether the planner may split writer and waiter
+    cores; empty when not looked at."""
 
 
 def cell_bytes(spec: SweepSpec, cell: Cell, *, quick: bool = False) -> int:
@@ -156,6 +160,7 @@ def _point(
         runs=tuple(Run(r.throughput, r.power, r.seconds) for r in runs),
         data=spec.data,
         compression_ratio=statistics.median(ratios) if ratios else None,
+        **cell.levers.point_fields(),
     )
 
 
@@ -234,7 +239,7 @@ def _resume_state(previous: Profile, spec: SweepSpec, ctx: SweepContext) -> _Sta
         state.done[key] = []
     state.quick = set(quick_keys)
     for p in previous.points:
-        key = cell_key(p.setting_key, p.cstates, p.size or 0, p.codec, p.processes)
+        key = point_cell_key(p)
         if key in state.done:
             state.done[key].append(p)
     if previous.idle_power is not None:
@@ -288,6 +293,7 @@ def _profile(
         waiting=tuple(
             state.waiting[k] for s, c, m in wanted(spec) if (k := (s.key, c, m)) in state.waiting
         ),
+        levers=dict(ctx.levers),
     )
 
 
