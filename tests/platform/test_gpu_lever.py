@@ -23,6 +23,7 @@ from greenckpt.platform.gpu import (
     set_gpu_clocks,
     set_gpu_power_limit,
 )
+from greenckpt.platform.levers import node_levers
 from greenckpt.platform.root import PlatformError, SysRoot
 from tests.platform import fake_nvml
 
@@ -74,6 +75,18 @@ def test_only_what_every_gpu_accepts_is_offered(fake: fake_nvml.FakeNvml) -> Non
     with pytest.raises(InvalidValueError, match=r"outside 150 W to 280 W"):
         set_gpu_power_limit(120)
     assert _settings(fake) == FOUND
+
+
+def test_the_node_s_lever_list_carries_the_gpu_levers(
+    fake: fake_nvml.FakeNvml, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    levers = {lv.name: lv for lv in node_levers(SysRoot(tmp_path))}
+    assert levers["gpu clocks"] == gpu_levers(ROOT)[0]
+    assert levers["gpu power limit"].values == ("100 W to 300 W", "2 GPUs")
+    monkeypatch.setenv("GREENCKPT_NVML_LIBRARY", str(tmp_path / "absent.so"))
+    levers = {lv.name: lv for lv in node_levers(SysRoot(tmp_path))}
+    assert not levers["gpu clocks"].present
+    assert "absent.so" in levers["gpu power limit"].reason
 
 
 def test_no_library_makes_both_levers_absent_with_the_reason(

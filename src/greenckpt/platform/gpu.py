@@ -23,6 +23,9 @@ functions, which are its whole interface:
   write (the session writes it to its state file; it keeps the first document it gets);
 - :func:`gpu_originals` () -> the JSON-able originals by GPU UUID;
 - :func:`restore_gpu` (``saved``) -> the list of failures (empty: every GPU as found).
+
+The profiler checks its GPU axes up front, NVML read once: :func:`detect_gpus` (``nvml``) and
+:func:`check_gpu_clocks` / :func:`check_gpu_power_limit` (``gpus, ...``).
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ __all__ = [
     "CLOCKS",
     "POWER_LIMIT",
     "Gpu",
+    "check_gpu_clocks",
+    "check_gpu_power_limit",
     "detect_gpus",
     "gpu_levers",
     "gpu_originals",
@@ -205,7 +210,9 @@ def gpu_levers(root: SysRoot) -> tuple[LeverInfo, ...]:
     return clocks, power
 
 
-def _check_clocks(gpus: tuple[Gpu, ...], memory_mhz: int, graphics_mhz: int) -> None:
+def check_gpu_clocks(gpus: tuple[Gpu, ...], memory_mhz: int, graphics_mhz: int) -> None:
+    """Refuse (one line, nothing written) clocks that are not a pair every GPU of ``gpus``
+    supports; :class:`PlatformError` when the GPUs have no clock control."""
     why = _clocks_reason(gpus)
     if why:
         raise PlatformError(f"no GPU clocks control: {why}")
@@ -220,7 +227,9 @@ def _check_clocks(gpus: tuple[Gpu, ...], memory_mhz: int, graphics_mhz: int) -> 
         )
 
 
-def _check_power(gpus: tuple[Gpu, ...], watts: float) -> int:
+def check_gpu_power_limit(gpus: tuple[Gpu, ...], watts: float) -> int:
+    """Refuse (one line, nothing written) a limit outside what every GPU of ``gpus`` accepts;
+    the limit in mW when it is accepted."""
     why = _power_reason(gpus)
     if why:
         raise PlatformError(f"no GPU power limit control: {why}")
@@ -234,6 +243,11 @@ def _check_power(gpus: tuple[Gpu, ...], watts: float) -> int:
             "the range every GPU accepts"
         )
     return milliwatts
+
+
+# The names profile/lever_check.py used before the public ones; drop once it uses those.
+_check_clocks = check_gpu_clocks
+_check_power = check_gpu_power_limit
 
 
 def _originals(gpus: tuple[Gpu, ...]) -> dict[str, Any]:
@@ -299,7 +313,7 @@ def set_gpu_clocks(
     value = f"{memory_mhz}:{graphics_mhz} MHz"
     with Nvml.open() as nvml:
         gpus = detect_gpus(nvml)
-        _check_clocks(gpus, memory_mhz, graphics_mhz)
+        check_gpu_clocks(gpus, memory_mhz, graphics_mhz)
         if save is not None:
             save(_originals(gpus))
 
@@ -328,7 +342,7 @@ def set_gpu_power_limit(watts: float, save: SaveOriginals | None = None) -> Leve
     ``save`` gets the originals, then each GPU is written and read back."""
     with Nvml.open() as nvml:
         gpus = detect_gpus(nvml)
-        milliwatts = _check_power(gpus, watts)
+        milliwatts = check_gpu_power_limit(gpus, watts)
         value = f"{watts:g} W"
         if save is not None:
             save(_originals(gpus))
