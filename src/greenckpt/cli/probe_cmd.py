@@ -1,4 +1,4 @@
-"""``greenckpt probe``: what this node offers (meters, cpufreq, C-states, storage) and why not;
+"""``greenckpt probe``: what this node offers (meters, levers, C-states, storage) and why not;
 with ``--check``, the self-check that exercises each lever and meter (platform.selfcheck)."""
 
 from __future__ import annotations
@@ -45,9 +45,10 @@ def register(sub: Any) -> None:
     check.add_argument(
         "--check",
         action="store_true",
-        help="exercise each lever and meter briefly (set a frequency and read it back, toggle "
-        "a C-state, read each meter twice), restore everything, and write a record for a bug "
-        "report; exit 1 when a check failed",
+        help="exercise each lever and meter briefly (set a frequency, the uncore frequency, a "
+        "RAPL power limit and a GPU power limit and read each back, toggle a C-state, read each "
+        "meter twice), restore everything, and write a record for a bug report; exit 1 when a "
+        "check failed",
     )
     check.add_argument(
         "--output",

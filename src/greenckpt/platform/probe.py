@@ -1,8 +1,10 @@
-"""What this machine offers greenckpt: meters, CPU frequency control, C-states, storage.
+"""What this machine offers greenckpt: meters, every lever, C-states, storage.
 
 Why one report: before profiling or running with the energy-aware runtime, a user needs to know
 which of greenckpt's levers and measurements work on this node and, for each one that does not,
 why (a virtual machine has no RAPL and no cpufreq; a non-root user cannot read ``energy_uj``).
+The levers (CPU and uncore frequency, per-core split, RAPL power limit, GPU clocks and power
+limit) come from :func:`~greenckpt.platform.levers.node_levers`, one row each, absent ones too.
 :func:`probe` only reads; it never changes a setting.
 """
 
@@ -15,6 +17,7 @@ from typing import Any
 
 from greenckpt.platform.capability import frequency_control
 from greenckpt.platform.cpuidle import CpuidleController
+from greenckpt.platform.levers import node_levers
 from greenckpt.platform.meters import MeterOptions, select_meters
 from greenckpt.platform.pagereport import read_page_reporting
 from greenckpt.platform.root import PlatformError, SysRoot
@@ -174,6 +177,20 @@ def _page_reporting(root: SysRoot) -> Capability:
     return Capability("page-reporting", info.present, summary, details)
 
 
+def _levers(root: SysRoot) -> list[Capability]:
+    """Every lever of :func:`~greenckpt.platform.levers.node_levers`: its range where present,
+    why not where absent."""
+    return [
+        Capability(
+            f"lever:{i.name}",
+            i.present,
+            "; ".join(i.values) if i.present else i.reason,
+            {"values": list(i.values), "reason": i.reason},
+        )
+        for i in node_levers(root)
+    ]
+
+
 def _guarded(name: str, probe_one: Callable[[], list[Capability]]) -> list[Capability]:
     """Run one probe; a malformed file under the root becomes an unavailable capability with
     its reason instead of aborting the whole report."""
@@ -203,6 +220,7 @@ def probe(
         *(_guarded("meters", lambda: _meters(chosen, meter_options)) if meters else []),
         *_guarded("cpufreq", lambda: [_cpufreq(chosen)]),
         *_guarded("cpuidle", lambda: [_cpuidle(chosen)]),
+        *_guarded("levers", lambda: _levers(chosen)),
         *_guarded("storage", lambda: _storage(chosen, paths)),
         *_guarded("page-reporting", lambda: [_page_reporting(chosen)]),
     ]

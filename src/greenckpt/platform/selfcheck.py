@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 
 from greenckpt import __version__
 from greenckpt.platform.capability import frequency_control
+from greenckpt.platform.levers import LeverInfo, node_levers
 from greenckpt.platform.probe import _cpu_model
 from greenckpt.platform.recovery import pending_state
 from greenckpt.platform.restore import NodeSettings
@@ -42,6 +43,12 @@ from greenckpt.platform.selfcheck_levers import (
     read_settings,
 )
 from greenckpt.platform.selfcheck_meters import check_meters
+from greenckpt.platform.selfcheck_power_levers import (
+    check_gpu,
+    check_power_limit,
+    check_uncore,
+    read_lever_files,
+)
 
 __all__ = [
     "FAILED",
@@ -58,15 +65,34 @@ __all__ = [
 ]
 
 
+def _others(
+    root: SysRoot, node: NodeSettings | None, levers: dict[str, LeverInfo], why: str = ""
+) -> list[Check]:
+    """The uncore, power-limit and GPU checks (each "not checked" without a session: the
+    lever's reason, else ``why`` no session could start)."""
+    if node is None:
+        return [
+            Check.not_checked(n, levers[n].reason or why)
+            for n in ("uncore frequency", "power limit", "gpu power limit")
+        ]
+    return [
+        *check_uncore(root, node, levers["uncore frequency"]),
+        *check_power_limit(root, node, levers["power limit"]),
+        *check_gpu(node, levers["gpu power limit"]),
+    ]
+
+
 def _levers(root: SysRoot, options: SelfCheckOptions) -> tuple[list[Check], bool]:
-    """The cpufreq and C-state checks, in one session; True when a session changed anything."""
+    """Every lever's check, in one session; True when a session changed anything."""
     control = frequency_control(root)
     freq_why = cpufreq_unavailable(control)
     state, idle_why = idle_target(root)
     freq_skip = Check.not_checked("cpufreq", freq_why or "")
     idle_skip = Check.not_checked("cpuidle", idle_why)
-    if freq_why is not None and state is None:
-        return [freq_skip, idle_skip], False
+    levers = {i.name: i for i in node_levers(root)}
+    more = any(levers[n].present for n in ("uncore frequency", "power limit", "gpu power limit"))
+    if freq_why is not None and state is None and not more:
+        return [freq_skip, idle_skip, *_others(root, None, levers)], False
     checks: list[Check] = []
     entered = False
     try:
@@ -76,12 +102,14 @@ def _levers(root: SysRoot, options: SelfCheckOptions) -> tuple[list[Check], bool
                 check_cpufreq(root, node, control, options) if freq_why is None else [freq_skip]
             )
             checks.extend(check_cstate(root, node, state) if state is not None else [idle_skip])
+            checks.extend(_others(root, node, levers))
     except PlatformError as exc:
         if not entered:  # another session holds the node, or a state file is pending
             why = f"no node-settings session could start: {exc}"
             return [
                 Check.not_checked("cpufreq", freq_why or why),
                 Check.not_checked("cpuidle", idle_why if state is None else why),
+                *_others(root, None, levers, why),
             ], False
         checks.append(
             Check.failed(
@@ -100,11 +128,16 @@ def _restored(
     """The node's settings, re-read at the end, against what was found at the start."""
     name = "node as found"
     if not before:
-        return Check.not_checked(name, "no cpufreq or cpuidle settings here: nothing to restore")
+        return Check.not_checked(
+            name, "no cpufreq, cpuidle, uncore or RAPL settings here: nothing to restore"
+        )
     if not changed:
         return Check.not_checked(name, "no setting was changed (no lever could be checked)")
-    did = f"re-read {len(before)} settings (governors, limits, setspeed, C-state flags)"
-    after = read_settings(root)
+    did = (
+        f"re-read {len(before)} settings (governors, limits, setspeed, C-state flags, uncore "
+        "and power limits)"
+    )
+    after = {**read_settings(root), **read_lever_files(root)}
     differs = sorted(k for k in {*before, *after} if before.get(k) != after.get(k))
     pending = pending_state(root, options.state_file)
     if differs:
@@ -137,7 +170,7 @@ def run_selfcheck(
     chosen = root if root is not None else SysRoot.default()
     opts = options or SelfCheckOptions()
     created = datetime.now(UTC).isoformat(timespec="seconds")
-    before = read_settings(chosen)
+    before = {**read_settings(chosen), **read_lever_files(chosen)}
     checks, changed = _levers(chosen, opts)
     checks.extend(check_meters(chosen, opts))
     checks.append(_restored(chosen, before, changed, opts))
