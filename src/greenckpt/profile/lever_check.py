@@ -88,8 +88,8 @@ def _gpu_checks(
         flag = "--gpu-clocks" if clocks else "--gpu-power-limit"
         raise SweepError(f"{flag}: NVML could not describe the GPUs: {exc}") from None
     out: list[tuple[str, Callable[[], object]]] = []
-    out += [("--gpu-clocks", partial(gpu._check_clocks, gpus, m, g)) for m, g in clocks]
-    out += [("--gpu-power-limit", partial(gpu._check_power, gpus, w)) for w in limits]
+    out += [("--gpu-clocks", partial(gpu.check_gpu_clocks, gpus, m, g)) for m, g in clocks]
+    out += [("--gpu-power-limit", partial(gpu.check_gpu_power_limit, gpus, w)) for w in limits]
     return out
 
 
