@@ -15,6 +15,7 @@ from greenckpt.cli.main import main
 from greenckpt.platform.restore import NodeSettings, pending_state, restore_from_state_file
 from greenckpt.platform.root import PlatformError, SysRoot
 from greenckpt.testing.cpu import diff, snapshot
+from tests.platform import fake_nvml
 from tests.platform.fake_levers import CAP, UNC, FakeLeverRoot, build_node
 from tests.ready_child import spawn_ready
 
@@ -35,6 +36,9 @@ with NodeSettings(root, state_file=sys.argv[2]) as node:
     node.set_uncore(1000000)
     node.set_power_limit(120)
     node.set_power_limit(30, "dram")
+    if sys.argv[3:] == ["gpu"]:
+        node.set_gpu_clocks(810, 585)
+        node.set_gpu_power_limit(120)
     print("ready", flush=True)
     time.sleep(60)
 """
@@ -50,11 +54,11 @@ def change_every_lever(node: NodeSettings) -> None:
     node.set_power_limit(30, "dram")
 
 
-def killed(tmp_path: Path) -> tuple[Path, Path, dict[str, bytes]]:
+def killed(tmp_path: Path, *extra: str) -> tuple[Path, Path, dict[str, bytes]]:
     tree = build_node(tmp_path / "tree")
     state = tmp_path / "run" / "node-state.json"
     before = snapshot(tree)
-    child = spawn_ready(CHILD, str(tree), str(state))
+    child = spawn_ready(CHILD, str(tree), str(state), *extra)
     child.send_signal(signal.SIGKILL)
     assert child.wait(timeout=10) == -signal.SIGKILL
     child.communicate()
@@ -76,6 +80,22 @@ def test_kill_9_then_restore_from_state_file(tmp_path: Path) -> None:
     assert report.ok and report.written
     assert diff(before, snapshot(tree)) == []  # ...and every file is back, byte for byte
     assert not state.exists()
+
+
+def test_kill_9_with_the_gpus_changed_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every lever at once, the GPUs included (helper B's fake NVML, SYNTHETIC V100s)."""
+    fake = fake_nvml.install(tmp_path, monkeypatch, gpus=2)
+    found = [(g.app_mem, g.app_gr, g.limit_mw) for g in fake.state().gpus]
+    tree, state, before = killed(tmp_path, "gpu")
+    assert [(g.app_mem, g.app_gr, g.limit_mw) for g in fake.state().gpus] != found
+    assert json.loads(state.read_text())["gpu"]
+    assert main(["restore", "--root", str(tree), "--state-file", str(state)]) == 0
+    assert [(g.app_mem, g.app_gr, g.limit_mw) for g in fake.state().gpus] == found
+    derived = ("/scaling_cur_freq:", "/scaling_setspeed:")  # a plain root does not recompute
+    left = [d for d in diff(before, snapshot(tree)) if not any(x in d for x in derived)]
+    assert left == [] and not state.exists()
 
 
 def test_kill_9_then_greenckpt_restore(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

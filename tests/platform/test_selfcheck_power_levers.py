@@ -17,6 +17,7 @@ from greenckpt.platform.selfcheck import (
 )
 from greenckpt.testing.cpu import build_tree, diff, snapshot
 from greenckpt.testing.power import install_pynvml
+from tests.platform import fake_nvml
 from tests.platform.fake_levers import FakeLeverRoot, build_node
 
 
@@ -68,3 +69,15 @@ def test_absent_levers_are_not_checked_with_the_reason(tmp_path: Path) -> None:
     assert checks["uncore frequency"].outcome == NOT_CHECKED
     assert "intel_uncore_frequency" in (checks["uncore frequency"].reason or "")
     assert "intel-rapl" in (checks["power limit"].reason or "")
+
+
+def test_the_gpu_power_limit_is_set_read_back_and_restored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = fake_nvml.install(tmp_path, monkeypatch, gpus=2)
+    found = fake.state()
+    checks = run(FakeLeverRoot(build_node(tmp_path / "tree")), tmp_path)
+    assert checks["gpu power limit"].outcome == PASSED, checks["gpu power limit"]
+    assert "100 W" in checks["gpu power limit"].did
+    assert checks["gpu settings restored"].outcome == PASSED
+    assert fake.state() == found
