@@ -152,7 +152,9 @@ def baseline_point(profile: Profile, op: str, name: str, n: int) -> tuple[Profil
     A point measured under the governor is used as it is. Otherwise *performance* and
     *powersave* are read from the fixed-frequency point at the frequency they set
     (:func:`governor_frequency`); where that point was not measured, the answer is None and
-    says so — a neighbouring frequency would be a different governor's figure.
+    says so — a neighbouring frequency would be a different governor's figure. Only points
+    with every lever beyond the core clock as found are candidates: the baseline is the stock
+    governor with the uncore, the power limits and the GPU as the node had them.
 
     Public because the runtime's governor policies (greenckpt.runtime.policy) must pick exactly
     the points the planner's baselines are evaluated at, or runs and plans would not compare.
@@ -160,7 +162,11 @@ def baseline_point(profile: Profile, op: str, name: str, n: int) -> tuple[Profil
     pts = [
         p
         for p in profile.points
-        if p.op == op and p.processes == n and p.codec is None and p.cstates in (None, True)
+        if p.op == op
+        and p.processes == n
+        and p.codec is None
+        and p.cstates in (None, True)
+        and p.levers_as_found  # a governor leaves the uncore, power limits and GPU as found
     ]
     if not pts:
         counts = sorted({p.processes for p in profile.points if p.op == op})

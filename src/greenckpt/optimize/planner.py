@@ -30,7 +30,8 @@ Constraints:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -54,8 +55,11 @@ from greenckpt.optimize.baselines import (
     baseline_point,
     governor_frequency,
 )
+from greenckpt.optimize.lever_fields import swept_levers
 from greenckpt.optimize.profile_data import Profile, ProfileError, ProfilePoint, check_unique_cells
 from greenckpt.optimize.pruning import nondominated_index
+from greenckpt.optimize.setting import CpuSetting
+from greenckpt.optimize.split import PhaseWaiting, split_notes, split_offered
 from greenckpt.optimize.waiting import (
     WAIT_MODES,
     WaitingLookup,
@@ -162,6 +166,31 @@ class Choice:
     time_factor: float
     write_waiting: WaitingUse = field(default_factory=no_waiting)
     read_waiting: WaitingUse = field(default_factory=no_waiting)
+    write_split: CpuSetting | None = None
+    """The waiting ranks' own CPU setting during the checkpoint when the per-core split is
+    used (the I/O processes' cores at ``write.setting``, the others at this); None: no split."""
+    read_split: CpuSetting | None = None
+    """The same for the restart."""
+
+    @property
+    def write_waiting_setting(self) -> CpuSetting:
+        """The CPU setting of the waiting ranks' cores while checkpointing (the point's own
+        when there is no per-core split)."""
+        return self.write.setting if self.write_split is None else self.write_split
+
+    @property
+    def read_waiting_setting(self) -> CpuSetting:
+        """The CPU setting of the waiting ranks' cores while restarting."""
+        return self.read.setting if self.read_split is None else self.read_split
+
+    @property
+    def uses_levers(self) -> bool:
+        """True when the choice sets a lever beyond the core clock or splits the cores."""
+        return (
+            not (self.write.levers_as_found and self.read.levers_as_found)
+            or self.write_split is not None
+            or self.read_split is not None
+        )
 
     @property
     def overhead(self) -> float:
@@ -235,6 +264,16 @@ class Plan:
     notes: tuple[str, ...] = ()
     """Remarks on the figures behind the plan (a waiting power taken from another setting, or
     not measured at all)."""
+    frequency_only: Baseline | None = None
+    """The best plan with every lever beyond the core clock as found and no per-core split
+    (what greenckpt chose before issue 33), to show what the levers save; None when the
+    profile offers nothing beyond it (it would be :attr:`best`)."""
+    levers: Mapping[str, bool] = field(default_factory=dict)
+    """The profile's ``levers`` metadata: which levers the node had (empty: not recorded)."""
+    split_searched: bool = False
+    """Whether the waiting ranks' own frequency (the per-core split) was searched."""
+    swept_levers: tuple[str, ...] = ()
+    """The levers some point of the profile sets (its lever axes), by name."""
 
     def savings(self, baseline: Baseline) -> Savings | None:
         """Savings of :attr:`best` against ``baseline``, or ``None`` if it was not evaluable."""
@@ -260,6 +299,8 @@ def _choice(
     T_A: float,
     w_wait: WaitingUse,
     r_wait: WaitingUse,
+    w_split: CpuSetting | None = None,
+    r_split: CpuSetting | None = None,
 ) -> Choice:
     T_C = scn.ckpt_size / w.throughput
     T_R = scn.ckpt_size / r.throughput
@@ -277,6 +318,8 @@ def _choice(
         time_factor=float(time_factor(T_A, T_C, T_R, scn.rate)),
         write_waiting=w_wait,
         read_waiting=r_wait,
+        write_split=w_split,
+        read_split=r_split,
     )
 
 
@@ -347,11 +390,11 @@ class _Pairs:
     all_writes: _OpPoints | None = None
     """Every write and read point within the power cap, pruned or not (for the front)."""
     all_reads: _OpPoints | None = None
-    waits: WaitingLookup | None = None
+    waits: PhaseWaiting | None = None
     """The waiting lookup the phase powers came from (the chosen points' details)."""
 
 
-def _op_points(profile: Profile, scn: Scenario, waits: WaitingLookup) -> tuple[_OpPoints, ...]:
+def _op_points(profile: Profile, scn: Scenario, waits: PhaseWaiting) -> tuple[_OpPoints, ...]:
     """Each operation's points with their phase power, within the power cap."""
     out = []
     for op, phase in (("write", "checkpoint"), ("read", "restart")):
@@ -374,7 +417,9 @@ def _op_points(profile: Profile, scn: Scenario, waits: WaitingLookup) -> tuple[_
     return tuple(out)
 
 
-def _candidates(profile: Profile, scn: Scenario, *, prune: bool = True) -> _Pairs:
+def _candidates(
+    profile: Profile, scn: Scenario, *, prune: bool = True, split: bool | None = None
+) -> _Pairs:
     """Candidate pairs within the power cap; refuses scenarios no pair can make progress in,
     and profiles that hold a cell (or a waiting entry) twice (the copies would compete).
 
@@ -382,11 +427,18 @@ def _candidates(profile: Profile, scn: Scenario, *, prune: bool = True) -> _Pair
     (:class:`~greenckpt.optimize.waiting.WaitingLookup`). With ``prune``, points that another
     point of the same operation and codec matches or beats in throughput and that power are
     left out (:mod:`greenckpt.optimize.pruning`): no plan can choose them, and pairing only
-    the rest keeps the search from growing with the square of the profile."""
+    the rest keeps the search from growing with the square of the profile. ``split``: whether
+    the waiters' own setting is searched (default: where the profile offers it,
+    :mod:`greenckpt.optimize.split`)."""
     scn.validate()
     check_unique_cells(profile.points)
     check_unique_waiting(profile.waiting)
-    waits = WaitingLookup(profile.waiting, scn.wait_mode, app_processes(profile, scn.app_processes))
+    waits = PhaseWaiting(
+        profile.waiting,
+        scn.wait_mode,
+        app_processes(profile, scn.app_processes),
+        split=split_offered(profile) if split is None else split,
+    )
     pool = _op_points(profile, scn, waits)
     out = [ops.take(nondominated_index(ops.points, ops.power)) if prune else ops for ops in pool]
     writes, reads = out
@@ -436,10 +488,12 @@ def _plan_exhaustive(profile: Profile, scenario: Scenario) -> Plan:
     return _plan(profile, scenario, prune=False)
 
 
-def _plan(profile: Profile, scenario: Scenario, *, prune: bool) -> Plan:
-    scn = scenario
-    profile = profile.at_size(scn.ckpt_size)
-    c = _candidates(profile, scn, prune=prune)
+def _search(
+    profile: Profile, scn: Scenario, *, prune: bool, split: bool
+) -> tuple[Choice, float, PhaseWaiting]:
+    """The best choice among the profile's pairs, the fastest time factor, and the waiting
+    lookup (the vectorised search over pairs, each at its best feasible interval)."""
+    c = _candidates(profile, scn, prune=prune, split=split)
     writes, reads, wi, ri, tc, tr, wc, wr = c.writes, c.reads, c.wi, c.ri, c.tc, c.tr, c.wc, c.wr
     x_time = time_optimal_interval(tc, scn.rate)
     f_time = time_factor(x_time, tc, tr, scn.rate)
@@ -458,9 +512,38 @@ def _plan(profile: Profile, scenario: Scenario, *, prune: bool) -> Plan:
     w, r = writes.points[int(wi[k])], reads.points[int(ri[k])]
     waits = c.waits
     assert waits is not None  # _candidates sets it
-    best = _choice(scn, w, r, float(ta[k]), waits.use(w), waits.use(r))
+    (w_wait, w_split), (r_wait, r_split) = waits.use(w), waits.use(r)
+    best = _choice(scn, w, r, float(ta[k]), w_wait, r_wait, w_split, r_split)
+    return best, fastest, waits
+
+
+def _frequency_only(
+    profile: Profile, scn: Scenario, *, prune: bool, split: bool
+) -> Baseline | None:
+    """The best plan with every lever beyond the core clock as found and no per-core split,
+    or None when the profile offers nothing else (it is then the plan itself)."""
+    if not split and all(p.levers_as_found for p in profile.points):
+        return None
+    plain = replace(profile, points=tuple(p for p in profile.points if p.levers_as_found))
+    how = "every lever beyond the core clock as found, no per-core split"
+    if not plain.points:
+        return Baseline(
+            "frequency-only", None, "the profile has no point with every lever as found"
+        )
+    try:
+        choice = _search(plain, scn, prune=prune, split=False)[0]
+    except (PlanError, ProfileError) as exc:
+        return Baseline("frequency-only", None, str(exc))
+    return Baseline("frequency-only", choice if math.isfinite(choice.epe) else None, how)
+
+
+def _plan(profile: Profile, scenario: Scenario, *, prune: bool) -> Plan:
+    scn = scenario
+    profile = profile.at_size(scn.ckpt_size)
+    split = split_offered(profile)
+    best, fastest, waits = _search(profile, scn, prune=prune, split=split)
     n_app = app_processes(profile, scn.app_processes)
-    baselines = tuple(_baseline(profile, scn, name, n_app, waits) for name in BASELINES)
+    baselines = tuple(_baseline(profile, scn, name, n_app, waits.lookup) for name in BASELINES)
     return Plan(
         scenario=scn,
         best=best,
@@ -469,7 +552,12 @@ def _plan(profile: Profile, scenario: Scenario, *, prune: bool) -> Plan:
         baselines=baselines,
         synthetic=profile.synthetic,
         power_sources=frozenset(profile.power_sources),
-        notes=_waiting_notes(best),
+        notes=_waiting_notes(best)
+        + split_notes(profile, min(profile.process_counts) < n_app, split),
+        frequency_only=_frequency_only(profile, scn, prune=prune, split=split),
+        levers=dict(profile.levers),
+        split_searched=split,
+        swept_levers=swept_levers(profile.points),
     )
 
 

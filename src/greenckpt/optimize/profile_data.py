@@ -37,6 +37,14 @@ from greenckpt.optimize.fields import (
     optional_str,
     setting_pair,
 )
+from greenckpt.optimize.lever_fields import (
+    lever_fields_from_json,
+    lever_fields_to_json,
+    lever_key,
+    lever_labels,
+    levers_as_found,
+    levers_from_json,
+)
 from greenckpt.optimize.setting import CpuSetting
 from greenckpt.optimize.waiting import WaitingPower, waiting_from_json, waiting_to_json
 
@@ -115,6 +123,16 @@ class ProfilePoint:
     """What the profiler wrote: ``random`` (incompressible) or ``field`` (simulation state)."""
     compression_ratio: float | None = None
     """Logical bytes per stored byte measured at this point (codec points only)."""
+    uncore_khz: int | None = None
+    """Uncore frequency the point was measured at (every domain pinned); None = as found."""
+    power_limit_w: float | None = None
+    """Package long-term RAPL power limit (W) set while measuring; None = as found."""
+    gpu_clock_mhz: int | None = None
+    """GPU graphics application clock (MHz); None = as found (with ``gpu_memory_mhz``)."""
+    gpu_memory_mhz: int | None = None
+    """GPU memory application clock (MHz), set with ``gpu_clock_mhz``; None = as found."""
+    gpu_power_limit_w: float | None = None
+    """GPU power management limit (W); None = as found."""
 
     def __post_init__(self) -> None:
         # The one CPU-setting type decides what a frequency/governor pair may be (at most one,
@@ -143,6 +161,12 @@ class ProfilePoint:
         return self.setting.key
 
     @property
+    def levers_as_found(self) -> bool:
+        """True when every lever beyond the core clock was left as found (the points the
+        governor baselines and the frequency-only plan may use)."""
+        return levers_as_found(self)
+
+    @property
     def energy_per_byte(self) -> float:
         """Joules per logical byte moved at this point (the paper's Figure 8 per MB / 1e6)."""
         return self.power / self.throughput
@@ -168,6 +192,9 @@ class Profile:
     sweep: Mapping[str, Any] = field(default_factory=dict)
     waiting: tuple[WaitingPower, ...] = ()
     """Power per waiting rank by CPU setting, C-states and wait mode (optional, *v2*)."""
+    levers: Mapping[str, bool] = field(default_factory=dict)
+    """Which levers the node had (``{"per-core split": true, ...}``); empty when the profile
+    predates the record, and then no lever is taken to be present."""
 
     def for_op(self, op: Operation) -> tuple[ProfilePoint, ...]:
         """Points of one operation, in file order."""
@@ -275,17 +302,32 @@ def _point_from_json(obj: Any, path: str, version: int = FORMAT_VERSION) -> Prof
         compression_ratio=(
             None if obj.get("compression_ratio") is None else number(obj, "compression_ratio", path)
         ),
+        **lever_fields_from_json(obj, path),
     )
 
 
-CellKey = tuple[str, str, int, str | None, bool | None, int | None, int | None, str | None]
-"""``(op, setting_key, processes, codec, cstates, size, block_size, layout)``: one sweep cell of
-one operation (the same identity :func:`greenckpt.profile.merge.point_key` matches nodes by)."""
+CellKey = tuple[
+    str, str, int, str | None, bool | None, int | None, int | None, str | None, *tuple[Any, ...]
+]
+"""``(op, setting_key, processes, codec, cstates, size, block_size, layout, *levers)``: one sweep
+cell of one operation (the same identity :func:`greenckpt.profile.merge.point_key` matches nodes
+by), the levers (uncore, power limit, GPU clocks, GPU limit) last: two points differing only in
+the uncore frequency are different cells."""
 
 
 def cell_key(p: ProfilePoint) -> CellKey:
     """What identifies a point's cell: two points with the same key measure the same thing."""
-    return (p.op, p.setting_key, p.processes, p.codec, p.cstates, p.size, p.block_size, p.layout)
+    return (
+        p.op,
+        p.setting_key,
+        p.processes,
+        p.codec,
+        p.cstates,
+        p.size,
+        p.block_size,
+        p.layout,
+        *lever_key(p),
+    )
 
 
 def describe_cell(p: ProfilePoint) -> str:
@@ -300,6 +342,7 @@ def describe_cell(p: ProfilePoint) -> str:
             parts.append(f"{name} {value} B")
     if p.layout is not None:
         parts.append(p.layout)
+    parts.extend(lever_labels(p))
     return ", ".join(parts)
 
 
@@ -418,6 +461,7 @@ def profile_from_json(data: Any) -> Profile:
         idle_power_source=idle_source,
         idle_power_spread=idle_spread,
         waiting=waiting_from_json(data, synthetic),
+        levers=levers_from_json(data),
         **_descriptions_from_json(data),
     )
 
@@ -475,6 +519,7 @@ def point_to_json(p: ProfilePoint) -> dict[str, Any]:
     ):
         if value is not None:
             out[key] = value
+    out.update(lever_fields_to_json(p))
     if not p.reliable:
         out["reliable"] = False
     if p.runs:
@@ -510,6 +555,8 @@ def profile_to_json(profile: Profile) -> dict[str, Any]:
     out["points"] = [point_to_json(p) for p in profile.points]
     if profile.waiting:
         out["waiting"] = [waiting_to_json(w) for w in profile.waiting]
+    if profile.levers:
+        out["levers"] = dict(profile.levers)
     return out
 
 

@@ -19,7 +19,9 @@ from rich.table import Table
 from greenckpt.model import daly_interval, time_optimal_interval, young_interval
 from greenckpt.optimize import Baseline, Choice, Plan, ProfilePoint
 from greenckpt.optimize.profile_data import point_to_json
+from greenckpt.optimize.setting import CpuSetting
 from greenckpt.optimize.waiting import WaitingUse
+from greenckpt.report.plan_levers import lever_table, levers_dict, shows_levers
 from greenckpt.units import (
     format_duration,
     format_energy,
@@ -67,10 +69,17 @@ def waiting_dict(use: WaitingUse) -> dict[str, Any]:
     }
 
 
-def _phase_dict(p: ProfilePoint, use: WaitingUse, phase_power: float) -> dict[str, Any]:
+def _phase_dict(
+    p: ProfilePoint, use: WaitingUse, phase_power: float, waiters: CpuSetting
+) -> dict[str, Any]:
     return {
         **point_to_json(p),
         "waiting": waiting_dict(use),
+        "waiting_setting": {
+            "setting": waiters.key,
+            "label": waiters.label,
+            "per_core_split": waiters != p.setting,
+        },
         "phase_power_W": phase_power,
         "energy_per_GB_J": phase_power / p.throughput * 1e9,
     }
@@ -81,8 +90,8 @@ def choice_dict(c: Choice) -> dict[str, Any]:
     profile point, the waiting ranks' power added to it, and the phase's power
     (``phase_power_W``, what ``energy_per_GB_J`` and ``epe_W`` are computed from)."""
     return {
-        "checkpoint": _phase_dict(c.write, c.write_waiting, c.W_C),
-        "restart": _phase_dict(c.read, c.read_waiting, c.W_R),
+        "checkpoint": _phase_dict(c.write, c.write_waiting, c.W_C, c.write_waiting_setting),
+        "restart": _phase_dict(c.read, c.read_waiting, c.W_R, c.read_waiting_setting),
         "interval_s": c.T_A,
         "T_C_s": c.T_C,
         "T_R_s": c.T_R,
@@ -125,27 +134,35 @@ def plan_to_dict(plan: Plan, *, profile_path: str | None = None) -> dict[str, An
         "fastest_time_factor": plan.fastest_time_factor,
         "reference_intervals_s": _reference_intervals(plan),
         "notes": list(plan.notes),
+        "levers": levers_dict(plan),
+        "frequency_only_plan": None,
         "baselines": [],
     }
     if scn.work is not None:
         out["plan"]["expected_runtime_s"] = scn.work * plan.best.time_factor
         out["plan"]["expected_energy_J_per_node"] = scn.work * plan.best.epe
         out["plan"]["expected_energy_J_job"] = scn.work * plan.best.epe * scn.nodes
-    for b in plan.baselines:
-        entry: dict[str, Any] = {"name": b.name, "how": b.how, "evaluable": b.choice is not None}
-        if b.choice is not None:
-            entry.update(choice_dict(b.choice))
-            entry["power_source"] = power_source(plan, (b.choice.write, b.choice.read))
-            s = plan.savings(b)
-            assert s is not None
-            entry["savings"] = {
-                "epe": s.epe,
-                "write_energy_per_GB": s.write_energy_per_gb,
-                "read_energy_per_GB": s.read_energy_per_gb,
-                "time_factor": s.time_factor,
-            }
-        out["baselines"].append(entry)
+    if plan.frequency_only is not None:
+        out["frequency_only_plan"] = _comparison_dict(plan, plan.frequency_only)
+    out["baselines"] = [_comparison_dict(plan, b) for b in plan.baselines]
     return out
+
+
+def _comparison_dict(plan: Plan, b: Baseline) -> dict[str, Any]:
+    """A governor baseline or the frequency-only plan, with the plan's savings over it."""
+    entry: dict[str, Any] = {"name": b.name, "how": b.how, "evaluable": b.choice is not None}
+    if b.choice is not None:
+        entry.update(choice_dict(b.choice))
+        entry["power_source"] = power_source(plan, (b.choice.write, b.choice.read))
+        s = plan.savings(b)
+        assert s is not None
+        entry["savings"] = {
+            "epe": s.epe,
+            "write_energy_per_GB": s.write_energy_per_gb,
+            "read_energy_per_GB": s.read_energy_per_gb,
+            "time_factor": s.time_factor,
+        }
+    return entry
 
 
 def _reference_intervals(plan: Plan) -> dict[str, float]:
@@ -252,7 +269,40 @@ def plan_tables(plan: Plan, *, size_text: str | None = None) -> list[Table]:
     for b in plan.baselines:
         base.add_row(*_baseline_row(plan, b))
         notes.add_row(f"{b.name}:", b.how)
-    return [chosen, waiting_table(c), exp, base, notes]
+    levers = [lever_table(plan)] if shows_levers(plan) else []
+    return [chosen, waiting_table(c), *levers, exp, *_frequency_only_tables(plan), base, notes]
+
+
+def _frequency_only_tables(plan: Plan) -> list[Table]:
+    """The plan against the best plan without the levers (none when the profile has none)."""
+    b = plan.frequency_only
+    if b is None:
+        return []
+    table = Table(
+        title="Against the frequency-only plan (every lever as found, no per-core split; "
+        f"{power_source(plan, () if b.choice is None else (b.choice.write, b.choice.read))} "
+        "power)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    for col in ("plan", "T_C", "T_R", "T_A", "EPE", "EPE saved", "write J/GB saved"):
+        table.add_column(col, no_wrap=True, justify="left" if col == "plan" else "right")
+    table.add_column("read J/GB saved", no_wrap=True, justify="right")
+    table.add_row(*_baseline_row(plan, b))
+    if b.choice is not None:
+        w, r = b.choice.write, b.choice.read
+        how = (
+            f"checkpoint {_setting(w)}, {w.processes} I/O processes; restart {_setting(r)}, "
+            f"{r.processes} I/O processes"
+        )
+    else:
+        how = f"not evaluable: {b.how}"
+    notes = Table.grid(padding=(0, 1))
+    notes.add_column()
+    notes.add_column()
+    notes.add_row("frequency-only:", how)
+    return [table, notes]
 
 
 def _waiting_cell(use: WaitingUse) -> str:
