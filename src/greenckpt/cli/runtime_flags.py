@@ -9,6 +9,7 @@ the same typed options — the job's leader hands its agents those options, not 
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,7 @@ from greenckpt.errors import InvalidValueError
 from greenckpt.runtime.fixed_policy import FixedSettings
 from greenckpt.runtime.node_options import NodeOptions
 from greenckpt.runtime.policy import POLICY_NAMES
-from greenckpt.units import format_duration, parse_frequency, parse_power
+from greenckpt.units import UnitError, format_duration, parse_frequency, parse_power
 
 __all__ = ["FailureRate", "add_runtime_arguments", "failure_rate", "node_options"]
 
@@ -44,7 +45,8 @@ def add_runtime_arguments(p: argparse.ArgumentParser) -> None:
         default="profile",
         choices=POLICY_NAMES,
         help="decision policy: the profile lookup (default), a governor baseline, defaults, "
-        "or fixed (the settings given by --io-processes, --frequency, --cstates)",
+        "or fixed (the settings given by --io-processes, --frequency, --cstates and the "
+        "lever flags below)",
     )
     p.add_argument(
         "--io-processes",
@@ -63,6 +65,45 @@ def add_runtime_arguments(p: argparse.ArgumentParser) -> None:
         choices=("on", "off"),
         default=None,
         help="with --policy fixed: C-states enabled or disabled during every phase",
+    )
+    p.add_argument(
+        "--waiting-frequency",
+        type=unit_type(parse_frequency),
+        default=None,
+        metavar="HZ",
+        help="with --policy fixed and --frequency: the per-core split, the waiting ranks' "
+        "cores at this frequency (the I/O processes' cores at --frequency), e.g. 1.2GHz",
+    )
+    p.add_argument(
+        "--uncore",
+        type=uncore_khz_arg,
+        default=None,
+        metavar="KHZ",
+        help="with --policy fixed: uncore frequency of every package during every phase, in "
+        "kHz (1800000) or with a unit (1.8GHz)",
+    )
+    p.add_argument(
+        "--power-limit",
+        type=watts_arg,
+        default=None,
+        metavar="W",
+        help="with --policy fixed: package long-term RAPL power limit during every phase, "
+        "e.g. 120 or 120W",
+    )
+    p.add_argument(
+        "--gpu-clocks",
+        type=gpu_clocks_arg,
+        default=None,
+        metavar="MEM:GR",
+        help="with --policy fixed: GPU application clocks (memory:graphics, MHz) during "
+        "every phase, e.g. 877:1380",
+    )
+    p.add_argument(
+        "--gpu-power-limit",
+        type=watts_arg,
+        default=None,
+        metavar="W",
+        help="with --policy fixed: GPU power limit during every phase, e.g. 200W",
     )
     add_failure_arguments(
         p,
@@ -160,12 +201,67 @@ def failure_rate(ns: argparse.Namespace) -> FailureRate | None:
     return FailureRate(rate, n, ns.mtbf, text)
 
 
+def _bare(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def uncore_khz_arg(text: str) -> int:
+    """``--uncore``: kHz as sysfs has them (``1800000``) or a frequency with a unit."""
+    bare = _bare(text.strip())
+    try:
+        khz = bare if bare is not None else parse_frequency(text) / 1000.0
+    except UnitError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (give kHz, e.g. 1800000, or 1.8GHz)") from None
+    if khz <= 0 or khz != math.floor(khz):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a whole, positive number of kHz (e.g. 1800000 or 1.8GHz)"
+        )
+    return int(khz)
+
+
+def watts_arg(text: str) -> float:
+    """``--power-limit``, ``--gpu-power-limit``: watts, bare (``120``) or with a unit."""
+    bare = _bare(text.strip())
+    try:
+        watts = bare if bare is not None else parse_power(text)
+    except UnitError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (give watts, e.g. 120 or 120W)") from None
+    if watts <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a power limit must be above 0 W")
+    return watts
+
+
+def gpu_clocks_arg(text: str) -> tuple[int, int]:
+    """``--gpu-clocks MEM:GR``: memory and graphics application clocks in whole MHz."""
+    parts = [part.strip().removesuffix("MHz").strip() for part in text.split(":")]
+    if len(parts) != 2 or not all(part.isdigit() and int(part) > 0 for part in parts):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not MEM:GR, a memory and a graphics clock in whole MHz above 0 "
+            "(e.g. 877:1380)"
+        )
+    return int(parts[0]), int(parts[1])
+
+
 def fixed_settings(ns: argparse.Namespace) -> FixedSettings:
-    """What ``--policy fixed`` applies, from ``--io-processes``, ``--frequency``, ``--cstates``."""
+    """What ``--policy fixed`` applies, from ``--io-processes``, ``--frequency``, ``--cstates``
+    and the lever flags (``--waiting-frequency``, ``--uncore``, ``--power-limit``,
+    ``--gpu-clocks``, ``--gpu-power-limit``)."""
+    clocks = getattr(ns, "gpu_clocks", None)
+    waiting = getattr(ns, "waiting_frequency", None)
     return FixedSettings(
         io_processes=ns.io_processes,
         frequency_hz=None if ns.frequency is None else round(ns.frequency),
         cstates=None if ns.cstates is None else ns.cstates == "on",
+        waiting_frequency_hz=None if waiting is None else round(waiting),
+        uncore_khz=getattr(ns, "uncore", None),
+        power_limit_w=getattr(ns, "power_limit", None),
+        gpu_memory_mhz=None if clocks is None else clocks[0],
+        gpu_clock_mhz=None if clocks is None else clocks[1],
+        gpu_power_limit_w=getattr(ns, "gpu_power_limit", None),
     )
 
 
@@ -180,6 +276,12 @@ def node_options(ns: argparse.Namespace) -> NodeOptions:
         io_processes=fixed.io_processes,
         frequency_hz=fixed.frequency_hz,
         cstates=fixed.cstates,
+        waiting_frequency_hz=fixed.waiting_frequency_hz,
+        uncore_khz=fixed.uncore_khz,
+        power_limit_w=fixed.power_limit_w,
+        gpu_memory_mhz=fixed.gpu_memory_mhz,
+        gpu_clock_mhz=fixed.gpu_clock_mhz,
+        gpu_power_limit_w=fixed.gpu_power_limit_w,
         app_power_w=ns.app_power,
         app_processes=ns.app_processes,
         rate_per_s=None if rate is None else rate.rate,

@@ -76,10 +76,39 @@ def render_job_text(report: JobReport) -> str:
             + (f"; outlier node {odd}" if odd is not None else "")
             + f" ({series['source'] or 'n/a'})"
         )
+    lines += _lever_lines(doc.get("phases") or [])
     if doc["notes"]:
         lines.append("notes:")
         lines += [f"  - {n}" for n in doc["notes"]]
     return "\n".join(lines) + "\n"
+
+
+def _lever_lines(phases: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The levers beyond the core clock the job phases applied (value and source, per kind:
+    the same on every phase is one row) and the lever failures; nothing when none was used,
+    so a job without them prints what it always did."""
+    applied: dict[tuple[str, str, str], int] = {}
+    failures: list[str] = []
+    failed = 0
+    for p in phases:
+        for lever, values in (p.get("levers") or {}).items():
+            key = (str(p["kind"]), str(lever), "; ".join(values))
+            applied[key] = applied.get(key, 0) + 1
+        failed += int(p.get("lever_failures") or 0)
+        failures += [str(n) for n in p.get("lever_failure_notes") or ()]
+    lines: list[str] = []
+    if applied:
+        lines.append("levers applied beyond the CPU frequency and C-states (value (source)):")
+        lines += _table(
+            ("phase", "lever", "value (source)", "job phases"),
+            [(*key, str(n)) for key, n in applied.items()],
+        )
+    if failed:
+        lines.append(
+            f"levers that failed on {failed} node phase(s) (put back as found; the phase went on):"
+        )
+        lines += [f"  - {n}" for n in dict.fromkeys(failures)]
+    return lines
 
 
 def _levels(doc: Mapping[str, Any], kind: str) -> list[dict[str, Any]]:

@@ -1,7 +1,8 @@
 """A run report as plain text for the terminal: per kind (and per level) count, bytes (I/O
 phases), seconds, CPU-seconds (when the run measured them), joules, watts and source, then the
 run's totals, useful compute, the work an earlier run lost (when this run restarted from its
-checkpoint), EPE, comparisons and notes.
+checkpoint), EPE, comparisons, the levers beyond the core clock applied (only when some were,
+or failed) and notes.
 
 Why here: the run report's figures are the runtime's (:mod:`greenckpt.runtime.run_report`);
 showing them is this layer's job, for ``greenckpt run``, ``greenckpt demo`` and a Python user
@@ -13,11 +14,12 @@ from __future__ import annotations
 import math
 
 from greenckpt.phases import IO_KINDS
+from greenckpt.runtime.job_phase import LEVER_FAILED
 from greenckpt.runtime.records import PreviousLoss
 from greenckpt.runtime.run_report import KindTotal, RunReport
 from greenckpt.units import format_size
 
-__all__ = ["bytes_cell", "previous_lost_line", "render_run_text"]
+__all__ = ["bytes_cell", "lever_lines", "previous_lost_line", "render_run_text"]
 
 
 def render_run_text(report: RunReport) -> str:
@@ -39,6 +41,7 @@ def render_run_text(report: RunReport) -> str:
             f"{_pct(c.runtime_pct)}, node power {_pct(c.power_pct)}, energy "
             f"{_pct(c.energy_pct)}, EPE {_pct(c.epe_pct)}"
         )
+    lines.extend(lever_lines(report))
     if report.notes:
         lines.append("notes:")
         lines.extend(f"  - {n}" for n in report.notes)
@@ -104,6 +107,37 @@ def _table_lines(report: RunReport) -> list[str]:
             for i, cell in enumerate(row)
         ]
         lines.append("  ".join(cells).rstrip())
+    return lines
+
+
+def lever_lines(report: RunReport) -> list[str]:
+    """The levers beyond the CPU frequency and C-states the run applied — per kind and level,
+    lever, value, the settings' source (profile lookup, fixed, baseline) and how many phases
+    — and every lever that failed (put back; the phase went on). Empty when the run applied
+    none and none failed, so a run without them prints the table it always did."""
+    applied: dict[tuple[str, str, str, str], int] = {}
+    failed: list[str] = []
+    for r in report.records:
+        s = r.settings
+        if s is None:
+            continue
+        phase = r.kind if r.level is None else f"{r.kind} L{r.level}"
+        for lever, value in s.levers.items():
+            key = (phase, lever, value, s.source)
+            applied[key] = applied.get(key, 0) + 1
+        failed.extend(f"{phase} #{r.index}: {n}" for n in s.notes if n.startswith(LEVER_FAILED))
+    lines: list[str] = []
+    if applied:
+        rows = [("phase", "lever", "value", "source", "phases")]
+        rows += [(*key, str(count)) for key, count in applied.items()]
+        widths = [max(len(row[i]) for row in rows) for i in range(5)]
+        lines.append("levers applied beyond the CPU frequency and C-states:")
+        lines += [
+            "  " + "  ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip() for row in rows
+        ]
+    if failed:
+        lines.append("levers that failed (put back as found; the phase went on):")
+        lines += [f"  - {f}" for f in dict.fromkeys(failed)]
     return lines
 
 

@@ -37,6 +37,7 @@ from greenckpt.runtime.job import (
     encode_message,
 )
 from greenckpt.runtime.job_bounds import MAX_SERIES_POINTS
+from greenckpt.runtime.job_phase import LEVER_FAILED
 from greenckpt.runtime.modelled import ModelledEpe, with_modelled_epe
 from greenckpt.runtime.notify import NotifyServer
 from greenckpt.runtime.run_report import PhaseRecord, RunReport
@@ -262,7 +263,7 @@ class NodeAgent:
         new = [r for r in records if r.kind in IO_KINDS and r.index not in self._sent]
         new = new[:MAX_PROGRESS_PHASES]
         self._sent.update(r.index for r in new)
-        return [{k: r.to_dict()[k] for k in PROGRESS_PHASE_KEYS} for r in new]
+        return [_progress_phase(r) for r in new]
 
     def _progress(self, t_s: float) -> dict[str, Any]:
         records = self.runtime.records
@@ -367,3 +368,21 @@ def _energy(records: Sequence[PhaseRecord]) -> float | None:
     if any(r.node_energy_j is None for r in fg):
         return None
     return sum(r.node_energy_j or 0.0 for r in fg)
+
+
+def _progress_phase(record: PhaseRecord) -> dict[str, Any]:
+    """A phase as a progress message carries it; with ``settings`` (source, the levers beyond
+    the core clock applied, the notes of levers that failed) only when it applied or lost a
+    lever, so the job report can say which levers its phases used (bounded: a few notes)."""
+    doc = record.to_dict()
+    out = {k: doc[k] for k in PROGRESS_PHASE_KEYS}
+    settings = doc.get("settings")
+    if settings is not None:
+        failed = [str(n)[:300] for n in settings["notes"] if str(n).startswith(LEVER_FAILED)]
+        if settings["levers"] or failed:
+            out["settings"] = {
+                "source": settings["source"],
+                "levers": settings["levers"],
+                "notes": failed[:4],
+            }
+    return out

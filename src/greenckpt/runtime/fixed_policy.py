@@ -4,9 +4,11 @@ Why: an experiment varies one setting at a time (saito2013's sweep of frequency 
 processes, moran2018's P-states and C-states), so a run must be able to apply exactly the
 settings asked for instead of a decision; ``greenckpt run --policy fixed --io-processes 2
 --frequency 1.4GHz --cstates off`` does, and ``greenckpt study`` uses it for those factors.
-What the node cannot do is refused before the run starts (:func:`check_fixed`), and what the
-runtime may not apply during a background flush is said in the phase's notes, as for every
-policy (runtime/control.py).
+What the node cannot do is refused before the run starts (:func:`check_fixed`, and for the
+levers beyond the core clock — ``--uncore``, ``--power-limit``, ``--waiting-frequency``,
+``--gpu-clocks``, ``--gpu-power-limit`` — :func:`check_fixed_levers`, which asks the platform
+layer, reading only), and what the runtime may not apply during a background flush is said in
+the phase's notes, as for every policy (runtime/control.py).
 """
 
 from __future__ import annotations
@@ -14,11 +16,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from greenckpt.errors import InvalidValueError
+from greenckpt.platform.levers import node_levers
+from greenckpt.platform.powercap import plan_power_limit
+from greenckpt.platform.root import PlatformError, SysRoot
+from greenckpt.platform.uncore import plan_uncore
 from greenckpt.runtime.fit import fixed_codec_label
 from greenckpt.runtime.node import Node
 from greenckpt.runtime.settings import PhaseRequest, Settings
 
-__all__ = ["FixedPolicy", "FixedSettings", "check_fixed"]
+__all__ = ["FixedPolicy", "FixedSettings", "check_fixed", "check_fixed_levers"]
 
 
 @dataclass(frozen=True)
@@ -28,6 +34,12 @@ class FixedSettings:
     io_processes: int | None = None
     frequency_hz: int | None = None
     cstates: bool | None = None
+    waiting_frequency_hz: int | None = None
+    uncore_khz: int | None = None
+    power_limit_w: float | None = None
+    gpu_memory_mhz: int | None = None
+    gpu_clock_mhz: int | None = None
+    gpu_power_limit_w: float | None = None
 
     def label(self) -> str:
         parts = []
@@ -37,7 +49,29 @@ class FixedSettings:
             parts.append(f"{self.io_processes} I/O processes")
         if self.cstates is not None:
             parts.append(f"C-states {'on' if self.cstates else 'off'}")
+        if self.waiting_frequency_hz is not None:
+            parts.append(f"waiting cores {self.waiting_frequency_hz / 1e9:.2f} GHz")
+        if self.uncore_khz is not None:
+            parts.append(f"uncore {self.uncore_khz / 1e6:.2f} GHz")
+        if self.power_limit_w is not None:
+            parts.append(f"package limit {self.power_limit_w:g} W")
+        if self.gpu_clock_mhz is not None:
+            parts.append(f"GPU clocks {self.gpu_memory_mhz}:{self.gpu_clock_mhz} MHz")
+        if self.gpu_power_limit_w is not None:
+            parts.append(f"GPU limit {self.gpu_power_limit_w:g} W")
         return ", ".join(parts) or "nothing fixed"
+
+    @property
+    def levers(self) -> dict[str, str]:
+        """The levers beyond the core clock this fixes, lever name → the flag that set it."""
+        flags = {
+            "per-core split": ("--waiting-frequency", self.waiting_frequency_hz),
+            "uncore frequency": ("--uncore", self.uncore_khz),
+            "power limit": ("--power-limit", self.power_limit_w),
+            "gpu clocks": ("--gpu-clocks", self.gpu_clock_mhz),
+            "gpu power limit": ("--gpu-power-limit", self.gpu_power_limit_w),
+        }
+        return {name: flag for name, (flag, value) in flags.items() if value is not None}
 
 
 def check_fixed(fixed: FixedSettings, node: Node) -> None:
@@ -57,6 +91,35 @@ def check_fixed(fixed: FixedSettings, node: Node) -> None:
         raise InvalidValueError(
             "this node cannot switch C-states (no writable cpuidle): drop --cstates"
         )
+    if fixed.waiting_frequency_hz is not None and fixed.frequency_hz is None:
+        raise InvalidValueError(
+            "--waiting-frequency (the waiting ranks' cores) needs --frequency (the I/O "
+            "processes' cores): the per-core split sets both"
+        )
+    if (fixed.gpu_clock_mhz is None) != (fixed.gpu_memory_mhz is None):
+        raise InvalidValueError("--gpu-clocks takes MEMORY:GRAPHICS in MHz, e.g. 877:1380")
+
+
+def check_fixed_levers(fixed: FixedSettings, root: SysRoot) -> None:
+    """One line (:class:`InvalidValueError`) when the node under ``root`` lacks a lever
+    ``fixed`` sets (with the platform's reason) or refuses its value (outside the range the
+    hardware reports); reads only, so nothing is applied on a refusal. GPU clock and limit
+    values are checked by the GPU module when applied (a refusal then is noted in the phase)."""
+    wanted = fixed.levers
+    if not wanted:
+        return
+    for info in node_levers(root):
+        if info.name in wanted and not info.present:
+            raise InvalidValueError(
+                f"{wanted[info.name]}: this node has no {info.name} control ({info.reason})"
+            )
+    try:
+        if fixed.uncore_khz is not None:
+            plan_uncore(root, fixed.uncore_khz)
+        if fixed.power_limit_w is not None:
+            plan_power_limit(root, fixed.power_limit_w)
+    except PlatformError as exc:
+        raise InvalidValueError(str(exc)) from None
 
 
 class FixedPolicy:
@@ -82,4 +145,10 @@ class FixedPolicy:
             cstates=self.fixed.cstates,
             codec=fixed_codec_label(request),
             notes=("settings fixed by --policy fixed: not a decision",),
+            waiting_frequency_hz=self.fixed.waiting_frequency_hz,
+            uncore_khz=self.fixed.uncore_khz,
+            power_limit_w=self.fixed.power_limit_w,
+            gpu_clock_mhz=self.fixed.gpu_clock_mhz,
+            gpu_memory_mhz=self.fixed.gpu_memory_mhz,
+            gpu_power_limit_w=self.fixed.gpu_power_limit_w,
         )

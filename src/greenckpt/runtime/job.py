@@ -37,6 +37,7 @@ from greenckpt.runtime.job_bounds import (
     bounded_series,
     node_summary,
 )
+from greenckpt.runtime.job_phase import JobPhase
 
 __all__ = [
     "JOB_PROTOCOL",
@@ -170,70 +171,6 @@ class NodeView:
             "progress": self.progress,
             "summary": self.summary,
         }
-
-
-@dataclass
-class JobPhase:
-    """One phase of the job: the n-th phase of a kind on every node that had it."""
-
-    kind: str
-    ordinal: int
-    levels: set[int] = field(default_factory=set)
-    nodes: int = 0
-    failed: int = 0
-    node_seconds: float = 0.0
-    max_seconds: float = 0.0
-    energy_j: float = 0.0
-    missing_energy: int = 0
-    sources: set[str] = field(default_factory=set)
-    start_unix: float = math.inf
-    end_unix: float = -math.inf
-    background: bool = False
-
-    def add(self, record: Mapping[str, Any], t0_unix: float | None) -> None:
-        seconds = float(record["end_s"]) - float(record["start_s"])
-        self.nodes += 1
-        self.failed += 0 if record.get("ok", True) else 1
-        self.node_seconds += seconds
-        self.max_seconds = max(self.max_seconds, seconds)
-        energy = record.get("node_energy_j")
-        if energy is None:
-            self.missing_energy += 1
-        else:
-            self.energy_j += float(energy)
-        if record.get("power_source"):
-            self.sources.add(str(record["power_source"]))
-        if record.get("level") is not None:
-            self.levels.add(int(record["level"]))
-        self.background = bool(record.get("background", False))
-        if t0_unix is not None:
-            self.start_unix = min(self.start_unix, t0_unix + float(record["start_s"]))
-            self.end_unix = max(self.end_unix, t0_unix + float(record["end_s"]))
-
-    def to_dict(self, job_t0: float | None) -> dict[str, Any]:
-        timed = job_t0 is not None and math.isfinite(self.start_unix)
-        return {
-            "kind": self.kind,
-            "ordinal": self.ordinal,
-            "levels": sorted(self.levels),
-            "nodes": self.nodes,
-            "failed": self.failed,
-            "node_seconds": self.node_seconds,
-            "max_seconds": self.max_seconds,
-            "energy_j": None if self.missing_energy else self.energy_j,
-            "nodes_without_energy": self.missing_energy,
-            "source": _source(self.sources) if not self.missing_energy else None,
-            "start_s": self.start_unix - job_t0 if timed and job_t0 is not None else None,
-            "end_s": self.end_unix - job_t0 if timed and job_t0 is not None else None,
-            "background": self.background,
-        }
-
-
-def _source(sources: Iterable[str]) -> str | None:
-    seen = set(sources)
-    if not seen:
-        return None
-    return "estimated" if "estimated" in seen else "measured"
 
 
 @dataclass(eq=False)  # hashed by identity (the loop's set of writers)

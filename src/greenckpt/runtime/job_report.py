@@ -29,7 +29,8 @@ from greenckpt.errors import InvalidValueError
 from greenckpt.files import read_regular
 from greenckpt.jsonout import dumps
 from greenckpt.phases import IO_KINDS
-from greenckpt.runtime.job import JobPhase, NodeView
+from greenckpt.runtime.job import NodeView
+from greenckpt.runtime.job_phase import JobPhase
 from greenckpt.runtime.records import percent_difference
 from greenckpt.runtime.run_report import REPORT_MODE
 

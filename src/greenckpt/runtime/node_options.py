@@ -26,7 +26,7 @@ from greenckpt.platform.meters.base import MeterOptions
 from greenckpt.platform.meters.detect import select_meters
 from greenckpt.platform.root import SysRoot
 from greenckpt.platform.sampler import DEFAULT_RATE_HZ
-from greenckpt.runtime.fixed_policy import FixedSettings
+from greenckpt.runtime.fixed_policy import FixedSettings, check_fixed_levers
 from greenckpt.runtime.modelled import ModelledEpe, modelled_epe
 from greenckpt.runtime.policy import POLICY_NAMES, Node, Policy
 from greenckpt.runtime.profiles import NamedProfile, make_storage_policy
@@ -41,8 +41,10 @@ class NodeOptions:
     """What a node's runtime is built from (the runtime flags of ``greenckpt run``).
 
     ``policy``: a name of :data:`~greenckpt.runtime.policy.POLICY_NAMES`; ``profiles``: I/O
-    profile files, one per storage target; ``io_processes``/``frequency_hz``/``cstates``:
-    what ``fixed`` applies; ``app_power_w``, ``app_processes`` and ``rate_per_s`` (the job's
+    profile files, one per storage target; ``io_processes``/``frequency_hz``/``cstates`` and
+    the levers (``waiting_frequency_hz``, ``uncore_khz``, ``power_limit_w``,
+    ``gpu_memory_mhz``/``gpu_clock_mhz``, ``gpu_power_limit_w``): what ``fixed`` applies;
+    ``app_power_w``, ``app_processes`` and ``rate_per_s`` (the job's
     failure rate): the scenario the profile policy and the modelled EPE need; ``control``
     False decides and accounts without touching the node (and is what a node another session
     controls gets, unless ``require_control`` refuses that), ``frequency_control`` False leaves
@@ -58,6 +60,12 @@ class NodeOptions:
     io_processes: int | None = None
     frequency_hz: int | None = None
     cstates: bool | None = None
+    waiting_frequency_hz: int | None = None
+    uncore_khz: int | None = None
+    power_limit_w: float | None = None
+    gpu_memory_mhz: int | None = None
+    gpu_clock_mhz: int | None = None
+    gpu_power_limit_w: float | None = None
     app_power_w: float | None = None
     app_processes: int | None = None
     rate_per_s: float | None = None
@@ -89,7 +97,17 @@ class NodeOptions:
     @property
     def fixed(self) -> FixedSettings:
         """What the ``fixed`` policy applies."""
-        return FixedSettings(self.io_processes, self.frequency_hz, self.cstates)
+        return FixedSettings(
+            self.io_processes,
+            self.frequency_hz,
+            self.cstates,
+            waiting_frequency_hz=self.waiting_frequency_hz,
+            uncore_khz=self.uncore_khz,
+            power_limit_w=self.power_limit_w,
+            gpu_memory_mhz=self.gpu_memory_mhz,
+            gpu_clock_mhz=self.gpu_clock_mhz,
+            gpu_power_limit_w=self.gpu_power_limit_w,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (tuples as lists)."""
@@ -170,6 +188,8 @@ def build_runtime(options: NodeOptions) -> Runtime:
         "rate_hz": options.sample_rate_hz,
         "state_file": None if options.state_file is None else Path(options.state_file),
     }
+    if options.policy == "fixed" and options.control:
+        check_fixed_levers(options.fixed, root)  # one line; nothing applied on a refusal
     policy = node_policy(options, node)
     auto = options.meters == ("auto",) and options.meter_csv is None
     if options.root is not None and auto:

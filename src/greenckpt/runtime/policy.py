@@ -24,6 +24,7 @@ from greenckpt.ckpt.wait import polite
 from greenckpt.errors import InvalidValueError
 from greenckpt.optimize.planner import PlanError, Scenario, plan
 from greenckpt.optimize.profile_data import Profile, ProfileError, ProfilePoint
+from greenckpt.optimize.setting import CpuSetting
 from greenckpt.optimize.waiting import WaitingUse, WaitMode
 from greenckpt.runtime.baselines import (
     DEFAULT_IO_PROCESSES,
@@ -191,15 +192,15 @@ class ProfilePolicy:
         except (PlanError, ProfileError) as exc:
             return self._fallback(request, f"profile lookup failed: {exc}", notes)
         best = result.best
-        point, waiting = (
-            (best.write, best.write_waiting)
+        point, waiting, waiters = (
+            (best.write, best.write_waiting, best.write_waiting_setting)
             if request.op == "write"
-            else (best.read, best.read_waiting)
+            else (best.read, best.read_waiting, best.read_waiting_setting)
         )
         if request.op == "write":
             with self._lock:
                 self._written[request.level] = canonical_codec(point.codec)
-        return self._settings(request, point, waiting, notes)
+        return self._settings(request, point, waiting, notes, waiters)
 
     def _fallback(self, request: PhaseRequest, reason: str, notes: list[str]) -> Settings:
         settings = self._defaults.settings(
@@ -262,13 +263,22 @@ class ProfilePolicy:
         return replace(self.profile, points=points), notes
 
     def _settings(
-        self, request: PhaseRequest, point: ProfilePoint, waiting: WaitingUse, notes: list[str]
+        self,
+        request: PhaseRequest,
+        point: ProfilePoint,
+        waiting: WaitingUse,
+        notes: list[str],
+        waiters: CpuSetting | None = None,
     ) -> Settings:
         """The chosen point as settings, with its predictions; ``waiting``: the plan's own
         figure for the ranks that wait during the phase (the planner resolved ``R`` and looked
-        the per-rank power up), so the predicted power is the ``W_C``/``W_R`` it planned with."""
+        the per-rank power up), so the predicted power is the ``W_C``/``W_R`` it planned with.
+        The point's levers (uncore, power limit, GPU) come with it, and ``waiters``, the
+        plan's setting for the waiting ranks' cores, makes the per-core split when it differs
+        from the point's."""
         frequency: int | None = None
         governor: str | None = None
+        waiting_hz: int | None = None
         if self.frequency_control:
             setting = point.setting
             frequency, governor = setting.hz, setting.governor
@@ -277,6 +287,7 @@ class ProfilePolicy:
                     "the chosen point was measured without frequency control: frequency left "
                     "as found"
                 )
+            waiting_hz = self._waiting_hz(setting, waiters, notes)
         else:
             notes.append(frequency_note(self.frequency))
         predicted, more = predictions(self.profile, point, request.size, waiting)
@@ -289,8 +300,30 @@ class ProfilePolicy:
             codec=canonical_codec(point.codec),
             cstates=point.cstates if self.cstate_control else None,
             notes=tuple(notes),
+            waiting_frequency_hz=waiting_hz,
+            uncore_khz=point.uncore_khz,
+            power_limit_w=point.power_limit_w,
+            gpu_clock_mhz=point.gpu_clock_mhz,
+            gpu_memory_mhz=point.gpu_memory_mhz,
+            gpu_power_limit_w=point.gpu_power_limit_w,
             **predicted,
         )
+
+    @staticmethod
+    def _waiting_hz(
+        setting: CpuSetting, waiters: CpuSetting | None, notes: list[str]
+    ) -> int | None:
+        """The waiting cores' frequency of a per-core split (None: no split)."""
+        if waiters is None or waiters == setting:
+            return None
+        if setting.hz is None or waiters.hz is None:
+            notes.append(
+                f"the plan gives the waiting ranks' cores {waiters.label} beside the I/O "
+                f"processes' {setting.label}: a per-core split needs two fixed frequencies, "
+                "so every core gets the I/O processes' setting"
+            )
+            return None
+        return waiters.hz
 
 
 # ---------------------------------------------------------------------------- factory
@@ -330,7 +363,8 @@ def make_policy(
         )
     if fixed is not None and fixed != FixedSettings():
         raise InvalidValueError(
-            f"--io-processes, --frequency and --cstates go with --policy fixed, not {name}"
+            "--io-processes, --frequency, --cstates, --waiting-frequency, --uncore, "
+            f"--power-limit, --gpu-clocks and --gpu-power-limit go with --policy fixed, not {name}"
         )
     if name in GOVERNOR_POLICIES:
         return GovernorPolicy(

@@ -82,7 +82,8 @@ def combine_sources(sources: Iterable[Source | None]) -> Source | None:
 
 
 def settings_to_dict(settings: Settings) -> dict[str, Any]:
-    """A JSON-ready dict of every field of ``settings``."""
+    """A JSON-ready dict of every field of ``settings``, and ``levers``: the levers beyond
+    the CPU frequency and C-states applied, name → value in words (derived; not read back)."""
     return {
         "io_processes": settings.io_processes,
         "source": settings.source,
@@ -99,13 +100,21 @@ def settings_to_dict(settings: Settings) -> dict[str, Any]:
         "waiting_power_w": settings.waiting_power_w,
         "waiting_source": settings.waiting_source,
         "wait_mode": settings.wait_mode,
+        "waiting_frequency_hz": settings.waiting_frequency_hz,
+        "uncore_khz": settings.uncore_khz,
+        "power_limit_w": settings.power_limit_w,
+        "gpu_memory_mhz": settings.gpu_memory_mhz,
+        "gpu_clock_mhz": settings.gpu_clock_mhz,
+        "gpu_power_limit_w": settings.gpu_power_limit_w,
+        "levers": settings.levers,
     }
 
 
 def settings_from_dict(doc: Mapping[str, Any]) -> Settings:
-    """The inverse of :func:`settings_to_dict` (a report saved before the waiting fields
-    existed loads with them ``None``)."""
+    """The inverse of :func:`settings_to_dict` (a report saved before the waiting fields or
+    the levers existed loads with them ``None``)."""
     fields = dict(doc)
+    fields.pop("levers", None)
     fields["notes"] = tuple(fields.get("notes", ()))
     return Settings(**fields)
 

@@ -405,6 +405,7 @@ class RunReport:
                     "" if s is None else s.source,
                     "; ".join([*r.notes, *(() if s is None else s.notes)]),
                     _cell(r.cpu_s),
+                    *("" if s is None else _cell(getattr(s, name)) for name in _CSV_LEVERS),
                     *(_cell(r.energy_j.get(d)) for d in domains),
                 ]
             )
@@ -426,6 +427,16 @@ _FORMAT_1_NOTE = (
     "downtime before the restart are counted in its compute records, so its useful compute is "
     "too high and its observed EPE too low for a run with failures"
 )
+
+_CSV_LEVERS = (
+    "waiting_frequency_hz",
+    "uncore_khz",
+    "power_limit_w",
+    "gpu_memory_mhz",
+    "gpu_clock_mhz",
+    "gpu_power_limit_w",
+)
+"""The levers' CSV columns, after ``cpu_s`` (empty: left as found): the settings' fields."""
 
 _CSV_FIXED = (
     "index",
@@ -453,6 +464,7 @@ _CSV_FIXED = (
     "settings_source",
     "notes",
     "cpu_s",
+    *_CSV_LEVERS,
 )
 
 

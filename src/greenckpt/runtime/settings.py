@@ -14,7 +14,7 @@ Units are SI base units (bytes, hertz, seconds, watts, joules), as everywhere in
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from greenckpt.errors import InvalidValueError
 from greenckpt.io.codec import parse_codec
@@ -24,6 +24,7 @@ from greenckpt.optimize.waiting import WAIT_MODES, WaitMode
 from greenckpt.phases import IO_KINDS, OVERHEAD_KINDS, RUN_KINDS, IOKind, RunKind
 
 __all__ = [
+    "LEVER_FIELDS",
     "NOT_MEASURED",
     "PHASE_KINDS",
     "WAITING_SOURCES",
@@ -40,6 +41,19 @@ NOT_MEASURED = "not measured"
 """The source of a waiting power the profile has no figure for (the waiters taken as idle)."""
 WAITING_SOURCES: tuple[str, ...] = (*POWER_SOURCES, NOT_MEASURED)
 """Where a prediction's per-rank waiting power came from (:attr:`Settings.waiting_source`)."""
+
+
+LEVER_FIELDS: tuple[tuple[str, str], ...] = (
+    ("waiting_frequency_hz", "per-core split"),
+    ("uncore_khz", "uncore frequency"),
+    ("power_limit_w", "power limit"),
+    ("gpu_clock_mhz", "gpu clocks"),
+    ("gpu_power_limit_w", "gpu power limit"),
+)
+"""``(Settings field, lever name)`` of every control beyond the CPU frequency and C-states, in
+the order the runtime applies them (``gpu_memory_mhz`` goes with ``gpu_clock_mhz``). The names
+are the platform's (:class:`greenckpt.platform.levers.LeverInfo`), so a report says which lever
+failed in the words ``greenckpt probe`` uses."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +129,12 @@ class Settings:
       saito2013's runtime) — always set, because the I/O engine needs a number.
     * ``codec``: canonical codec label, ``None`` for uncompressed.
     * ``cstates``: enable (True) or disable (False) idle states during the phase.
+    * ``waiting_frequency_hz``: the per-core split — the cores of the I/O processes run at
+      ``frequency_hz``, the cores of the waiting ranks at this (needs ``frequency_hz``).
+    * ``uncore_khz``: the uncore (memory/mesh) frequency of every package, in kHz.
+    * ``power_limit_w``: the package long-term RAPL power limit, in watts.
+    * ``gpu_memory_mhz``/``gpu_clock_mhz``: GPU application clocks (memory, graphics; given
+      together); ``gpu_power_limit_w``: the GPUs' power management limit, in watts.
 
     Provenance: ``source`` says which rule produced the settings (``profile lookup``,
     ``governor baseline performance``, ``defaults (no profile)``, ...), and ``notes`` are human
@@ -148,6 +168,12 @@ class Settings:
     waiting_power_w: float | None = None
     waiting_source: str | None = None
     wait_mode: WaitMode | None = None
+    waiting_frequency_hz: int | None = None
+    uncore_khz: int | None = None
+    power_limit_w: float | None = None
+    gpu_clock_mhz: int | None = None
+    gpu_memory_mhz: int | None = None
+    gpu_power_limit_w: float | None = None
 
     def __post_init__(self) -> None:
         if (
@@ -180,6 +206,38 @@ class Settings:
         if has_power and self.power_source is None:
             raise InvalidValueError("a predicted energy or power needs its power_source")
         self._check_waiting()
+        self._check_levers()
+
+    def _check_levers(self) -> None:
+        """Refuse lever values that cannot be (the hardware's own range is the platform's
+        to check when the lever is applied)."""
+        for name in ("waiting_frequency_hz", "uncore_khz", "gpu_clock_mhz", "gpu_memory_mhz"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise InvalidValueError(f"{name} must be an integer >= 1, got {value!r}")
+        for name in ("power_limit_w", "gpu_power_limit_w"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not (math.isfinite(value) and value > 0)
+            ):
+                raise InvalidValueError(
+                    f"{name} must be a finite number of watts > 0, got {value!r}"
+                )
+        if self.waiting_frequency_hz is not None and self.frequency_hz is None:
+            raise InvalidValueError(
+                "waiting_frequency_hz (the waiting ranks' cores) needs frequency_hz (the I/O "
+                "processes' cores): the per-core split sets both"
+            )
+        if (self.gpu_clock_mhz is None) != (self.gpu_memory_mhz is None):
+            raise InvalidValueError(
+                "give gpu_memory_mhz and gpu_clock_mhz together (GPU application clocks are "
+                f"set as a pair), got memory {self.gpu_memory_mhz!r}, graphics "
+                f"{self.gpu_clock_mhz!r}"
+            )
 
     def _check_waiting(self) -> None:
         """Refuse waiting fields out of range, or a waiting power without its source."""
@@ -216,8 +274,62 @@ class Settings:
         return self.frequency_hz is not None or self.governor is not None
 
     @property
+    def controls_node(self) -> bool:
+        """True when the phase changes anything on the node (CPU, C-states or a lever)."""
+        return self.controls_frequency or self.cstates is not None or bool(self.levers)
+
+    @property
+    def levers(self) -> dict[str, str]:
+        """The levers beyond the CPU frequency and C-states this phase sets, lever name →
+        value in words (``{"uncore frequency": "1.40 GHz"}``); empty when all are as found."""
+        out: dict[str, str] = {}
+        if self.waiting_frequency_hz is not None and self.frequency_hz is not None:
+            out["per-core split"] = (
+                f"I/O cores {self.frequency_hz / 1e9:.2f} GHz, waiting cores "
+                f"{self.waiting_frequency_hz / 1e9:.2f} GHz"
+            )
+        if self.uncore_khz is not None:
+            out["uncore frequency"] = f"{self.uncore_khz / 1e6:.2f} GHz"
+        if self.power_limit_w is not None:
+            out["power limit"] = f"package {self.power_limit_w:g} W"
+        if self.gpu_clock_mhz is not None:
+            out["gpu clocks"] = (
+                f"memory {self.gpu_memory_mhz} MHz, graphics {self.gpu_clock_mhz} MHz"
+            )
+        if self.gpu_power_limit_w is not None:
+            out["gpu power limit"] = f"{self.gpu_power_limit_w:g} W"
+        return out
+
+    def without_lever(self, name: str) -> Settings:
+        """These settings with lever ``name`` (a :data:`LEVER_FIELDS` name) left as found."""
+        if name == "per-core split":
+            return replace(self, waiting_frequency_hz=None)
+        if name == "gpu clocks":
+            return replace(self, gpu_clock_mhz=None, gpu_memory_mhz=None)
+        if name == "uncore frequency":
+            return replace(self, uncore_khz=None)
+        if name == "power limit":
+            return replace(self, power_limit_w=None)
+        if name == "gpu power limit":
+            return replace(self, gpu_power_limit_w=None)
+        raise InvalidValueError(f"unknown lever {name!r}")
+
+    def without_levers(self) -> Settings:
+        """These settings with every lever beyond the CPU and C-states left as found."""
+        return replace(
+            self,
+            waiting_frequency_hz=None,
+            uncore_khz=None,
+            power_limit_w=None,
+            gpu_clock_mhz=None,
+            gpu_memory_mhz=None,
+            gpu_power_limit_w=None,
+        )
+
+    @property
     def label(self) -> str:
-        """One line for logs and reports, e.g. ``1.40 GHz, 2 I/O processes, uncompressed``."""
+        """One line for logs and reports, e.g. ``1.40 GHz, 2 I/O processes, uncompressed``
+        (then each lever set, e.g. ``uncore frequency 1.40 GHz``)."""
         if self.governor is not None:
             cpu = f"governor {self.governor}"
         elif self.frequency_hz is not None:
@@ -227,6 +339,7 @@ class Settings:
         parts = [cpu, f"{self.io_processes} I/O processes", self.codec or "uncompressed"]
         if self.cstates is not None:
             parts.append("C-states " + ("on" if self.cstates else "off"))
+        parts.extend(f"{name} {value}" for name, value in self.levers.items())
         return ", ".join(parts)
 
 
