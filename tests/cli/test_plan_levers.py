@@ -142,3 +142,17 @@ def test_a_bad_lever_field_exits_2_in_one_line(
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert "profile.points[0].power_limit_W" in err and "\n" not in err
+
+
+def test_pareto_front_names_the_levers(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*BASE, "--pareto", "--json"]) == 0
+    front = json.loads(capsys.readouterr().out)["pareto_front"]
+    last = front[-1]["checkpoint"]  # the least EPE: the plan's own choice
+    assert last == {
+        "setting": "1.80 GHz",
+        "processes": 4,
+        "uncore_khz": 1_800_000,
+        "waiting_setting": "1.20 GHz",
+    }
+    assert main([*BASE, "--pareto"]) == 0
+    assert "uncore 1.80 GHz, waiters 1.20 GHz" in capsys.readouterr().out

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from greenckpt.optimize import pareto_front, plan
+from greenckpt.optimize.front import _pareto_front_exhaustive
 from greenckpt.optimize.planner import Plan, Scenario, _plan_exhaustive
 from greenckpt.optimize.profile_data import (
     Profile,
@@ -232,9 +233,14 @@ def _fo_epe(p: Plan) -> float | None:
     return None if fo is None or fo.choice is None else fo.choice.epe
 
 
-def test_the_pareto_front_includes_lever_points() -> None:
-    front = pareto_front(load_profile(LEVERS), SPIN)
+def test_the_pareto_front_includes_lever_points_and_the_split() -> None:
+    prof = load_profile(LEVERS)
+    front = pareto_front(prof, SPIN)
     assert front and any(f.write.uncore_khz is not None for f in front)
+    assert any(f.write_split == CpuSetting.frequency(1.2e9) for f in front)
+    assert front == _pareto_front_exhaustive(prof, SPIN)
+    no_split = pareto_front(_without_split(prof, False), SPIN)
+    assert all(f.write_split is None and f.read_split is None for f in no_split)
 
 
 def test_a_profile_of_lever_points_only_has_no_frequency_only_plan() -> None:

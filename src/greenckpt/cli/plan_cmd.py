@@ -24,8 +24,10 @@ from greenckpt.cli.levels_cmd import (
 from greenckpt.errors import InvalidValueError
 from greenckpt.jsonout import dumps
 from greenckpt.model import epe
-from greenckpt.optimize import Plan, pareto_front, plan
+from greenckpt.optimize import Plan, ProfilePoint, pareto_front, plan
 from greenckpt.optimize import native_config as native
+from greenckpt.optimize.lever_fields import lever_fields_to_json, lever_labels
+from greenckpt.optimize.setting import CpuSetting
 from greenckpt.optimize.waiting import WAIT_MODES
 from greenckpt.report.plan_report import plan_tables, plan_to_dict, power_source
 from greenckpt.units import format_duration, format_power, format_size
@@ -128,6 +130,25 @@ def _native(ns: argparse.Namespace, result: Plan, source: str) -> dict[str, Any]
     return written
 
 
+def _front_phase(p: ProfilePoint, split: CpuSetting | None) -> dict[str, Any]:
+    """One phase of a Pareto point in JSON: its setting, processes, the levers it sets and
+    the waiters' own setting under the per-core split (null: none)."""
+    return {
+        "setting": p.setting_label,
+        "processes": p.processes,
+        **lever_fields_to_json(p),
+        "waiting_setting": None if split is None else split.label,
+    }
+
+
+def _front_text(p: ProfilePoint, split: CpuSetting | None) -> str:
+    """One phase of a Pareto point in words: ``1.80 GHz/4p, uncore 1.80 GHz, waiters 1.20 GHz``."""
+    parts = [f"{p.setting_label}/{p.processes}p", *lever_labels(p)]
+    if split is not None:
+        parts.append(f"waiters {split.label}")
+    return ", ".join(parts)
+
+
 def header(inputs: Inputs, console: Console) -> None:
     """Inputs and provenance, printed above every table."""
     prof = inputs.profile
@@ -172,11 +193,8 @@ def run(ns: argparse.Namespace) -> int:
                     "time_factor": f.time_factor,
                     "epe_W": f.epe,
                     "interval_s": f.T_A,
-                    "checkpoint": {
-                        "setting": f.write.setting_label,
-                        "processes": f.write.processes,
-                    },
-                    "restart": {"setting": f.read.setting_label, "processes": f.read.processes},
+                    "checkpoint": _front_phase(f.write, f.write_split),
+                    "restart": _front_phase(f.read, f.read_split),
                 }
                 for f in front
             ]
@@ -192,8 +210,8 @@ def run(ns: argparse.Namespace) -> int:
         for f in front:
             console.print(
                 f"  time ×{f.time_factor:.5f}  EPE {format_power(f.epe)}  interval "
-                f"{format_duration(f.T_A)}  ckpt {f.write.setting_label}/{f.write.processes}p  "
-                f"restart {f.read.setting_label}/{f.read.processes}p",
+                f"{format_duration(f.T_A)}  ckpt {_front_text(f.write, f.write_split)}  "
+                f"restart {_front_text(f.read, f.read_split)}",
                 highlight=False,
             )
     if written is not None:

@@ -14,6 +14,7 @@ import numpy as np
 from greenckpt.model import energy_optimal_interval, epe, time_factor, time_optimal_interval
 from greenckpt.optimize.planner import Scenario, _candidates, _OpPoints, _Pairs, _pairs
 from greenckpt.optimize.profile_data import Profile, ProfilePoint
+from greenckpt.optimize.setting import CpuSetting
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,10 @@ class ParetoPoint:
     write: ProfilePoint
     read: ProfilePoint
     T_A: float
+    write_split: CpuSetting | None = None
+    """The waiting ranks' own CPU setting while checkpointing (per-core split), as
+    :attr:`greenckpt.optimize.planner.Choice.write_split`; None: no split."""
+    read_split: CpuSetting | None = None
 
 
 def pareto_front(profile: Profile, scenario: Scenario, samples: int = 24) -> list[ParetoPoint]:
@@ -146,6 +151,8 @@ def _front(profile: Profile, scenario: Scenario, samples: int, *, prune: bool) -
     scn = scenario
     profile = profile.at_size(scn.ckpt_size)
     c = _candidates(profile, scn, prune=prune)
+    waits = c.waits
+    assert waits is not None  # _candidates sets it
     if prune:
         c = _subset(scn, c, *_survivors(scn, c, samples))
     writes, reads, wi, ri = c.writes.points, c.reads.points, c.wi, c.ri
@@ -164,6 +171,8 @@ def _front(profile: Profile, scenario: Scenario, samples: int, *, prune: bool) -
                 write=writes[wi[pair]],
                 read=reads[ri[pair]],
                 T_A=float(ta[pair, s]),
+                write_split=waits.use(writes[wi[pair]])[1],
+                read_split=waits.use(reads[ri[pair]])[1],
             )
         )
     return front
