@@ -23,8 +23,11 @@ from greenckpt.cli.main import main
 from greenckpt.platform.restore import pending_state, restore_from_state_file
 from greenckpt.platform.root import SysRoot
 from greenckpt.report.run_text import render_run_text
+from greenckpt.runtime.baselines import GovernorPolicy
+from greenckpt.runtime.control import BACKGROUND, CONTROL_OFF, effective_settings
 from greenckpt.runtime.run_report import load_report
 from greenckpt.runtime.session import Runtime
+from greenckpt.runtime.settings import PhaseRequest
 from greenckpt.testing.cpu import diff, snapshot
 from tests.platform import fake_power as fp
 from tests.platform.fake_levers import CAP, UNC, FakeLeverRoot, build_node
@@ -36,6 +39,7 @@ from tests.runtime.lever_profile import (
     RESTART_UNCORE_KHZ,
     lever_node,
     lever_policy,
+    lever_profile,
 )
 
 CPUFREQ = "sys/devices/system/cpu/cpufreq"
@@ -158,6 +162,7 @@ import os, sys, time
 from pathlib import Path
 os.sched_getaffinity = lambda pid: {0, 1, 2, 3}  # the fake node's CPUs
 from greenckpt.runtime.session import Runtime
+from greenckpt.runtime.settings import PhaseRequest
 from tests.platform.fake_levers import FakeLeverRoot
 from tests.platform.fake_power import FakeMeter
 from tests.runtime.lever_profile import lever_node, lever_policy
@@ -211,3 +216,19 @@ def test_the_next_runtime_restores_what_a_killed_one_left(tmp_path: Path) -> Non
         assert diff(before, snapshot(tree)) == []  # restored at start, before any phase
         assert any("left by an earlier session" in n for n in rt.notes)
     assert not state.exists()
+
+
+def test_baselines_background_phases_and_control_off_leave_every_lever_as_found() -> None:
+
+    request = PhaseRequest("checkpoint", "/local/ckpt", MIB, level=1)
+    governor = GovernorPolicy("powersave", lever_profile(), node=lever_node(), app_processes=4)
+    s = governor.decide(request)
+    assert s.governor == "powersave" and s.levers == {} and s.waiting_frequency_hz is None
+    decided = lever_policy().decide(request)
+    assert set(decided.levers) == {"per-core split", "uncore frequency", "power limit"}
+    flush = effective_settings(decided, lever_node(), control=True, background=True)
+    assert flush.levers == {} and flush.frequency_hz is None and BACKGROUND in flush.notes
+    off = effective_settings(decided, lever_node(), control=False, background=False)
+    assert off.levers == {} and CONTROL_OFF in off.notes
+    kept = effective_settings(decided, lever_node(), control=True, background=False)
+    assert kept.levers == decided.levers

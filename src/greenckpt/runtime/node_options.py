@@ -158,7 +158,10 @@ def node_policy(
     options: NodeOptions, node: Node, profiles: tuple[NamedProfile, ...] | None = None
 ) -> Policy:
     """The decision policy of ``options`` on ``node`` (each phase decided from the profile of
-    the storage its path is on); ``profiles``: already loaded, else loaded here."""
+    the storage its path is on); ``profiles``: already loaded, else loaded here. The levers
+    ``fixed`` sets are checked against the node's root first (one line; nothing applied)."""
+    if options.policy == "fixed" and options.control:
+        check_fixed_levers(options.fixed, SysRoot.default(options.root))
     return make_storage_policy(
         options.policy,
         options.named_profiles() if profiles is None else profiles,
@@ -188,8 +191,6 @@ def build_runtime(options: NodeOptions) -> Runtime:
         "rate_hz": options.sample_rate_hz,
         "state_file": None if options.state_file is None else Path(options.state_file),
     }
-    if options.policy == "fixed" and options.control:
-        check_fixed_levers(options.fixed, root)  # one line; nothing applied on a refusal
     policy = node_policy(options, node)
     auto = options.meters == ("auto",) and options.meter_csv is None
     if options.root is not None and auto:

@@ -39,7 +39,8 @@ from greenckpt.runtime.job_run import run as run_under_runtime
 from greenckpt.runtime.node_options import NodeOptions
 from greenckpt.study.checks import app_result
 from greenckpt.study.design import Run, runs
-from greenckpt.study.spec import Study, StudyError, parse_ckp
+from greenckpt.study.lever_factors import lever_options
+from greenckpt.study.spec import SETTINGS_FACTORS, Study, StudyError, parse_ckp
 from greenckpt.units import parse_duration, parse_frequency, parse_power
 
 __all__ = ["Interrupted", "expand_command", "metrics_of", "run_study", "study_identity"]
@@ -187,7 +188,7 @@ def runtime_options(study: Study, run: Run) -> tuple[NodeOptions, int | None]:
     """The runtime's options for ``run`` (the study's [run] options and the run's policy; a
     settings factor makes it ``fixed``) and the emulated nodes (None: this node)."""
     levels = {**_defaults(), **run.levels}
-    fixed = [f for f in ("io_processes", "frequency", "cstates") if f in run.levels]
+    fixed = [f for f in SETTINGS_FACTORS if f in run.levels]
     given = study.run
     mtbf, power = given.get("node_mtbf"), given.get("app_power")
     frequency = run.levels.get("frequency")
@@ -200,6 +201,7 @@ def runtime_options(study: Study, run: Run) -> tuple[NodeOptions, int | None]:
         app_power_w=None if power is None else parse_power(str(power)),
         rate_per_s=None if mtbf is None else 1.0 / parse_duration(str(mtbf)),  # one node's
         control=not given.get("no_control", False),
+        **lever_options(run.levels),
     )
     nodes = given.get("nodes_emulated")
     return options, None if nodes is None else int(nodes)

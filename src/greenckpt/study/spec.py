@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from greenckpt.errors import InvalidValueError
+from greenckpt.study.lever_factors import LEVER_FACTORS, RIGHT, lever_level_ok, lever_refusal
 from greenckpt.units import parse_duration, parse_frequency
 
 __all__ = [
@@ -29,7 +30,7 @@ __all__ = [
 ]
 
 POLICIES = ("profile", "performance", "powersave", "ondemand", "defaults")
-SETTINGS_FACTORS = ("frequency", "io_processes", "cstates")
+SETTINGS_FACTORS = ("frequency", "io_processes", "cstates", *LEVER_FACTORS)
 """Factors applied through ``greenckpt run --policy fixed`` (so not beside ``policy``)."""
 FACTORS = ("policy", "checkpoint", "size", "failure", *SETTINGS_FACTORS, "codec", "target")
 """The factors a study can vary (each a list of levels in ``[factors]``)."""
@@ -205,6 +206,7 @@ def _level(r: _Reader, factor: str, level: object) -> object:
         "cstates": '"on" or "off"',
         "codec": '"none", "app" or a codec (zstd[:1-22], lz4, zlib[:0-9])',
         "target": 'a directory for {target}: under "{run_dir}/..." or an existing directory',
+        **RIGHT,
     }[factor]
     raise r.error("factors", factor, f"{factor} level {level!r} is not {right}")
 
@@ -234,6 +236,8 @@ def _target_ok(level: str) -> bool:
 
 
 def _setting_ok(factor: str, level: object) -> bool:
+    if factor in LEVER_FACTORS:
+        return lever_level_ok(factor, level)
     if factor == "io_processes":
         return isinstance(level, int) and not isinstance(level, bool) and level >= 1
     if factor == "cstates":
@@ -256,6 +260,9 @@ def _node_can(r: _Reader, factors: dict[str, tuple[object, ...]]) -> None:
             f"{wanted[0]} is applied with greenckpt run --policy fixed: it cannot vary beside "
             "policy in one study (split it in two studies)",
         )
+    refused = lever_refusal(factors)
+    if refused is not None:
+        raise r.error("factors", *refused)
     if "frequency" not in factors and "cstates" not in factors:
         return
     from greenckpt.runtime.node import Node  # noqa: PLC0415 - reads the node only when asked
