@@ -13,6 +13,7 @@ the phase's notes, as for every policy (runtime/control.py).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from greenckpt.errors import InvalidValueError
@@ -24,7 +25,7 @@ from greenckpt.runtime.fit import fixed_codec_label
 from greenckpt.runtime.node import Node
 from greenckpt.runtime.settings import PhaseRequest, Settings
 
-__all__ = ["FixedPolicy", "FixedSettings", "check_fixed", "check_fixed_levers"]
+__all__ = ["FixedPolicy", "FixedSettings", "absent_levers", "check_fixed", "check_fixed_levers"]
 
 
 @dataclass(frozen=True)
@@ -100,19 +101,24 @@ def check_fixed(fixed: FixedSettings, node: Node) -> None:
         raise InvalidValueError("--gpu-clocks takes MEMORY:GRAPHICS in MHz, e.g. 877:1380")
 
 
+def absent_levers(names: Iterable[str], root: SysRoot | None = None) -> dict[str, str]:
+    """Of the levers ``names`` (``greenckpt probe``'s names), those this node (``root``,
+    default: ``$GREENCKPT_SYSROOT`` or ``/``) lacks, with the platform's reason (reads only)."""
+    wanted = set(names)
+    if not wanted:
+        return {}
+    chosen = root if root is not None else SysRoot.default()
+    return {i.name: i.reason for i in node_levers(chosen) if i.name in wanted and not i.present}
+
+
 def check_fixed_levers(fixed: FixedSettings, root: SysRoot) -> None:
     """One line (:class:`InvalidValueError`) when the node under ``root`` lacks a lever
     ``fixed`` sets (with the platform's reason) or refuses its value (outside the range the
     hardware reports); reads only, so nothing is applied on a refusal. GPU clock and limit
     values are checked by the GPU module when applied (a refusal then is noted in the phase)."""
     wanted = fixed.levers
-    if not wanted:
-        return
-    for info in node_levers(root):
-        if info.name in wanted and not info.present:
-            raise InvalidValueError(
-                f"{wanted[info.name]}: this node has no {info.name} control ({info.reason})"
-            )
+    for name, reason in absent_levers(wanted, root).items():
+        raise InvalidValueError(f"{wanted[name]}: this node has no {name} control ({reason})")
     try:
         if fixed.uncore_khz is not None:
             plan_uncore(root, fixed.uncore_khz)

@@ -117,16 +117,15 @@ def lever_refusal(factors: Mapping[str, object]) -> tuple[str, str] | None:
             "waiting_frequency is the per-core split's waiting cores: it needs a frequency "
             "factor for the I/O processes' cores",
         )
-    from greenckpt.platform.levers import node_levers  # noqa: PLC0415 - reads the node
-    from greenckpt.platform.root import SysRoot  # noqa: PLC0415
+    from greenckpt.runtime.fixed_policy import absent_levers  # noqa: PLC0415 - reads the node
 
-    present = {i.name: i for i in node_levers(SysRoot.default())}
+    absent = absent_levers(LEVER_OF[f] for f in wanted)
     for factor in wanted:
-        info = present.get(LEVER_OF[factor])
-        if info is not None and not info.present:
+        reason = absent.get(LEVER_OF[factor])
+        if reason is not None:
             return (
                 factor,
-                f"impossible level: this node has no {info.name} control ({info.reason}); vary "
-                f"{factor} on a node that has it",
+                f"impossible level: this node has no {LEVER_OF[factor]} control ({reason}); "
+                f"vary {factor} on a node that has it",
             )
     return None
