@@ -15,7 +15,7 @@ and how S is split and files are named: docs/design/measurement.md ("The I/O eng
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from greenckpt.errors import InvalidValueError
 from greenckpt.io.codec import CodecSpec
@@ -93,6 +93,7 @@ def run_io(
     on_start: Callable[[], None] | None = None,
     codec: str | CodecSpec | None = None,
     data: DataKind = "random",
+    cpus: Sequence[int] | None = None,
 ) -> IOResult:
     """Write or read ``total_bytes`` in directory ``path`` with ``workers`` processes.
 
@@ -103,8 +104,9 @@ def run_io(
     :class:`~greenckpt.io.sources.FieldSource`). ``codec`` (``"zstd:3"``, ``"lz4"``…)
     compresses each block; throughput then counts logical bytes and ``stored_bytes`` what
     reached the disk. A compressed read must name the codec the files were written with.
-    ``fault`` is a test hook (see :class:`~greenckpt.io.worker.Fault`); ``on_start`` is as in
-    :func:`run_chunks`.
+    ``fault`` is a test hook (see :class:`~greenckpt.io.worker.Fault`); ``on_start`` and
+    ``cpus`` (the CPUs the worker processes are pinned to: the per-core split's writer cores)
+    are as in :func:`run_chunks`.
     """
     spec = check_request(op, layout, read_method, start_method, name, data, codec)
     sizes = split_sizes(total_bytes, workers, block_size)
@@ -136,6 +138,7 @@ def run_io(
         fault=fault,
         on_start=on_start,
         codec=spec,
+        cpus=cpus,
     )
     processes, start, end, wall = process_results(reports)
     single = workers == 1 and in_process
@@ -211,6 +214,7 @@ def _execute(
     fault: Fault | None,
     on_start: Callable[[], None] | None,
     codec: CodecSpec | None,
+    cpus: Sequence[int] | None = None,
 ) -> list[WorkerReport]:
     """Create a write's files, run the workers, and remove the files unless a write is kept.
 
@@ -236,6 +240,7 @@ def _execute(
             fault=fault,
             on_start=on_start,
             codec=codec,
+            cpus=cpus,
         )
         succeeded = True
     finally:

@@ -218,6 +218,7 @@ def run_chunks(
     codec: CodecSpec | None = None,
     digest: str | None = None,
     flush_after: int = DEFAULT_FLUSH_AFTER,
+    cpus: Sequence[int] | None = None,
 ) -> list[WorkerReport]:
     """Run one worker per entry of ``assignments`` (its chunks) from a common start.
 
@@ -235,7 +236,9 @@ def run_chunks(
     ``digest`` (a :mod:`greenckpt.io.checksum` name) makes each report carry the digest of
     every chunk's stored bytes, computed as they pass. ``flush_after`` (writes): start
     writeback of every so many bytes as they are written (:mod:`greenckpt.io.writeback`;
-    0: off).
+    0: off). ``cpus``: the CPUs the worker processes run on (the per-core split's writer
+    cores, :func:`greenckpt.runtime.control.writer_cpus`); a worker in the calling process is
+    not pinned.
     """
     if not assignments:
         raise InvalidValueError("no workers: give at least one worker's chunks")
@@ -253,6 +256,7 @@ def run_chunks(
             codec=codec,
             digest=digest,
             flush_after=flush_after,
+            cpus=None if cpus is None else tuple(sorted(set(cpus))),
         )
         for rank, chunks in enumerate(assignments)
     ]

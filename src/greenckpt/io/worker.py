@@ -118,6 +118,10 @@ class WorkerTask:
     flush_after: int = DEFAULT_FLUSH_AFTER
     """Writes: start writeback of every ``flush_after`` bytes as soon as they are written
     (:mod:`greenckpt.io.writeback`); 0 leaves it all to the kernel and the final fsync."""
+    cpus: tuple[int, ...] | None = None
+    """Pin the worker process to these CPUs before it prepares its chunks (the per-core
+    split's writer cores, so the waiting cores may run slower); None: as inherited. A worker
+    run in the calling process is never pinned: that process's affinity is its caller's."""
 
 
 @dataclass(frozen=True)
@@ -538,6 +542,8 @@ def worker_entry(
         barrier.wait(BARRIER_TIMEOUT_S)
 
     try:
+        if task.cpus:
+            os.sched_setaffinity(0, task.cpus)
         report = run_worker(task, start)
     except threading.BrokenBarrierError:
         results.put(("aborted", task.rank, "start barrier broken"))
