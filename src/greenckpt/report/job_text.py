@@ -99,10 +99,12 @@ def _lever_lines(phases: Sequence[Mapping[str, Any]]) -> list[str]:
     lines: list[str] = []
     if applied:
         lines.append("levers applied beyond the CPU frequency and C-states (value (source)):")
-        lines += _table(
-            ("phase", "lever", "value (source)", "job phases"),
-            [(*key, str(n)) for key, n in applied.items()],
-        )
+        rows = [("phase", "lever", "value (source)", "job phases")]
+        rows += [(*key, str(n)) for key, n in applied.items()]
+        widths = [max(len(row[i]) for row in rows) for i in range(4)]
+        lines += [
+            "  " + "  ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip() for row in rows
+        ]
     if failed:
         lines.append(
             f"levers that failed on {failed} node phase(s) (put back as found; the phase went on):"
