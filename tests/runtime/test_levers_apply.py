@@ -232,3 +232,21 @@ def test_baselines_background_phases_and_control_off_leave_every_lever_as_found(
     assert off.levers == {} and CONTROL_OFF in off.notes
     kept = effective_settings(decided, lever_node(), control=True, background=False)
     assert kept.levers == decided.levers
+
+
+def test_cpu_settings_that_fail_drop_the_split_with_them_and_the_other_levers_stay(
+    tmp_path: Path,
+) -> None:
+    root = FakeLeverRoot(build_node(tmp_path / "tree"), fail_on="policy0/scaling_setspeed")
+    before = snapshot(root.path)
+    rt = runtime(root, tmp_path / "s.json")
+    with rt, rt.phase("checkpoint", path="/local/ckpt", size=MIB, level=1) as s:
+        assert s.frequency_hz is None and s.waiting_frequency_hz is None
+        assert (s.uncore_khz, s.power_limit_w) == (CKPT_UNCORE_KHZ, CKPT_LIMIT_W)
+        assert [root.read(f"{CPUFREQ}/policy{c}/scaling_governor") for c in range(4)] == [
+            "schedutil"
+        ] * 4  # every core as found: the frequency half-applied was put back, no split
+        assert uncore(root) == {("1000000", "1000000")} and package_limits(root) == {"120000000"}
+        (note,) = [n for n in s.notes if n.startswith("could not apply the CPU settings")]
+        assert "CPU frequency, governor and C-states left as found" in note
+    assert diff(before, snapshot(root.path)) == []

@@ -260,6 +260,8 @@ class _Step:
     name: str
     apply: Callable[[NodeSettings], Sequence[str]]
     drop: Callable[[Settings], Settings]
+    needs: tuple[str, ...] = ()
+    """Steps this one needs (dropped with them: the split needs the CPU frequency)."""
 
 
 def writer_cpus(io_processes: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -317,6 +319,7 @@ def _steps(s: Settings) -> list[_Step]:
                 "per-core split",
                 lambda n: _split(s, n),
                 lambda x: x.without_lever("per-core split"),
+                needs=("CPU settings",),
             )
         )
     if s.uncore_khz is not None:
@@ -396,4 +399,4 @@ def apply_settings(session: NodeSettings, settings: Settings) -> Applied:
         session.restore()  # PlatformError: the caller drops everything
         settings = bad.drop(settings)
         settings = replace(settings, notes=(*settings.notes, _failed_note(bad.name, error)))
-        steps = [s for s in steps if s is not bad]
+        steps = [s for s in steps if s is not bad and bad.name not in s.needs]
