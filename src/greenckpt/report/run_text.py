@@ -116,7 +116,7 @@ def lever_lines(report: RunReport) -> list[str]:
     — and every lever that failed (put back; the phase went on). Empty when the run applied
     none and none failed, so a run without them prints the table it always did."""
     applied: dict[tuple[str, str, str, str], int] = {}
-    failed: list[str] = []
+    failed: dict[tuple[str, str], int] = {}
     for r in report.records:
         s = r.settings
         if s is None:
@@ -125,7 +125,8 @@ def lever_lines(report: RunReport) -> list[str]:
         for lever, value in s.levers.items():
             key = (phase, lever, value, s.source)
             applied[key] = applied.get(key, 0) + 1
-        failed.extend(f"{phase} #{r.index}: {n}" for n in s.notes if n.startswith(LEVER_FAILED))
+        for note in (n for n in s.notes if n.startswith(LEVER_FAILED)):
+            failed[(phase, note)] = failed.get((phase, note), 0) + 1
     lines: list[str] = []
     if applied:
         rows = [("phase", "lever", "value", "source", "phases")]
@@ -137,7 +138,7 @@ def lever_lines(report: RunReport) -> list[str]:
         ]
     if failed:
         lines.append("levers that failed (put back as found; the phase went on):")
-        lines += [f"  - {f}" for f in dict.fromkeys(failed)]
+        lines += [f"  - {phase} ({n} phase(s)): {note}" for (phase, note), n in failed.items()]
     return lines
 
 
