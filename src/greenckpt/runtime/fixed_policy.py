@@ -17,7 +17,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from greenckpt.errors import InvalidValueError
+from greenckpt.platform import gpu
 from greenckpt.platform.levers import node_levers
+from greenckpt.platform.nvml import Nvml, NvmlError
 from greenckpt.platform.powercap import plan_power_limit
 from greenckpt.platform.root import PlatformError, SysRoot
 from greenckpt.platform.uncore import plan_uncore
@@ -114,8 +116,8 @@ def absent_levers(names: Iterable[str], root: SysRoot | None = None) -> dict[str
 def check_fixed_levers(fixed: FixedSettings, root: SysRoot) -> None:
     """One line (:class:`InvalidValueError`) when the node under ``root`` lacks a lever
     ``fixed`` sets (with the platform's reason) or refuses its value (outside the range the
-    hardware reports); reads only, so nothing is applied on a refusal. GPU clock and limit
-    values are checked by the GPU module when applied (a refusal then is noted in the phase)."""
+    hardware reports, GPU clocks no pair every GPU supports); reads only, so nothing is
+    applied on a refusal."""
     wanted = fixed.levers
     for name, reason in absent_levers(wanted, root).items():
         raise InvalidValueError(f"{wanted[name]}: this node has no {name} control ({reason})")
@@ -124,8 +126,23 @@ def check_fixed_levers(fixed: FixedSettings, root: SysRoot) -> None:
             plan_uncore(root, fixed.uncore_khz)
         if fixed.power_limit_w is not None:
             plan_power_limit(root, fixed.power_limit_w)
+        if fixed.gpu_clock_mhz is not None or fixed.gpu_power_limit_w is not None:
+            _check_gpu(fixed)
     except PlatformError as exc:
         raise InvalidValueError(str(exc)) from None
+
+
+def _check_gpu(fixed: FixedSettings) -> None:
+    """The GPU values against what every GPU reports (NVML read once; nothing written)."""
+    try:
+        with Nvml.open() as nvml:
+            gpus = gpu.detect_gpus(nvml)
+    except NvmlError as exc:
+        raise InvalidValueError(f"NVML could not describe the GPUs: {exc}") from None
+    if fixed.gpu_memory_mhz is not None and fixed.gpu_clock_mhz is not None:
+        gpu.check_gpu_clocks(gpus, fixed.gpu_memory_mhz, fixed.gpu_clock_mhz)
+    if fixed.gpu_power_limit_w is not None:
+        gpu.check_gpu_power_limit(gpus, fixed.gpu_power_limit_w)
 
 
 class FixedPolicy:
