@@ -109,11 +109,13 @@ srun --mpi=pmi2 {heat2d} --nx {n} --ny {n} --iterations {iterations} --interval 
     --ckpt-dir $PWD/heat-$SLURM_JOB_ID --ranks-per-node 1
 """
 """An unmodified job script: examples/c's heat2d, which announces its own checkpoints through
-libgreenckpt. Why the C example and not examples/heat2d.py: on this emulated cluster (three
-slurmd on one kernel) the Python example's MPI start-up under the plugin failed at random —
-MPICH's PMI2 requests reached slurmstepd carrying stray bytes and UCX's address exchange
-failed — which the C example, the same program under ``greenckpt run --launcher slurm`` and
-a bare mpi4py job never showed; not diagnosed (see the issue's closing note)."""
+libgreenckpt, started with ``srun --mpi=pmi2`` as such scripts are. Why the C example and not
+examples/heat2d.py: the MPICH wheel's UCX address exchange puts 4096 bytes through PMI-1, the
+padding being whatever memory follows the address; in a Python process that memory is often
+incompressible, the request passes 1024 bytes, and Slurm's pmi2 plugin (one read of at most
+1024 bytes per PMI-1 request) parses its tail as a malformed request: MPI start-up fails or
+hangs at random (docs/user-guide.md, "Under Slurm"). The small C program's requests have
+stayed under that size in every run here."""
 
 
 @pytest.fixture(scope="module")
