@@ -19,11 +19,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from greenckpt.optimize.lever_fields import LEVER_JSON, lever_labels
 from greenckpt.optimize.profile_data import (
     PowerSource,
     Profile,
     ProfileError,
     ProfilePoint,
+    cell_key,
 )
 from greenckpt.optimize.waiting import WaitingPower, waiting_key
 from greenckpt.units import format_size
@@ -43,7 +45,8 @@ __all__ = [
     "point_key",
 ]
 
-PointKey = tuple[str, str, int, str | None, bool | None, int | None, int | None, str | None]
+PointKey = tuple[Any, ...]
+"""A point's cell key (:func:`greenckpt.optimize.profile_data.cell_key`: levers included)."""
 """``(op, setting_key, processes, codec, cstates, size, block_size, layout)``."""
 
 DEFAULT_THRESHOLD = 0.10
@@ -53,8 +56,9 @@ MERGE_TOOL = "greenckpt merge"
 
 
 def point_key(p: ProfilePoint) -> PointKey:
-    """What identifies a point across nodes' profiles of the same sweep."""
-    return (p.op, p.setting_key, p.processes, p.codec, p.cstates, p.size, p.block_size, p.layout)
+    """What identifies a point across nodes' profiles of the same sweep: its cell, the levers
+    beyond the core clock included (an uncore cell and its as-found twin are two points)."""
+    return cell_key(p)
 
 
 def describe_point(p: ProfilePoint) -> str:
@@ -70,6 +74,7 @@ def describe_point(p: ProfilePoint) -> str:
         parts.append(f"block={format_size(p.block_size)}")
     if p.layout is not None:
         parts.append(p.layout)
+    parts.extend(lever_labels(p))
     return " ".join(parts)
 
 
@@ -193,6 +198,7 @@ def _merge_point(points: Sequence[ProfilePoint]) -> ProfilePoint:
         runs=tuple(run for p in points for run in p.runs),
         data="+".join(kinds) if kinds else None,
         compression_ratio=statistics.median(ratios) if ratios else None,
+        **{attr: getattr(first, attr) for attr, _, _ in LEVER_JSON},  # part of the key
     )
 
 
@@ -284,7 +290,15 @@ def merge_profiles(profiles: Sequence[Profile], names: Sequence[str] | None = No
         status="complete" if all(p.status == "complete" for p in profiles) else "partial",
         sweep=dict(sweeps[0]) if all(s == sweeps[0] for s in sweeps) else {},
         waiting=_merge_waiting(profiles),
+        levers=_merge_levers(profiles),
     )
+
+
+def _merge_levers(profiles: Sequence[Profile]) -> dict[str, bool]:
+    """A lever is present on the merged node only where every node had it: the plan applies
+    one setting to every node of the job."""
+    names = {name for p in profiles for name in p.levers}
+    return {n: all(p.levers.get(n, False) for p in profiles) for n in sorted(names)}
 
 
 # --------------------------------------------------------------------------- comparison
@@ -424,7 +438,7 @@ class Comparison:
         """JSON-ready: nodes, threshold, per point its key fields, medians and every node."""
         points = []
         for pc in self.points:
-            op, setting, processes, codec, cstates, size, block, layout = pc.key
+            op, setting, processes, codec, cstates, size, block, layout, *levers = pc.key
             points.append(
                 {
                     "point": pc.label,
@@ -436,6 +450,11 @@ class Comparison:
                     "size_bytes": size,
                     "block_size_bytes": block,
                     "layout": layout,
+                    **{
+                        key: value
+                        for (_, key, _), value in zip(LEVER_JSON, levers, strict=True)
+                        if value is not None
+                    },
                     "median_throughput_Bps": pc.median_throughput,
                     "median_power_W": pc.median_power,
                     "nodes": [
