@@ -9,12 +9,13 @@ profile describes it), CPU count, the one frequency-control answer of
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from greenckpt.errors import InvalidValueError
 from greenckpt.platform.capability import FrequencyControl, frequency_control
 from greenckpt.platform.cpuidle import CpuidleController
+from greenckpt.platform.levers import node_levers
 from greenckpt.platform.probe import probe
 from greenckpt.platform.root import PlatformError, SysRoot
 from greenckpt.platform.storage import identify_storage
@@ -68,7 +69,7 @@ class Node:
     writable), ``frequency_reason`` why not; ``governors`` are those cpufreq offers (the three
     together: :attr:`frequency`); ``cstate_control`` whether idle states can be switched;
     ``storage_lookup`` finds the storage key of a path (``None``: storage cannot be identified
-    on this node).
+    on this node); ``levers`` which levers beyond the core clock it has.
     """
 
     hostname: str | None = None
@@ -79,6 +80,10 @@ class Node:
     governors: tuple[str, ...] = ()
     cstate_control: bool = False
     storage_lookup: StorageLookup | None = None
+    levers: Mapping[str, bool] | None = None
+    """Which levers beyond the core clock the node has (``{"uncore frequency": False, ...}``,
+    :func:`~greenckpt.platform.levers.node_levers`' names); ``None``: not known, nothing is
+    ruled out (a policy then notes each lever that fails to apply)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.cpus, bool) or not isinstance(self.cpus, int) or self.cpus < 1:
@@ -118,6 +123,7 @@ class Node:
             governors=control.governors,
             cstate_control=_cstates_writable(chosen),
             storage_lookup=lambda path: storage_key_of(path, chosen),
+            levers={lever.name: lever.present for lever in node_levers(chosen)},
         )
 
 

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
 from greenckpt.ckpt.wait import polite
 from greenckpt.errors import InvalidValueError
+from greenckpt.optimize.lever_fields import LEVER_ATTRS, PER_CORE_SPLIT
 from greenckpt.optimize.planner import PlanError, Scenario, plan
 from greenckpt.optimize.profile_data import Profile, ProfileError, ProfilePoint
 from greenckpt.optimize.setting import CpuSetting
@@ -245,6 +247,7 @@ class ProfilePolicy:
                     "no C-state control on this node, but the profile only has points with "
                     "C-states disabled: the predictions assume them disabled"
                 )
+        points, levers = self._node_levers(points, notes)
         fixed, codec = request.fixed_codec
         if request.op == "read" and not fixed:
             with self._lock:
@@ -260,7 +263,40 @@ class ProfilePolicy:
                 )
         if fixed:
             points = tuple(p for p in points if canonical_codec(p.codec) == codec)
-        return replace(self.profile, points=points), notes
+        return replace(self.profile, points=points, levers=levers), notes
+
+    def _node_levers(
+        self, points: tuple[ProfilePoint, ...], notes: list[str]
+    ) -> tuple[tuple[ProfilePoint, ...], Mapping[str, bool]]:
+        """The points whose levers this node has, and the profile's lever metadata without
+        the per-core split when the node cannot split: a profile made on another node (or
+        merged from several) may choose a lever this one lacks, which would fail at every
+        phase."""
+        have = self.node.levers
+        levers = dict(self.profile.levers)
+        if have is None:
+            return points, levers
+        lacking = [name for name, attr in LEVER_ATTRS if not have.get(name, False)]
+        if levers.get(PER_CORE_SPLIT) and not have.get(PER_CORE_SPLIT, False):
+            levers[PER_CORE_SPLIT] = False
+            notes.append("this node has no per-core split: the waiting ranks' cores are not split")
+        used = {n for n, attr in LEVER_ATTRS if any(getattr(p, attr) is not None for p in points)}
+        missing = [n for n in lacking if n in used]
+        if not missing:
+            return points, levers
+        attrs = [attr for name, attr in LEVER_ATTRS if name in missing]
+        kept = tuple(p for p in points if all(getattr(p, a) is None for a in attrs))
+        if has_both_ops(kept):
+            notes.append(
+                f"this node has no {', no '.join(missing)} control: only the profile's points "
+                "that leave it as found are used"
+            )
+            return kept, levers
+        notes.append(
+            f"this node has no {', no '.join(missing)} control and the profile has no points "
+            "without it: the predictions assume a setting that will not be applied"
+        )
+        return points, levers
 
     def _settings(
         self,
