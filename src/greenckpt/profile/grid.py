@@ -24,13 +24,13 @@ from typing import Any, Protocol
 from greenckpt.errors import GreenckptError
 from greenckpt.io.codec import CodecError, parse_codec
 from greenckpt.io.sources import DATA_KINDS
+from greenckpt.optimize.lever_fields import LeverPoint
 from greenckpt.optimize.profile_data import OPERATIONS, Operation
 from greenckpt.optimize.setting import CpuSetting
 from greenckpt.profile.lever_cells import (
     AS_FOUND,
     NO_AXES,
     LeverAxes,
-    LeverFields,
     Levers,
     LeverSweepError,
 )
@@ -107,7 +107,7 @@ def cell_key(
     return f"{setting_key}|{cst}|{size}|{codec or 'none'}|{processes}{levers.key}"
 
 
-class KeyedPoint(LeverFields, Protocol):
+class KeyedPoint(LeverPoint, Protocol):
     """What :func:`point_cell_key` reads of a profile point."""
 
     @property

@@ -17,9 +17,10 @@ import itertools
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from greenckpt.errors import GreenckptError
+from greenckpt.optimize.lever_fields import LeverPoint
 
 __all__ = ["AS_FOUND", "LEVER_FLAGS", "NO_AXES", "LeverAxes", "LeverSweepError", "Levers"]
 
@@ -35,21 +36,6 @@ LEVER_FLAGS: Mapping[str, str] = {
 
 class LeverSweepError(GreenckptError, ValueError):
     """A lever axis is invalid; the message names the axis, the value and what is valid."""
-
-
-class LeverFields(Protocol):
-    """The lever fields of a profile point (``optimize.profile_data.ProfilePoint``)."""
-
-    @property
-    def uncore_khz(self) -> int | None: ...
-    @property
-    def power_limit_w(self) -> float | None: ...
-    @property
-    def gpu_clock_mhz(self) -> int | None: ...
-    @property
-    def gpu_memory_mhz(self) -> int | None: ...
-    @property
-    def gpu_power_limit_w(self) -> float | None: ...
 
 
 def _watts_key(watts: float) -> str:
@@ -114,7 +100,7 @@ class Levers:
         }
 
     @classmethod
-    def of_point(cls, point: LeverFields) -> Levers:
+    def of_point(cls, point: LeverPoint) -> Levers:
         """The levers a profile point was measured under (inverse of :meth:`point_fields`)."""
         mem, gr = point.gpu_memory_mhz, point.gpu_clock_mhz
         return cls(
