@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import ctypes
 import os
-from types import TracebackType
 from typing import Any, Final, Self
 
-from greenckpt.platform.root import PlatformError
+from greenckpt.platform.root import ClosesOnExit, PlatformError
 
 __all__ = [
     "CLOCK_GRAPHICS",
@@ -117,7 +116,7 @@ def _load(path: str) -> ctypes.CDLL:
     return lib
 
 
-class Nvml:
+class Nvml(ClosesOnExit):
     """One NVML session: ``nvmlInit_v2`` on open, ``nvmlShutdown`` on close (a context
     manager). Devices are ``nvmlDevice_t`` handles from :meth:`handle`; clocks are MHz and
     power limits mW, as NVML gives them."""
@@ -144,17 +143,6 @@ class Nvml:
         if self._open:
             self._open = False
             self._lib.nvmlShutdown()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def _call(self, name: str, *args: Any) -> None:
         rc = int(getattr(self._lib, name)(*args))
