@@ -193,11 +193,11 @@ class LeverAxes:
     @classmethod
     def from_json(cls, obj: Any) -> LeverAxes:
         """Inverse of :meth:`to_json` (``None``: no lever axes, as in files made before them);
-        raises ``KeyError``/``TypeError``/``ValueError`` on anything malformed."""
+        raises ``KeyError`` or ``ValueError`` (:class:`LeverSweepError`) on anything malformed."""
         if obj is None:
             return cls()
         if not isinstance(obj, Mapping):
-            raise TypeError("sweep.spec.levers is not an object")
+            raise LeverSweepError("sweep.spec.levers is not an object")
         axes = cls(
             uncore_khz=tuple(_int(v) for v in obj.get("uncore_khz", [])),
             power_limits_w=tuple(float(v) for v in obj.get("power_limit_W", [])),
@@ -221,11 +221,11 @@ def _distinct(values: tuple[Any, ...], flag: str) -> None:
 
 def _int(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{value!r} is not a whole number")
+        raise LeverSweepError(f"{value!r} is not a whole number")
     return value
 
 
 def _pair(value: Any) -> tuple[int, int]:
     if not isinstance(value, list | tuple) or len(value) != 2:
-        raise TypeError(f"{value!r} is not a [memory MHz, graphics MHz] pair")
+        raise LeverSweepError(f"{value!r} is not a [memory MHz, graphics MHz] pair")
     return _int(value[0]), _int(value[1])
