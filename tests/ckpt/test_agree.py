@@ -155,7 +155,10 @@ DATA_EXCHANGES: dict[str, tuple[int, str]] = {
     "testing/comm.py": (4, "the threaded communicator builds its collectives on allgather"),
     "ckpt/recovery.py": (1, "every rank's listing of the checkpoints its directories hold"),
     "ckpt/api.py": (1, "every rank's newest committed id, to number the next checkpoint"),
-    "ckpt/announce.py": (1, "every rank's protected bytes"),
+    "ckpt/announce.py": (
+        2,
+        "every rank's protected bytes; the node leaders' advice (each node its own writer CPUs)",
+    ),
     "ckpt/transfer.py": (1, "every rank's file size before the data move"),
     "ckpt/topology.py": (1, "every rank's host name"),
     "ckpt/rework.py": (1, "every rank's progress note"),

@@ -95,6 +95,7 @@ def test_the_profile_policy_sets_uncore_split_and_power_limit_per_phase(tmp_path
             assert uncore(root) == {("1000000", "1000000")}
             assert package_limits(root) == {"120000000"}
             assert setspeeds(root) == ["2000000", "1200000", "1200000", "1200000"]
+            assert s.writer_cpus == (0,)  # where the library moves each wave's writers
             saved = json.loads(state.read_text())["sysfs"]  # originals saved before the writes
             assert saved[f"{UNC}/{PACKAGES[0]}/min_freq_khz"] == "1200000"
         assert diff(before, snapshot(root.path)) == []  # as found between phases
@@ -108,6 +109,7 @@ def test_the_profile_policy_sets_uncore_split_and_power_limit_per_phase(tmp_path
     ckpt = next(r for r in report.to_dict()["records"] if r["kind"] == "checkpoint")
     assert ckpt["settings"]["uncore_khz"] == CKPT_UNCORE_KHZ
     assert ckpt["settings"]["waiting_frequency_hz"] == 1_200_000_000
+    assert ckpt["settings"]["writer_cpus"] == [0]
     assert set(ckpt["settings"]["levers"]) == {"per-core split", "uncore frequency", "power limit"}
     assert any("per-core split: I/O CPUs 0 at 2.00 GHz" in n for n in ckpt["notes"])
     text = render_run_text(report)
@@ -242,6 +244,7 @@ def test_cpu_settings_that_fail_drop_the_split_with_them_and_the_other_levers_st
     rt = runtime(root, tmp_path / "s.json")
     with rt, rt.phase("checkpoint", path="/local/ckpt", size=MIB, level=1) as s:
         assert s.frequency_hz is None and s.waiting_frequency_hz is None
+        assert s.writer_cpus == ()  # no split: the library moves no writer
         assert (s.uncore_khz, s.power_limit_w) == (CKPT_UNCORE_KHZ, CKPT_LIMIT_W)
         assert [root.read(f"{CPUFREQ}/policy{c}/scaling_governor") for c in range(4)] == [
             "schedutil"

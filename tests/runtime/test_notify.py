@@ -33,6 +33,7 @@ from greenckpt.ckpt.notify_client import (
     ProtocolError,
     SocketHook,
     WireKind,
+    advice_from_reply,
     decode,
     encode,
     hook_from_env,
@@ -263,9 +264,20 @@ def test_begin_reply_carries_the_settings(server: NotifyServer) -> None:
         assert reply["settings"]["frequency_hz"] == 1_400_000_000
         assert reply["settings"]["source"] == "fake policy"
         assert reply["settings"]["label"] == FAKE.label
+        assert reply["writer_cpus"] == [] == reply["settings"]["writer_cpus"]  # no split
         assert client.ask(encode(EndRequest("restart").to_wire())) == {"v": 1, "ok": True}
     finally:
         client.close()
+
+
+def test_the_writer_cpus_of_a_split_reach_the_library_and_bad_ones_are_refused() -> None:
+    reply = {"v": 1, "ok": True, "io_processes": 2, "note": "", "writer_cpus": [0, 1]}
+    assert advice_from_reply(reply).writer_cpus == (0, 1)
+    del reply["writer_cpus"]  # a runtime from before the per-core split
+    assert advice_from_reply(reply).writer_cpus == ()
+    for bad in ("0,1", [0, -1], [True], [0.5]):
+        with pytest.raises(ProtocolError, match='"writer_cpus" must be a list of CPU numbers'):
+            advice_from_reply({**reply, "writer_cpus": bad})
 
 
 def test_compute_phase_gets_no_io_advice(server: NotifyServer, target: FakeTarget) -> None:

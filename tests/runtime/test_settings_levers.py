@@ -27,6 +27,7 @@ def settings(**kw: Any) -> Settings:
         ({"gpu_power_limit_w": True}, "gpu_power_limit_w must be a finite number"),
         ({"waiting_frequency_hz": 1_200_000_000}, "waiting_frequency_hz (the waiting ranks'"),
         ({"gpu_clock_mhz": 1380}, "give gpu_memory_mhz and gpu_clock_mhz together"),
+        ({"writer_cpus": (0, -1)}, "writer_cpus must be CPU numbers >= 0, got [0, -1]"),
     ],
 )
 def test_bad_lever_values_are_one_line(kw: dict[str, Any], message: str) -> None:
@@ -44,6 +45,7 @@ def test_levers_are_named_labelled_dropped_and_round_tripped() -> None:
         gpu_memory_mhz=877,
         gpu_clock_mhz=1380,
         gpu_power_limit_w=200.0,
+        writer_cpus=(0, 1),  # the runtime's, once the split is applied
     )
     assert s.levers == {
         "per-core split": "I/O cores 2.00 GHz, waiting cores 1.20 GHz",
@@ -54,10 +56,12 @@ def test_levers_are_named_labelled_dropped_and_round_tripped() -> None:
     }
     assert s.controls_node and "uncore frequency 1.80 GHz" in s.label
     assert s.without_lever("gpu clocks").gpu_memory_mhz is None
+    assert s.without_lever("per-core split").writer_cpus == ()  # no split: no writer cores
+    assert s.without_levers().writer_cpus == ()
     assert s.without_levers().levers == {} and s.without_levers().frequency_hz == 2_000_000_000
     doc = settings_to_dict(s)
     assert doc["levers"] == s.levers and settings_from_dict(doc) == s
     lever_keys = ("waiting_frequency_hz", "uncore_khz", "power_limit_w", "gpu_memory_mhz",
-                  "gpu_clock_mhz", "gpu_power_limit_w", "levers")  # fmt: skip
+                  "gpu_clock_mhz", "gpu_power_limit_w", "writer_cpus", "levers")  # fmt: skip
     old = {k: v for k, v in doc.items() if k not in lever_keys}
     assert settings_from_dict(old).levers == {}  # a report saved before the levers existed

@@ -2,7 +2,8 @@
 
 Why a part of its own: the runtime is optional and must never make a checkpoint fail, and its
 rules are the same for every phase (checkpoint, flush, restart, rework): node leaders speak,
-with their node's bytes; rank 0's advice is used by every rank, so the write waves agree; a
+with their node's bytes; rank 0's advice is used by every rank, so the write waves agree
+(the writer CPUs of a per-core split are each node's own, from its leader); a
 failed notification is a warning; and an end whose begin never reached the runtime is not
 sent, since it would close another notifier's phase of the same kind early.
 """
@@ -65,15 +66,20 @@ class Announcer:
 
     def begin(self, kind: PhaseKind, level: int | None, path: Path) -> PhaseAdvice:
         """Tell the runtime that a phase starts (node leaders, with their node's bytes); rank
-        0's advice is used by every rank, so the write waves agree (collective with a hook)."""
+        0's advice is used by every rank, so the write waves agree, except its writer CPUs:
+        each node's own, from its leader (collective with a hook)."""
         if not self.attached:
             return PhaseAdvice()
         sizes = self.comm.allgather(self.protected.nbytes)
         size = sum(sizes[r] for r in self.topology.nodes[self.node])
-        advice = self.comm.bcast(self.tell_begin(kind, level, str(path), size))
-        if advice.io_processes is not None and advice.io_processes < 1:
-            return PhaseAdvice(None, advice.note)
-        return advice
+        told = self.comm.allgather(self.tell_begin(kind, level, str(path), size))
+        advice = told[0]  # rank 0's, so the waves agree
+        io = advice.io_processes
+        if io is not None and io < 1:
+            io = None
+        # the writer cores are each node's own: its leader's advice
+        cpus = told[self.topology.leader(self.node)].writer_cpus
+        return PhaseAdvice(io, advice.note, cpus)
 
     def tell_begin(self, kind: HookKind, level: int | None, path: str, size: int) -> PhaseAdvice:
         """The node leader tells the runtime a phase starts; its advice (none elsewhere)."""

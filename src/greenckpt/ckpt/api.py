@@ -310,7 +310,17 @@ class Checkpointer:
         self.protected.identity = Identity(self.config.name, ckpt_id, iteration)
         ok = False
         try:
-            commit = Commit(self._job, number, store, ckpt_id, iteration, waves, self._write, kept)
+            commit = Commit(
+                self._job,
+                number,
+                store,
+                ckpt_id,
+                iteration,
+                waves,
+                self._write,
+                kept,
+                writer_cpus=advice.writer_cpus,
+            )
             mine = write_and_commit(commit)
             seconds = time.monotonic() - start
             ok = True
@@ -387,7 +397,7 @@ class Checkpointer:
         state = self.protected.state  # a restore replaces the object, never changes it
         failure: RecoveryError | None = None
         try:
-            info = restore_newest(self._job, found, waves, start)
+            info = restore_newest(self._job, found, waves, start, advice.writer_cpus)
             ok = True
         except RecoveryError as exc:
             if mode != "fresh" or not found:

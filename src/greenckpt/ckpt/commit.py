@@ -23,6 +23,7 @@ from greenckpt.ckpt.job import Job, tidy
 from greenckpt.ckpt.manifest import Manifest, RankEntry, utc_now_iso
 from greenckpt.ckpt.records import CheckpointError
 from greenckpt.ckpt.store import CheckpointStore
+from greenckpt.ckpt.writer_cpu import on_writer_cpus
 from greenckpt.io import Chunk, ConcatSource, parse_codec
 
 __all__ = ["CHECKPOINT_STAGES", "Commit", "run_stages", "write_and_commit"]
@@ -50,6 +51,8 @@ class Commit:
     write: WriteRank
     kept: Sequence[int] = ()
     """Checkpoints the keep-last-k cleanup after the commit must keep."""
+    writer_cpus: tuple[int, ...] = ()
+    """This node's writer cores under a per-core split (:mod:`greenckpt.ckpt.writer_cpu`)."""
     entries: tuple[RankEntry, ...] = ()
     created: str = ""
     redundancy: dict[str, Any] = field(default_factory=dict)
@@ -128,7 +131,8 @@ def write_data(c: Commit) -> None:
         for wave in c.waves:
             if job.rank in wave:
                 try:
-                    entry = c.write(c.level, c.store, c.ckpt_id)
+                    with on_writer_cpus(job.rank, c.writer_cpus):
+                        entry = c.write(c.level, c.store, c.ckpt_id)
                 except Exception as exc:  # reported to every rank by the agreement
                     error = one_line(exc)
                 maybe_fail("checkpoint-write", rank=job.rank, iteration=c.iteration)

@@ -38,10 +38,15 @@ class PhaseAdvice:
     ``io_processes``: ranks of a node that read or write at once (None: keep the configured
     ``writers_per_node``). ``note``: the runtime's one-line account of its choice (which
     settings, and whether they were measured, interpolated or defaults), for logs.
+    ``writer_cpus``: the CPUs the runtime runs at the I/O processes' setting under a per-core
+    split (the others at the waiting ranks'); each rank of a wave writes on one of them
+    (:mod:`greenckpt.ckpt.writer_cpu`). Empty: no split, every rank writes where it runs.
+    Per node: each node's leader is told its own node's.
     """
 
     io_processes: int | None = None
     note: str = ""
+    writer_cpus: tuple[int, ...] = ()
 
 
 class PhaseHook(Protocol):

@@ -340,7 +340,12 @@ def advice_from_reply(reply: Mapping[str, Any]) -> PhaseAdvice:
     note = reply.get("note", "")
     if not isinstance(note, str):
         raise ProtocolError(f'"note" must be a string, got {note!r:.40}')
-    return PhaseAdvice(io_processes=io, note=one_line(note, limit=1000))
+    cpus = reply.get("writer_cpus", [])  # absent: a runtime from before the per-core split
+    if not isinstance(cpus, list) or any(
+        isinstance(c, bool) or not isinstance(c, int) or c < 0 for c in cpus
+    ):
+        raise ProtocolError(f'"writer_cpus" must be a list of CPU numbers, got {cpus!r:.40}')
+    return PhaseAdvice(io_processes=io, note=one_line(note, limit=1000), writer_cpus=tuple(cpus))
 
 
 # ------------------------------------------------------------------------------ client

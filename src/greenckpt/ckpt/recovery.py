@@ -23,6 +23,7 @@ from greenckpt.ckpt.manifest import MANIFEST_NAME, Manifest, ManifestError, Rank
 from greenckpt.ckpt.protect import Identity, IdentityMismatchError
 from greenckpt.ckpt.records import RecoveryError, RecoveryInfo
 from greenckpt.ckpt.store import CheckpointStore
+from greenckpt.ckpt.writer_cpu import on_writer_cpus
 from greenckpt.durable import fsync_directory
 from greenckpt.io import Chunk, ConcatSink, parse_codec, run_chunks
 from greenckpt.io.checksum import digest_bytes
@@ -71,17 +72,22 @@ def candidates(job: Job) -> Candidates:
 
 
 def restore_newest(
-    job: Job, found: Candidates, waves: list[tuple[int, ...]], start: float
+    job: Job,
+    found: Candidates,
+    waves: list[tuple[int, ...]],
+    start: float,
+    writer_cpus: tuple[int, ...] = (),
 ) -> RecoveryInfo:
     """Try the candidates newest first; the first every rank restores (collective), or
-    :class:`RecoveryError` with every reason."""
+    :class:`RecoveryError` with every reason. ``writer_cpus``: this node's reader cores
+    under a per-core split (:mod:`greenckpt.ckpt.writer_cpu`)."""
     skipped: list[str] = []
     for ckpt_id, number in found.tried:
         manifest, why = shared_manifest(job, number, ckpt_id, found.everyone)
         if manifest is None:
             skipped.append(f"checkpoint {ckpt_id} (level {number}): {why}")
             continue
-        restored = _restore_one(job, number, ckpt_id, manifest, waves)
+        restored = _restore_one(job, number, ckpt_id, manifest, waves, writer_cpus)
         if isinstance(restored, str):
             skipped.append(f"checkpoint {ckpt_id} (level {number}): {restored}")
             continue
@@ -109,12 +115,20 @@ def restore_newest(
 
 
 def _restore_one(
-    job: Job, number: int, ckpt_id: int, manifest: Manifest, waves: list[tuple[int, ...]]
+    job: Job,
+    number: int,
+    ckpt_id: int,
+    manifest: Manifest,
+    waves: list[tuple[int, ...]],
+    writer_cpus: tuple[int, ...] = (),
 ) -> tuple[int, ...] | str:
     """Read one checkpoint on every rank, rebuilding lost files where the level can: the
     ranks rebuilt, or why it cannot be restored (collective)."""
     maybe_fail("restart-read", rank=job.rank, iteration=manifest.iteration)
-    read = agree_on(job.comm, lambda: fail_if(read_in_waves(job, number, ckpt_id, manifest, waves)))
+    read = agree_on(
+        job.comm,
+        lambda: fail_if(read_in_waves(job, number, ckpt_id, manifest, waves, writer_cpus)),
+    )
     if read.failure is None:
         return ()
     if not job.redundancy_of(number).rebuilds:
@@ -131,13 +145,20 @@ def _restore_one(
 
 
 def read_in_waves(
-    job: Job, level: int, ckpt_id: int, manifest: Manifest, waves: list[tuple[int, ...]]
+    job: Job,
+    level: int,
+    ckpt_id: int,
+    manifest: Manifest,
+    waves: list[tuple[int, ...]],
+    writer_cpus: tuple[int, ...] = (),
 ) -> str | None:
-    """:func:`try_read`, ranks reading at once as many as the waves allow (collective)."""
+    """:func:`try_read`, ranks reading at once as many as the waves allow, each on its
+    node's I/O core under a per-core split (collective)."""
     problem = None
     for wave in waves:
         if job.rank in wave:
-            problem = try_read(job, level, ckpt_id, manifest)
+            with on_writer_cpus(job.rank, writer_cpus):
+                problem = try_read(job, level, ckpt_id, manifest)
         if len(waves) > 1:
             job.comm.barrier()
     return problem

@@ -288,7 +288,12 @@ def _split(settings: Settings, session: NodeSettings) -> list[str]:
 
 def _drop_cpu(settings: Settings) -> Settings:
     return replace(
-        settings, frequency_hz=None, governor=None, cstates=None, waiting_frequency_hz=None
+        settings,
+        frequency_hz=None,
+        governor=None,
+        cstates=None,
+        waiting_frequency_hz=None,
+        writer_cpus=(),
     )
 
 
@@ -394,6 +399,8 @@ def apply_settings(session: NodeSettings, settings: Settings) -> Applied:
                 failed = (step, exc)
                 break
         if failed is None:
+            if any(step.name == "per-core split" for step in steps):
+                settings = replace(settings, writer_cpus=writer_cpus(settings.io_processes)[0])
             return Applied(settings, tuple(dict.fromkeys(notes)))
         bad, error = failed
         session.restore()  # PlatformError: the caller drops everything

@@ -47,9 +47,9 @@ class RuntimeHook:
     :class:`~greenckpt.ckpt.hooks.PhaseHook`.
 
     ``begin`` starts the phase (reference-counted across the library's nodes) and advises the
-    number of I/O processes; ``end`` ends it. An ``end`` for a (kind, node) that has no open
-    ``begin`` here — its begin failed — is ignored, so one failed notification never
-    unbalances the count.
+    number of I/O processes and, under a per-core split, the writer CPUs; ``end`` ends it. An
+    ``end`` for a (kind, node) that has no open ``begin`` here — its begin failed — is
+    ignored, so one failed notification never unbalances the count.
     """
 
     def __init__(self, runtime: PhaseRuntime) -> None:
@@ -73,7 +73,11 @@ class RuntimeHook:
             self._open[(kind, node)] = self._open.get((kind, node), 0) + 1
         if settings is None:
             return PhaseAdvice()
-        return PhaseAdvice(io_processes=settings.io_processes, note=advice_note(settings))
+        return PhaseAdvice(
+            io_processes=settings.io_processes,
+            note=advice_note(settings),
+            writer_cpus=settings.writer_cpus,
+        )
 
     def end(self, kind: HookKind, *, node: int, ok: bool, seconds: float) -> None:
         """End the phase begun for ``node``; the runtime measures its own time and keeps

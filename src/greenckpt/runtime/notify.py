@@ -322,6 +322,7 @@ class NotifyServer:
                 "v": PROTOCOL_VERSION,
                 "ok": True,
                 "io_processes": None,
+                "writer_cpus": [],
                 "note": f"{request.kind} phase accounted (no I/O advice for it)",
                 "settings": None,
             }
@@ -329,6 +330,7 @@ class NotifyServer:
             "v": PROTOCOL_VERSION,
             "ok": True,
             "io_processes": settings.io_processes if request.kind in IO_KINDS else None,
+            "writer_cpus": list(settings.writer_cpus) if request.kind in IO_KINDS else [],
             "note": settings_note(settings),
             "settings": settings_to_wire(settings),
         }

@@ -60,6 +60,7 @@ def settings_to_wire(settings: Settings) -> dict[str, Any]:
     copies, at about a third of a begin's cost in the server)."""
     doc = {field.name: getattr(settings, field.name) for field in dataclasses.fields(settings)}
     doc["notes"] = list(settings.notes)
+    doc["writer_cpus"] = list(settings.writer_cpus)
     doc["label"] = settings.label
     return doc
 

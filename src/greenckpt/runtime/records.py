@@ -106,6 +106,7 @@ def settings_to_dict(settings: Settings) -> dict[str, Any]:
         "gpu_memory_mhz": settings.gpu_memory_mhz,
         "gpu_clock_mhz": settings.gpu_clock_mhz,
         "gpu_power_limit_w": settings.gpu_power_limit_w,
+        "writer_cpus": list(settings.writer_cpus),
         "levers": settings.levers,
     }
 
@@ -116,6 +117,7 @@ def settings_from_dict(doc: Mapping[str, Any]) -> Settings:
     fields = dict(doc)
     fields.pop("levers", None)
     fields["notes"] = tuple(fields.get("notes", ()))
+    fields["writer_cpus"] = tuple(fields.get("writer_cpus", ()))
     return Settings(**fields)
 
 

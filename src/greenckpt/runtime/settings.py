@@ -174,6 +174,10 @@ class Settings:
     gpu_clock_mhz: int | None = None
     gpu_memory_mhz: int | None = None
     gpu_power_limit_w: float | None = None
+    writer_cpus: tuple[int, ...] = ()
+    """Set by the runtime once the per-core split is applied: the CPUs it runs at
+    ``frequency_hz``, onto which the library moves each write wave's ranks
+    (:mod:`greenckpt.ckpt.writer_cpu`). Empty: no split on the node."""
 
     def __post_init__(self) -> None:
         if (
@@ -227,6 +231,10 @@ class Settings:
                 raise InvalidValueError(
                     f"{name} must be a finite number of watts > 0, got {value!r}"
                 )
+        if any(isinstance(c, bool) or not isinstance(c, int) or c < 0 for c in self.writer_cpus):
+            raise InvalidValueError(
+                f"writer_cpus must be CPU numbers >= 0, got {list(self.writer_cpus)!r:.80}"
+            )
         if self.waiting_frequency_hz is not None and self.frequency_hz is None:
             raise InvalidValueError(
                 "waiting_frequency_hz (the waiting ranks' cores) needs frequency_hz (the I/O "
@@ -303,7 +311,7 @@ class Settings:
     def without_lever(self, name: str) -> Settings:
         """These settings with lever ``name`` (a :data:`LEVER_FIELDS` name) left as found."""
         if name == "per-core split":
-            return replace(self, waiting_frequency_hz=None)
+            return replace(self, waiting_frequency_hz=None, writer_cpus=())
         if name == "gpu clocks":
             return replace(self, gpu_clock_mhz=None, gpu_memory_mhz=None)
         if name == "uncore frequency":
@@ -319,6 +327,7 @@ class Settings:
         return replace(
             self,
             waiting_frequency_hz=None,
+            writer_cpus=(),
             uncore_khz=None,
             power_limit_w=None,
             gpu_clock_mhz=None,
