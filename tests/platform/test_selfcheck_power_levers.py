@@ -81,3 +81,28 @@ def test_the_gpu_power_limit_is_set_read_back_and_restored(
     assert "100 W" in checks["gpu power limit"].did
     assert checks["gpu settings restored"].outcome == PASSED
     assert fake.state() == found
+
+
+def test_the_gpu_clocks_are_set_read_back_and_restored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = fake_nvml.install(tmp_path, monkeypatch, gpus=2)
+    fake.update(1, app_mem=810, app_gr=585)  # not at its defaults: put back to 810:585
+    found = fake.state()
+    checks = run(FakeLeverRoot(build_node(tmp_path / "tree")), tmp_path)
+    assert checks["gpu clocks"].outcome == PASSED, checks["gpu clocks"]
+    assert "memory 810 MHz and graphics 135 MHz" in checks["gpu clocks"].did  # the lowest pair
+    assert checks["gpu clocks restored"].outcome == PASSED, checks["gpu clocks restored"]
+    assert fake.state() == found
+
+
+def test_gpu_clocks_that_do_not_read_back_fail_and_are_restored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = fake_nvml.install(tmp_path, monkeypatch, gpus=1)
+    fake.fail("nvmlDeviceSetApplicationsClocks", 3)  # NVML_ERROR_NOT_SUPPORTED
+    found = fake.state()
+    checks = run(FakeLeverRoot(build_node(tmp_path / "tree")), tmp_path)
+    failed = checks["gpu clocks"]
+    assert failed.outcome == FAILED and "everything it changed was restored" in (failed.seen or "")
+    assert fake.state() == found

@@ -45,6 +45,7 @@ from greenckpt.platform.selfcheck_levers import (
 from greenckpt.platform.selfcheck_meters import check_meters
 from greenckpt.platform.selfcheck_power_levers import (
     check_gpu,
+    check_gpu_clocks,
     check_power_limit,
     check_uncore,
     read_lever_files,
@@ -73,11 +74,12 @@ def _others(
     if node is None:
         return [
             Check.not_checked(n, levers[n].reason or why)
-            for n in ("uncore frequency", "power limit", "gpu power limit")
+            for n in ("uncore frequency", "power limit", "gpu clocks", "gpu power limit")
         ]
     return [
         *check_uncore(root, node, levers["uncore frequency"]),
         *check_power_limit(root, node, levers["power limit"]),
+        *check_gpu_clocks(node, levers["gpu clocks"]),
         *check_gpu(node, levers["gpu power limit"]),
     ]
 
@@ -90,7 +92,10 @@ def _levers(root: SysRoot, options: SelfCheckOptions) -> tuple[list[Check], bool
     freq_skip = Check.not_checked("cpufreq", freq_why or "")
     idle_skip = Check.not_checked("cpuidle", idle_why)
     levers = {i.name: i for i in node_levers(root)}
-    more = any(levers[n].present for n in ("uncore frequency", "power limit", "gpu power limit"))
+    more = any(
+        levers[n].present
+        for n in ("uncore frequency", "power limit", "gpu clocks", "gpu power limit")
+    )
     if freq_why is not None and state is None and not more:
         return [freq_skip, idle_skip, *_others(root, None, levers)], False
     checks: list[Check] = []

@@ -23,7 +23,13 @@ from greenckpt.platform.root import PlatformError, SysRoot
 from greenckpt.platform.selfcheck_base import Check
 from greenckpt.platform.uncore import detect_uncore
 
-__all__ = ["check_gpu", "check_power_limit", "check_uncore", "read_lever_files"]
+__all__ = [
+    "check_gpu",
+    "check_gpu_clocks",
+    "check_power_limit",
+    "check_uncore",
+    "read_lever_files",
+]
 
 
 def read_lever_files(root: SysRoot) -> dict[str, str | None]:
@@ -136,7 +142,7 @@ def check_power_limit(root: SysRoot, node: NodeSettings, info: LeverInfo) -> lis
 
 def check_gpu(node: NodeSettings, info: LeverInfo) -> list[Check]:
     """Set every GPU's power limit to the lowest all accept, read back through NVML, restore
-    (the application clocks are exercised by the GPU module's own tests and by runs)."""
+    (the application clocks: :func:`check_gpu_clocks`)."""
     name = "gpu power limit"
     module = gpu_module()
     if not info.present or module is None:
@@ -157,3 +163,40 @@ def check_gpu(node: NodeSettings, info: LeverInfo) -> list[Check]:
     else:
         check = Check.failed(name, did, expected=f"{low_mw} mW on every GPU", seen=str(seen))
     return [check, _restored("gpu settings", node, found, originals)]
+
+
+def _lowest_common_clocks(gpus: Any) -> tuple[int, int] | None:
+    """The lowest (memory, graphics) application-clock pair every GPU supports, or None."""
+    pairs = set.intersection(*({(m, g) for m, gs in x.clocks.items() for g in gs} for x in gpus))
+    return min(pairs) if pairs else None
+
+
+def check_gpu_clocks(node: NodeSettings, info: LeverInfo) -> list[Check]:
+    """Set every GPU's application clocks to the lowest pair all support, read them back
+    through NVML, restore (a GPU whose clocks were at their defaults is reset to them)."""
+    name = "gpu clocks"
+    module = gpu_module()
+    if not info.present or module is None:
+        return [Check.not_checked(name, info.reason or "GPU lever module not available")]
+    originals: Callable[[], dict[str, Any]] = module.gpu_originals
+    try:
+        with module.Nvml.open() as nvml:
+            gpus = module.detect_gpus(nvml)
+        pair = _lowest_common_clocks(gpus)
+        if pair is None:
+            return [Check.not_checked(name, "the GPUs share no supported application clocks")]
+        found = originals()
+        node.set_gpu_clocks(*pair)
+        seen = {u: (g.get("memory_mhz"), g.get("graphics_mhz")) for u, g in originals().items()}
+    except Exception as exc:  # restore first, then report
+        return [_raised(name, node, exc)]
+    memory, graphics = pair
+    did = (
+        f"set {len(gpus)} GPU(s) to the lowest common application clocks, memory {memory} MHz "
+        f"and graphics {graphics} MHz, read back"
+    )
+    if set(seen.values()) == {pair}:
+        check = Check.passed(name, did, f"every GPU reads {memory}:{graphics} MHz")
+    else:
+        check = Check.failed(name, did, expected=f"{memory}:{graphics} MHz", seen=str(seen))
+    return [check, _restored("gpu clocks", node, found, originals)]

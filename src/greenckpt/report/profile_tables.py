@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from greenckpt import units
+from greenckpt.optimize.lever_fields import lever_labels
 from greenckpt.optimize.profile_data import POWER_SOURCES, Profile
 from greenckpt.profile.fio import VALIDATION_COLUMNS, ValidationResult
 from greenckpt.profile.labels import power_label, source_words
@@ -128,6 +129,8 @@ def points_table(profile: Profile) -> Table:
     pts = profile.points
     show_cstates = any(p.cstates is not None for p in pts)
     show_codec = any(p.codec is not None for p in pts)
+    # rows that differ only by a lever (uncore, power limit, GPU) must not look identical
+    show_levers = any(lever_labels(p) for p in pts)
     sizes = {p.size for p in pts}
     show_size = len(sizes) > 1
     title = "Profile points"
@@ -147,6 +150,8 @@ def points_table(profile: Profile) -> Table:
         table.add_column("C-states", no_wrap=True)
     if show_codec:
         table.add_column("codec")
+    if show_levers:
+        table.add_column("levers (else as found)")
     table.add_column("proc", justify="right", no_wrap=True, min_width=4)
     if show_size:
         table.add_column("size", justify="right", no_wrap=True)
@@ -165,6 +170,8 @@ def points_table(profile: Profile) -> Table:
         if show_codec:
             ratio = f" {p.compression_ratio:.2f}x" if p.compression_ratio else ""
             row.append(f"{p.codec}{ratio}" if p.codec else "-")
+        if show_levers:
+            row.append(", ".join(lever_labels(p)) or "-")
         row.append(str(p.processes))
         if show_size:
             row.append(units.format_size(p.size) if p.size is not None else "-")
