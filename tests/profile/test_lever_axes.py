@@ -36,6 +36,7 @@ from greenckpt.profile.lever_check import check_lever_axes, lever_axes
 from greenckpt.profile.measure import NodeMeasurer, RunResult
 from greenckpt.profile.power import choose_power_domains
 from greenckpt.profile.sweep import SweepContext, run_sweep
+from tests.platform import fake_nvml
 from tests.platform import fake_power as fp
 from tests.platform.fake_cpu import FakeSysfsRoot, build_tree, diff, snapshot
 from tests.platform.fake_power import ManualClock
@@ -291,6 +292,43 @@ def test_a_real_sweep_applies_each_cells_levers_records_them_and_restores(
     assert prof.levers["uncore frequency"] is True and prof.levers["power limit"] is True
     assert prof.levers["gpu clocks"] is False and prof.levers["gpu power limit"] is False
     assert "per-core split" in prof.levers
+
+
+def test_a_real_sweep_moves_the_gpus_per_cell_records_them_and_restores(
+    lever_tree: FakeSysfsRoot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The GPU axes on two SYNTHETIC GPUs of the fake NVML (tests/platform/fake_nvml.c): each
+    cell's application clocks and power limit are on every GPU while it is measured, the
+    points carry them, and every GPU ends as found."""
+    fake = fake_nvml.install(tmp_path, monkeypatch, gpus=2)
+    fake.update(1, app_mem=810, app_gr=585)  # not at its default clocks
+    found = fake.state()
+    as_found = [(g.app_mem, g.app_gr, g.limit_mw) for g in found.gpus]
+    monkeypatch.setenv("GREENCKPT_SYSROOT", str(lever_tree.path))
+    proc = tmp_path / "proc-root"
+    fp.proc_tree(proc)
+    axes = LeverAxes(gpu_clocks=((877, 1380),), gpu_power_limits_w=(200.0,))
+    spec = tiny_spec(tmp_path / "data", axes)
+    seen: list[tuple[Levers, list[tuple[int, int, int]]]] = []
+    real_run = NodeMeasurer.run
+
+    def run(self: NodeMeasurer, op: Any, cell: Cell) -> RunResult:
+        seen.append((cell.levers, [(g.app_mem, g.app_gr, g.limit_mw) for g in fake.state().gpus]))
+        return real_run(self, op, cell)
+
+    monkeypatch.setattr(NodeMeasurer, "run", run)
+    prof = run_profile(spec, tmp_path / "p.json", meters=MeterRequest("estimator", root=str(proc)))
+    assert fake.state() == found  # clocks (one GPU off its defaults) and limits as found
+    assert len(seen) == 2 * 4  # (as found, 877:1380) x (as found, 200 W), a write and a read
+    for levers, gpus in seen:
+        for k, (mem, gr, limit) in enumerate(gpus):
+            want_clocks = levers.gpu_clocks or as_found[k][:2]
+            assert (mem, gr) == want_clocks, (levers, gpus)
+            want_limit = as_found[k][2] if levers.gpu_power_limit_w is None else 200_000
+            assert limit == want_limit, (levers, gpus)
+    combos = {(p.gpu_memory_mhz, p.gpu_clock_mhz, p.gpu_power_limit_w) for p in prof.points}
+    assert combos == {(m, g, w) for m, g in ((None, None), (877, 1380)) for w in (None, 200.0)}
+    assert prof.levers["gpu clocks"] is True and prof.levers["gpu power limit"] is True
 
 
 def test_a_killed_lever_sweep_resumes_without_measuring_again(
