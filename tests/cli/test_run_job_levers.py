@@ -1,6 +1,7 @@
-"""``greenckpt run --nodes-emulated 2 --policy fixed`` with the levers beyond the core clock on
-SYNTHETIC lever nodes (tests/platform/fake_levers.py): every node's agent applies the per-core
-split, the uncore frequency and the power limit for the checkpoint; one agent SIGKILLed
+"""``greenckpt run --nodes-emulated 2`` under ``--policy fixed`` and under the profile policy (a
+SYNTHETIC profile whose checkpoint point sets the same levers), with the levers beyond the core
+clock on SYNTHETIC lever nodes (tests/platform/fake_levers.py): every node's agent applies the
+per-core split, the uncore frequency and the power limit for the checkpoint; one agent SIGKILLed
 mid-checkpoint leaves its node changed, the other node ends as found, and the next run's agent
 for the killed node restores it at start — every lever file as found; the job report's phase
 names the levers and their source."""
@@ -14,9 +15,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from greenckpt.optimize.profile_data import save_profile
 from greenckpt.testing.cpu import diff, snapshot
 from tests.cli.test_run_job import APP, _agent_pid, _env, _wait_for
 from tests.platform.fake_levers import CAP, UNC, build_node
+from tests.runtime.lever_profile import lever_profile
 
 UNCORE_MIN = f"{UNC}/package_00_die_00/min_freq_khz"
 LIMIT = f"{CAP}/intel-rapl:1/constraint_0_power_limit_uw"
@@ -47,14 +52,30 @@ def _left(before: dict[str, bytes], tree: Path) -> list[str]:
     return [d for d in diff(before, snapshot(tree)) if not any(x in d for x in DERIVED)]
 
 
+FIXED_SOURCE = (
+    "1.00 GHz (fixed (2.00 GHz, 1 I/O processes, waiting cores 1.20 GHz, uncore 1.00 GHz, "
+    "package limit 120 W))"
+)
+PROFILE = ["--profile", "levers.json", "--mtbf", "4h", "--app-power", "250W",
+           "--app-processes", "4"]  # fmt: skip
+"""The profile policy over tests/runtime/lever_profile.py's SYNTHETIC profile: its
+checkpoint point sets what LEVERS sets (uncore 1.0 GHz, 120 W, the split 2.0/1.2 GHz)."""
+
+
+@pytest.mark.parametrize(
+    ("policy", "source"),
+    [(LEVERS, FIXED_SOURCE), (PROFILE, "1.00 GHz (profile lookup (levers.json))")],
+    ids=["fixed", "profile"],
+)
 def test_a_killed_agent_leaves_its_levers_for_the_next_run_and_the_other_node_restored(
-    tmp_path: Path,
+    tmp_path: Path, policy: list[str], source: str
 ) -> None:
+    save_profile(lever_profile(), tmp_path / "levers.json")
     trees = [_node(tmp_path / "trees" / f"node{k}") for k in range(2)]
     before = [snapshot(t) for t in trees]
     roots = str(tmp_path / "trees" / "node{node}")
     run = subprocess.Popen(
-        [sys.executable, "-c", TWO_CPUS, "run", "--nodes-emulated", "2", *LEVERS,
+        [sys.executable, "-c", TWO_CPUS, "run", "--nodes-emulated", "2", *policy,
          "--node-root", roots, "-o", "rep", "--", sys.executable, "-c", APP, str(tmp_path), "2"],
         cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, start_new_session=True,
@@ -80,9 +101,7 @@ def test_a_killed_agent_leaves_its_levers_for_the_next_run_and_the_other_node_re
     doc = json.loads((tmp_path / "rep" / "job-report.json").read_text())
     assert doc["states"]["died"] == [1]
     (ckpt,) = [p for p in doc["phases"] if p["kind"] == "checkpoint"]
-    assert ckpt["levers"]["uncore frequency"] == ["1.00 GHz (fixed (2.00 GHz, 1 I/O processes, "
-                                                  "waiting cores 1.20 GHz, uncore 1.00 GHz, "
-                                                  "package limit 120 W))"]  # fmt: skip
+    assert ckpt["levers"]["uncore frequency"] == [source]
     again = subprocess.run(
         [sys.executable, "-m", "greenckpt", "run", "--nodes-emulated", "2", "--policy",
          "defaults", "--node-root", roots, "-o", "rep2", "--", "true"],
