@@ -79,7 +79,7 @@ def test_the_gpu_power_limit_is_set_read_back_and_restored(
     checks = run(FakeLeverRoot(build_node(tmp_path / "tree")), tmp_path)
     assert checks["gpu power limit"].outcome == PASSED, checks["gpu power limit"]
     assert "100 W" in checks["gpu power limit"].did
-    assert checks["gpu settings restored"].outcome == PASSED
+    assert checks["gpu power limit restored"].outcome == PASSED
     assert fake.state() == found
 
 

@@ -140,29 +140,58 @@ def check_power_limit(root: SysRoot, node: NodeSettings, info: LeverInfo) -> lis
     return [check, _restored("power limit", node, found, lambda: read_lever_files(root))]
 
 
-def check_gpu(node: NodeSettings, info: LeverInfo) -> list[Check]:
-    """Set every GPU's power limit to the lowest all accept, read back through NVML, restore
-    (the application clocks: :func:`check_gpu_clocks`)."""
-    name = "gpu power limit"
+def _gpu_check(
+    node: NodeSettings,
+    info: LeverInfo,
+    name: str,
+    target: Callable[[Any], Any],
+    apply: Callable[[Any], object],
+    read: Callable[[Mapping[str, Any]], Any],
+) -> tuple[list[Check], Any, Any, int]:
+    """Move one GPU lever through the session: ``target(gpus)`` the value to set (None: not
+    checked), ``apply(value)`` sets it, ``read(entry)`` reads it back from a GPU's originals
+    entry. Returns (checks so far — empty unless the lever ended early —, the value, what
+    every GPU read back by UUID, the number of GPUs)."""
     module = gpu_module()
     if not info.present or module is None:
-        return [Check.not_checked(name, info.reason or "GPU lever module not available")]
+        why = info.reason or "GPU lever module not available"
+        return [Check.not_checked(name, why)], None, None, 0
     originals: Callable[[], dict[str, Any]] = module.gpu_originals
     try:
         with module.Nvml.open() as nvml:
             gpus = module.detect_gpus(nvml)
-        low_mw = max(g.power_range_mw[0] for g in gpus)
+        value = target(gpus)
+        if value is None:
+            return [Check.not_checked(name, "the GPUs share no value to set")], None, None, 0
         found = originals()
-        node.set_gpu_power_limit(low_mw / 1000)
-        seen = {uuid: g.get("power_limit_mw") for uuid, g in originals().items()}
+        apply(value)
+        seen = {uuid: read(g) for uuid, g in originals().items()}
     except Exception as exc:  # restore first, then report
-        return [_raised(name, node, exc)]
-    did = f"set {len(gpus)} GPU(s) to the lowest common power limit {low_mw / 1000:g} W, read back"
+        return [_raised(name, node, exc)], None, None, 0
+    restored = _restored(name, node, found, originals)
+    return [restored], value, seen, len(gpus)
+
+
+def check_gpu(node: NodeSettings, info: LeverInfo) -> list[Check]:
+    """Set every GPU's power limit to the lowest all accept, read back through NVML, restore
+    (the application clocks: :func:`check_gpu_clocks`)."""
+    name = "gpu power limit"
+    checks, low_mw, seen, count = _gpu_check(
+        node,
+        info,
+        name,
+        lambda gpus: max(g.power_range_mw[0] for g in gpus),
+        lambda mw: node.set_gpu_power_limit(mw / 1000),
+        lambda g: g.get("power_limit_mw"),
+    )
+    if seen is None:
+        return checks
+    did = f"set {count} GPU(s) to the lowest common power limit {low_mw / 1000:g} W, read back"
     if set(seen.values()) == {low_mw}:
         check = Check.passed(name, did, f"every GPU reads {low_mw} mW")
     else:
         check = Check.failed(name, did, expected=f"{low_mw} mW on every GPU", seen=str(seen))
-    return [check, _restored("gpu settings", node, found, originals)]
+    return [check, *checks]
 
 
 def _lowest_common_clocks(gpus: Any) -> tuple[int, int] | None:
@@ -175,28 +204,23 @@ def check_gpu_clocks(node: NodeSettings, info: LeverInfo) -> list[Check]:
     """Set every GPU's application clocks to the lowest pair all support, read them back
     through NVML, restore (a GPU whose clocks were at their defaults is reset to them)."""
     name = "gpu clocks"
-    module = gpu_module()
-    if not info.present or module is None:
-        return [Check.not_checked(name, info.reason or "GPU lever module not available")]
-    originals: Callable[[], dict[str, Any]] = module.gpu_originals
-    try:
-        with module.Nvml.open() as nvml:
-            gpus = module.detect_gpus(nvml)
-        pair = _lowest_common_clocks(gpus)
-        if pair is None:
-            return [Check.not_checked(name, "the GPUs share no supported application clocks")]
-        found = originals()
-        node.set_gpu_clocks(*pair)
-        seen = {u: (g.get("memory_mhz"), g.get("graphics_mhz")) for u, g in originals().items()}
-    except Exception as exc:  # restore first, then report
-        return [_raised(name, node, exc)]
+    checks, pair, seen, count = _gpu_check(
+        node,
+        info,
+        name,
+        _lowest_common_clocks,
+        lambda p: node.set_gpu_clocks(*p),
+        lambda g: (g.get("memory_mhz"), g.get("graphics_mhz")),
+    )
+    if seen is None:
+        return checks
     memory, graphics = pair
     did = (
-        f"set {len(gpus)} GPU(s) to the lowest common application clocks, memory {memory} MHz "
+        f"set {count} GPU(s) to the lowest common application clocks, memory {memory} MHz "
         f"and graphics {graphics} MHz, read back"
     )
     if set(seen.values()) == {pair}:
         check = Check.passed(name, did, f"every GPU reads {memory}:{graphics} MHz")
     else:
         check = Check.failed(name, did, expected=f"{memory}:{graphics} MHz", seen=str(seen))
-    return [check, _restored("gpu clocks", node, found, originals)]
+    return [check, *checks]
