@@ -455,21 +455,25 @@ class NotifyServer:
         request, reply = self._serve_line(event.line, helds.setdefault(event.conn, {}))
         data = _encode_reply(reply)
         ok = reply.get("ok") is True
+        cacheable = ok and isinstance(request, BeginRequest) and self._decisions_repeat()
         if event.type == native.PENDING:
+            if cacheable:  # before the answer: the client's next begin may come at once
+                front.cache_put(event.line, data)
             front.reply(event.conn, data, ok, self._open_counts())
-        elif not ok:
+            return
+        if not ok:
             what = one_line(event.line.decode("utf-8", "replace"), 80)
             self._report(
                 f"a request answered at once ({what!r}) was then refused by the runtime: "
                 f"{reply.get('error')}"
             )
             return
-        elif isinstance(request, BeginRequest) and data != event.sent:
+        if isinstance(request, BeginRequest) and data != event.sent:
             self._report(
                 f"the answer sent at once to a {request.kind} begin differed from the runtime's "
                 "decision for it (its settings changed): later begins get the new one"
             )
-        if ok and isinstance(request, BeginRequest) and self._decisions_repeat():
+        if cacheable:
             front.cache_put(event.line, data)
 
     def _decisions_repeat(self) -> bool:
