@@ -82,12 +82,18 @@ def write_rank_file(
 ) -> RankEntry:
     """This rank's file into the staging directory; its manifest entry.
 
-    The data stream from the protected buffers to the file (its digest computed as they
-    pass) while a thread takes the variables' digests from memory (the writer releases the
-    GIL in every ``pwrite`` and ``fsync``). Without a codec the file holds exactly the bytes
-    hashed, so the two digests must agree: if not, memory changed while the checkpoint was
-    written, and it fails here rather than being committed with data no digest matches (with
-    a codec the change is caught at recovery, each variable checked as it is decompressed).
+    The data stream from the protected buffers to the file; each block is hashed as it is
+    served to the writer (:class:`~greenckpt.io.ConcatSource` with the checksum), which gives
+    every variable's digest and the stream's in the one pass over memory the write makes.
+    Without a codec the file holds exactly the stream, so its digest is the stream's; with a
+    codec the writer also hashes the stored frames (the file's digest), and each variable is
+    checked at recovery as it is decompressed.
+
+    With the ``memory_check`` setting, a thread also takes the variables' digests from memory
+    while the file is written (a second pass), and the two must agree: memory that changed
+    during the checkpoint (another thread, a bit flip) then fails it rather than
+    be committed as a torn snapshot. Off by default: it doubles the hashing, and a checkpoint
+    is a collective call during which the application does not touch its data.
     """
     stage = store.staging(ckpt_id)
     name = f"rank-{job.rank:06d}.data"
@@ -95,31 +101,41 @@ def write_rank_file(
     slots = job.protected.slots(for_write=True)
     total = sum(len(s.view) for s in slots)
     codec = parse_codec(job.level(level).codec)
+    checksum = job.config.checksum
+    source = ConcatSource([s.view for s in slots], checksum=checksum)
     os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644))
     with ThreadPoolExecutor(1, thread_name_prefix="greenckpt-digest") as pool:
-        hashing = pool.submit(job.protected.variables, slots, job.config.checksum)
+        again = (
+            pool.submit(job.protected.variables, slots, checksum)
+            if job.config.memory_check
+            else None
+        )
         (report,) = run_chunks(
             "write",
-            [[Chunk(str(path), 0, total, ConcatSource([s.view for s in slots]))]],
+            [[Chunk(str(path), 0, total, source)]],
             codec=codec,
-            digest=job.config.checksum,
+            digest=checksum if codec is not None else None,
         )
-        variables, stream = hashing.result()
-    assert report.digests is not None
-    if codec is None and stream != report.digests[0]:
-        raise CheckpointError(
-            "the protected data changed while the checkpoint was being written (memory "
-            "no longer matches the bytes stored); is another thread modifying them?"
-        )
+        digests, stream = source.digests()
+        if again is not None and [v.digest for v in again.result()[0]] != digests:
+            raise CheckpointError(
+                "the protected data changed while the checkpoint was being written (memory "
+                "no longer matches the bytes stored); is another thread modifying them?"
+            )
     return RankEntry(
         rank=job.rank,
         node=job.node,
         file=name,
         logical_bytes=total,
         stored_bytes=report.stored_bytes,
-        digest=report.digests[0],
-        variables=variables,
+        digest=stream if codec is None else _stored_digest(report.digests),
+        variables=job.protected.describe(slots, digests),
     )
+
+
+def _stored_digest(digests: tuple[str, ...] | None) -> str:
+    assert digests is not None  # the writer was asked for the stored bytes' digest
+    return digests[0]
 
 
 def write_data(c: Commit) -> None:

@@ -167,8 +167,7 @@ class Protected:
         caught then (each block of a later variable is hashed twice while it is in cache, so
         the second digest costs little next to reading the memory once).
         """
-        out = []
-        offset = 0
+        digests = []
         stream = new_hasher(checksum)
         for i, s in enumerate(slots):
             n = len(s.view)
@@ -180,9 +179,19 @@ class Protected:
                 var.update(block)
                 if var is not stream:
                     stream.update(block)
-            out.append(Variable(s.name, s.kind, s.dtype, s.shape, offset, n, var.hexdigest()))
+            digests.append(var.hexdigest())
+        return self.describe(slots, digests), stream.hexdigest()
+
+    @staticmethod
+    def describe(slots: list[Slot], digests: list[str]) -> tuple[Variable, ...]:
+        """Manifest entries of ``slots`` with their ``digests`` (offsets in stream order)."""
+        out = []
+        offset = 0
+        for s, digest in zip(slots, digests, strict=True):
+            n = len(s.view)
+            out.append(Variable(s.name, s.kind, s.dtype, s.shape, offset, n, digest))
             offset += n
-        return tuple(out), stream.hexdigest()
+        return tuple(out)
 
     def read_slots(self, variables: tuple[Variable, ...]) -> tuple[list[memoryview], bytearray]:
         """Where a restart puts each recorded variable: the protected buffers, then a fresh

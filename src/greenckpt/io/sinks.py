@@ -110,10 +110,24 @@ class _Parts:
 
 class ConcatSource(_Parts):
     """Several buffers written as one stream. A block inside one buffer is served as a view
-    (no copy); only a block straddling two buffers is assembled (one block, not the data)."""
+    (no copy); only a block straddling two buffers is assembled (one block, not the data).
 
-    def __init__(self, buffers: Sequence[object]) -> None:
+    With ``checksum``, each block is hashed as it is served — blocks must then be asked for
+    in order, each once, as the write loop does — giving each buffer's digest and the whole
+    stream's (:meth:`digests`) in the one pass over memory the write makes anyway. Hashing a
+    block just before it is written also puts it in the CPU's cache for the kernel's copy
+    into the page cache (measured here: 0.02 CPU-s/GB over a plain write, against 0.06 for
+    hashing after the write and 0.06 more for a second pass). The first buffer's digest is the
+    stream's prefix (one hasher for both), so its bytes — often nearly all of them — are hashed
+    once; later buffers' bytes twice, while in cache.
+    """
+
+    def __init__(self, buffers: Sequence[object], checksum: str | None = None) -> None:
         super().__init__([as_bytes_view(b) for b in buffers])
+        self._stream = None if checksum is None else new_hasher(checksum)
+        self._own = None if checksum is None else [new_hasher(checksum) for _ in self.views]
+        self._first: str | None = None
+        self._hashed = 0
 
     def __reduce__(self) -> tuple[object, ...]:
         """Refuse pickling: in-process only."""
@@ -125,7 +139,47 @@ class ConcatSource(_Parts):
             raise InvalidValueError(f"ConcatSource holds {self.length} bytes, chunk needs {length}")
 
     def block(self, pos: int, length: int) -> memoryview:
-        """The ``length`` bytes at ``pos``."""
+        """The ``length`` bytes at ``pos`` (hashed first, with a checksum)."""
+        view = self._block(pos, length)
+        if self._stream is not None:
+            self._hash(pos, view)
+        return view
+
+    def _hash(self, pos: int, block: memoryview) -> None:
+        """Feed the stream and each buffer its share of the block served at ``pos``."""
+        assert self._stream is not None and self._own is not None
+        if pos != self._hashed:
+            raise InvalidValueError(
+                f"ConcatSource was asked for the block at {pos} while expecting {self._hashed}"
+            )
+        done = 0
+        i = self.locate(pos)
+        while done < len(block):
+            while self.starts[i] + len(self.views[i]) <= pos + done:  # skip empty/finished
+                i += 1
+            off = pos + done - self.starts[i]
+            take = min(len(self.views[i]) - off, len(block) - done)
+            piece = block[done : done + take]
+            self._stream.update(piece)
+            if i > 0:
+                self._own[i].update(piece)
+            done += take
+            if i == 0 and off + take == len(self.views[0]):
+                self._first = self._stream.hexdigest()  # the first buffer ends here
+        self._hashed = pos + len(block)
+
+    def digests(self) -> tuple[list[str], str]:
+        """Each buffer's hex digest and the whole stream's, once every block was served."""
+        if self._stream is None or self._own is None:
+            raise InvalidValueError("this ConcatSource computes no digests: give it a checksum")
+        if self._hashed != self.length:
+            raise InvalidValueError(f"only {self._hashed} of {self.length} bytes were served")
+        own = [h.hexdigest() for h in self._own]
+        if self.views:
+            own[0] = self._first if self._first is not None else own[0]  # empty: nothing fed
+        return own, self._stream.hexdigest()
+
+    def _block(self, pos: int, length: int) -> memoryview:
         view = self.single(pos, length)
         if view is not None:
             return view

@@ -216,14 +216,16 @@ def _write_chunk(
         _check_fault(task, moved + pos)
         want = min(task.block_size, chunk.length - pos)
         view = source.block(pos, want)
-        done = 0
-        while done < want:
-            done += os.pwrite(fd, view[done:], chunk.offset + pos + done)
-        writeback.wrote(chunk.offset + pos, want)
+        # hashed before it is written: the kernel's copy then reads the block from the
+        # CPU's cache instead of memory (after the write, the hash would read it again)
         if task.checksum:
             crc = zlib.crc32(view, crc)
         if hasher is not None:
             hasher.update(view)
+        done = 0
+        while done < want:
+            done += os.pwrite(fd, view[done:], chunk.offset + pos + done)
+        writeback.wrote(chunk.offset + pos, want)
         pos += want
     return crc if task.checksum else None
 

@@ -190,6 +190,7 @@ class Config:
     mtbf: float | None = None
     on_unrecoverable: str = "raise"
     space_check: bool = True
+    memory_check: bool = False
     levels: tuple[LevelConfig, ...] = field(default_factory=_default_levels)
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 

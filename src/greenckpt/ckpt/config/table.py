@@ -61,6 +61,7 @@ TOP: Mapping[str, Convert] = MappingProxyType(
         "mtbf": to_mtbf,
         "on_unrecoverable": to_on_unrecoverable,
         "space_check": to_bool,
+        "memory_check": to_bool,
     }
 )
 
@@ -77,6 +78,7 @@ TOP_DEFAULTS: Mapping[str, object] = MappingProxyType(
         "mtbf": None,
         "on_unrecoverable": "raise",
         "space_check": True,
+        "memory_check": False,
     }
 )
 
