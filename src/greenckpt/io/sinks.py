@@ -12,7 +12,7 @@ arrays) as one logical stream, so one file and one chunk hold them all, compress
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Protocol, runtime_checkable
 
 from greenckpt.errors import InvalidTypeError, InvalidValueError
@@ -95,6 +95,19 @@ class _Parts:
     def locate(self, pos: int) -> int:
         return bisect.bisect_right(self.starts, pos) - 1
 
+    def shares(self, pos: int, block: memoryview) -> Iterator[tuple[int, int, memoryview]]:
+        """Split the block at stream position ``pos`` by buffer: (buffer index, offset in
+        that buffer, the piece), in order, empty buffers skipped."""
+        done = 0
+        i = self.locate(pos)
+        while done < len(block):
+            while self.starts[i] + len(self.views[i]) <= pos + done:  # skip empty/finished
+                i += 1
+            off = pos + done - self.starts[i]
+            take = min(len(self.views[i]) - off, len(block) - done)
+            yield i, off, block[done : done + take]
+            done += take
+
     def single(self, pos: int, length: int) -> memoryview | None:
         """The view of ``pos … pos+length`` when one part holds it all."""
         i = self.locate(pos)
@@ -152,19 +165,11 @@ class ConcatSource(_Parts):
             raise InvalidValueError(
                 f"ConcatSource was asked for the block at {pos} while expecting {self._hashed}"
             )
-        done = 0
-        i = self.locate(pos)
-        while done < len(block):
-            while self.starts[i] + len(self.views[i]) <= pos + done:  # skip empty/finished
-                i += 1
-            off = pos + done - self.starts[i]
-            take = min(len(self.views[i]) - off, len(block) - done)
-            piece = block[done : done + take]
+        for i, off, piece in self.shares(pos, block):
             self._stream.update(piece)
             if i > 0:
                 self._own[i].update(piece)
-            done += take
-            if i == 0 and off + take == len(self.views[0]):
+            elif off + len(piece) == len(self.views[0]):
                 self._first = self._stream.hexdigest()  # the first buffer ends here
         self._hashed = pos + len(block)
 
@@ -217,15 +222,8 @@ class ConcatSink(_Parts):
                 f"ConcatSink got the block at {pos} while expecting {self._hashed}"
             )
         src = memoryview(data)
-        done = 0
-        i = self.locate(pos)
-        while done < len(src):
-            while self.starts[i] + len(self.views[i]) <= pos + done:  # skip empty/finished
-                i += 1
-            off = pos + done - self.starts[i]
-            take = min(len(self.views[i]) - off, len(src) - done)
-            self._hashers[i].update(src[done : done + take])
-            done += take
+        for i, _, piece in self.shares(pos, src):
+            self._hashers[i].update(piece)
         self._hashed = pos + len(src)
 
     def digests(self) -> list[str]:
