@@ -3,6 +3,7 @@ stops at the first failure, undoing it, with later stages not run."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from greenckpt.ckpt.commit import (
 from greenckpt.ckpt.config import load_config
 from greenckpt.ckpt.job import Job
 from greenckpt.ckpt.manifest import RankEntry
-from greenckpt.ckpt.protect import Identity, Protected
+from greenckpt.ckpt.protect import Identity, Protected, Slot
 from greenckpt.ckpt.records import CheckpointError
 from greenckpt.ckpt.store import CheckpointStore
 from greenckpt.ckpt.topology import Topology
@@ -75,8 +76,10 @@ def _commit(tmp_path: Path) -> Commit:
     return Commit(job, 1, store, 1, 7, [(0,)], partial(_write, job, run_chunks))
 
 
-def _write(job: Job, run: Any, level: int, store: CheckpointStore, ckpt_id: int) -> RankEntry:
-    return write_rank_file(job, level, store, ckpt_id, run)
+def _write(
+    job: Job, run: Any, level: int, store: CheckpointStore, ckpt_id: int, slots: Sequence[Slot]
+) -> RankEntry:
+    return write_rank_file(job, level, store, ckpt_id, run, slots)
 
 
 def test_the_checkpoint_stages_commit_a_checkpoint(tmp_path: Path) -> None:

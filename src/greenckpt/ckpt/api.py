@@ -29,7 +29,7 @@ import operator
 import os
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, SupportsIndex
@@ -44,7 +44,7 @@ from greenckpt.ckpt.hooks import PhaseHook
 from greenckpt.ckpt.job import Job, tidy
 from greenckpt.ckpt.levels import BUILTIN_LEVELS, LevelSpec, level_spec
 from greenckpt.ckpt.manifest import RankEntry
-from greenckpt.ckpt.protect import Identity, Protected
+from greenckpt.ckpt.protect import Identity, Protected, Slot
 from greenckpt.ckpt.records import CheckpointError, CheckpointInfo, RecoveryError, RecoveryInfo
 from greenckpt.ckpt.recovery import candidates, restore_newest
 from greenckpt.ckpt.recovery import set_aside as set_stores_aside
@@ -349,11 +349,13 @@ class Checkpointer:
             self._committed(done.level, done.id)
             self.history.append(done)
 
-    def _write(self, level: int, store: CheckpointStore, ckpt_id: int) -> RankEntry:
-        """This rank's file into the staging directory; its manifest entry
+    def _write(
+        self, level: int, store: CheckpointStore, ckpt_id: int, slots: Sequence[Slot]
+    ) -> RankEntry:
+        """This rank's file of ``slots`` into the staging directory; its manifest entry
         (:func:`~greenckpt.ckpt.commit.write_rank_file` with this module's ``run_chunks``,
         looked up now: tests replace it here)."""
-        return write_rank_file(self._job, level, store, ckpt_id, run_chunks)
+        return write_rank_file(self._job, level, store, ckpt_id, run_chunks, slots)
 
     # ------------------------------------------------------------------ recover
 

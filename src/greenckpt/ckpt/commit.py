@@ -21,8 +21,11 @@ from greenckpt.ckpt.agree import agree_on, fail_if, one_line
 from greenckpt.ckpt.inject import maybe_fail
 from greenckpt.ckpt.job import Job, tidy
 from greenckpt.ckpt.manifest import Manifest, RankEntry, utc_now_iso
+from greenckpt.ckpt.protect import Slot
 from greenckpt.ckpt.records import CheckpointError
+from greenckpt.ckpt.redundancy.scheme import ReadsMemory
 from greenckpt.ckpt.store import CheckpointStore
+from greenckpt.ckpt.transfer import InMemory
 from greenckpt.ckpt.writer_cpu import on_writer_cpus
 from greenckpt.io import Chunk, ConcatSource, parse_codec
 
@@ -33,9 +36,9 @@ S = TypeVar("S")
 RunChunks = Callable[..., Any]
 """:func:`greenckpt.io.run_chunks`, passed in by the caller (tests replace it there)."""
 
-WriteRank = Callable[[int, CheckpointStore, int], RankEntry]
-"""Writes this rank's file of checkpoint (level, store, id): :func:`write_rank_file` bound to
-the job, as the caller holds it (tests replace it on a Checkpointer)."""
+WriteRank = Callable[[int, CheckpointStore, int, Sequence[Slot]], RankEntry]
+"""Writes this rank's file of checkpoint (level, store, id) from the protected data's slots:
+:func:`write_rank_file` bound to the job, as the caller holds it."""
 
 
 @dataclass
@@ -53,6 +56,9 @@ class Commit:
     """Checkpoints the keep-last-k cleanup after the commit must keep."""
     writer_cpus: tuple[int, ...] = ()
     """This node's writer cores under a per-core split (:mod:`greenckpt.ckpt.writer_cpu`)."""
+    slots: Sequence[Slot] = ()
+    """What this rank wrote (the protected data, the pickled state last): the redundancy
+    reads them rather than the file where the file holds exactly them (no codec)."""
     entries: tuple[RankEntry, ...] = ()
     created: str = ""
     redundancy: dict[str, Any] = field(default_factory=dict)
@@ -78,9 +84,15 @@ def run_stages(stages: Sequence[Callable[[S], None]], state: S, undo: Callable[[
 
 
 def write_rank_file(
-    job: Job, level: int, store: CheckpointStore, ckpt_id: int, run_chunks: RunChunks
+    job: Job,
+    level: int,
+    store: CheckpointStore,
+    ckpt_id: int,
+    run_chunks: RunChunks,
+    slots: Sequence[Slot],
 ) -> RankEntry:
-    """This rank's file into the staging directory; its manifest entry.
+    """This rank's file of ``slots`` (``job.protected.slots(for_write=True)``) into the
+    staging directory; its manifest entry.
 
     The data stream from the protected buffers to the file; each block is hashed as it is
     served to the writer (:class:`~greenckpt.io.ConcatSource` with the checksum), which gives
@@ -98,7 +110,6 @@ def write_rank_file(
     stage = store.staging(ckpt_id)
     name = f"rank-{job.rank:06d}.data"
     path = stage / name
-    slots = job.protected.slots(for_write=True)
     total = sum(len(s.view) for s in slots)
     codec = parse_codec(job.level(level).codec)
     checksum = job.config.checksum
@@ -106,7 +117,7 @@ def write_rank_file(
     os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644))
     with ThreadPoolExecutor(1, thread_name_prefix="greenckpt-digest") as pool:
         again = (
-            pool.submit(job.protected.variables, slots, checksum)
+            pool.submit(job.protected.variables, list(slots), checksum)
             if job.config.memory_check
             else None
         )
@@ -129,7 +140,7 @@ def write_rank_file(
         logical_bytes=total,
         stored_bytes=report.stored_bytes,
         digest=stream if codec is None else _stored_digest(report.digests),
-        variables=job.protected.describe(slots, digests),
+        variables=job.protected.describe(list(slots), digests),
     )
 
 
@@ -147,8 +158,9 @@ def write_data(c: Commit) -> None:
         for wave in c.waves:
             if job.rank in wave:
                 try:
+                    c.slots = job.protected.slots(for_write=True)
                     with on_writer_cpus(job.rank, c.writer_cpus):
-                        entry = c.write(c.level, c.store, c.ckpt_id)
+                        entry = c.write(c.level, c.store, c.ckpt_id, c.slots)
                 except Exception as exc:  # reported to every rank by the agreement
                     error = one_line(exc)
                 maybe_fail("checkpoint-write", rank=job.rank, iteration=c.iteration)
@@ -169,7 +181,13 @@ def write_data(c: Commit) -> None:
 def encode_redundancy(c: Commit) -> None:
     """The level's redundant files next to the data (partner copies, parity; collective)."""
     stage = c.store.staging_path(c.ckpt_id)
-    c.redundancy, problem = c.job.redundancy_of(c.level).encode(stage, c.entries)
+    redundancy = c.job.redundancy_of(c.level)
+    stored_as_is = bool(c.slots) and parse_codec(c.job.level(c.level).codec) is None
+    if stored_as_is and isinstance(redundancy, ReadsMemory) and redundancy.reads_memory:
+        memory = InMemory([s.view for s in c.slots])
+        c.redundancy, problem = redundancy.encode(stage, c.entries, memory)
+    else:
+        c.redundancy, problem = redundancy.encode(stage, c.entries)
     if problem is not None:
         raise c.failed(f": {problem}")
 

@@ -5,6 +5,14 @@ itself, and the library promises at most a few tens of MiB of memory beyond the 
 whatever their size. Files are therefore read with ``pread`` and exchanged one segment at a time
 (:data:`SEGMENT` bytes), and received data are written and hashed as they arrive.
 
+Why a file may be sent from memory (:class:`InMemory`): right after level 1 wrote a rank's
+file without a codec, that file is byte for byte the protected buffers laid end to end, still
+in memory. Sending those buffers (a segment inside one buffer goes to MPI as a view of it, no
+copy) spares the read of the file just written — a copy out of the page cache, or a device
+read where the pages were already dropped. The copy's receiver still checks it against the
+digest the owner's write took, so memory that changed in between fails the checkpoint rather
+than store a copy that differs from the file.
+
 Why every rank takes part in every exchange, even with nothing to send: the exchanges are
 blocking collectives or paired send/receives. A rank that skipped one after a local error (a
 missing file, a full disk) would leave its peers waiting forever. So local errors are recorded
@@ -14,11 +22,14 @@ value and reports it collectively.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import ctypes
 import errno
+import itertools
 import mmap
 import os
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +43,7 @@ from greenckpt.io.writeback import Writeback
 __all__ = [
     "PEER",
     "SEGMENT",
+    "InMemory",
     "Received",
     "SegmentWriter",
     "aligned_buffer",
@@ -257,6 +269,45 @@ class Received:
     send_error: str | None = None
 
 
+class InMemory:
+    """A rank's file as it sits in memory: the buffers whose concatenation the file stores
+    (level 1's file without a codec is exactly that), to send instead of reading the file."""
+
+    def __init__(self, buffers: Sequence[memoryview]) -> None:
+        self._views = [memoryview(b).cast("B") for b in buffers]
+        self._starts = list(itertools.accumulate((len(v) for v in self._views), initial=0))
+        self.size = self._starts[-1]
+
+    def segment(self, offset: int, length: int, scratch: bytearray) -> memoryview:
+        """The ``length`` bytes at ``offset`` (fewer at the end): a view of the buffer that
+        holds them all, else copied into ``scratch`` (a segment across buffers)."""
+        length = max(min(length, self.size - offset), 0)
+        if not length:
+            return memoryview(scratch)[:0]
+        i = bisect.bisect_right(self._starts, offset) - 1
+        at = offset - self._starts[i]
+        if at + length <= len(self._views[i]):
+            return self._views[i][at : at + length]
+        out, done = memoryview(scratch), 0
+        while done < length:
+            view = self._views[i]
+            n = min(len(view) - at, length - done)
+            out[done : done + n] = view[at : at + n]
+            done, i, at = done + n, i + 1, 0
+        return out[:length]
+
+
+class _FileOut:
+    """A file to send, read segment by segment into the caller's buffer."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        self.fd, self.size = fd, size
+
+    def segment(self, offset: int, length: int, scratch: bytearray) -> memoryview:
+        n = read_into(self.fd, offset, scratch, max(min(length, self.size - offset), 0))
+        return memoryview(scratch)[:n]
+
+
 def _open_send(send: Path) -> tuple[int, int, str | None]:
     """The file to send opened for reading: (descriptor, size, None), or (-1, -1, why not)."""
     fd = -1
@@ -303,7 +354,7 @@ def _received(
 
 def shift_file(
     comm: Comm,
-    send: Path | None,
+    send: Path | InMemory | None,
     dest: int,
     recv: Path | None,
     source: int,
@@ -316,13 +367,19 @@ def shift_file(
 
     Collective over ``comm``: every rank calls it, with ``dest``/``source`` forming a
     permutation (rank r sends to dest(r) and dest(r) receives from r). ``send=None`` sends
-    nothing; ``recv=None`` discards what arrives. All ranks run the same number of rounds (the
+    nothing, an :class:`InMemory` sends the file from the buffers it stores; ``recv=None``
+    discards what arrives. All ranks run the same number of rounds (the
     largest file decides), so nobody waits on a peer that finished early. ``cached=False``:
     the received file is written past the page cache (:class:`SegmentWriter`).
     """
     # send_error: this rank cannot read what it sends (its peer sees it); recv_error: this
     # rank cannot store what it receives
-    fd, size, send_error = (-1, -1, None) if send is None else _open_send(send)
+    fd, send_error = -1, None
+    source_of: _FileOut | InMemory | None = send if isinstance(send, InMemory) else None
+    if isinstance(send, Path):
+        fd, size, send_error = _open_send(send)
+        source_of = _FileOut(fd, size) if send_error is None else None
+    size = -1 if source_of is None else source_of.size
     recv_error: str | None = None
     sizes = comm.allgather(size)
     expected = sizes[source]
@@ -333,22 +390,20 @@ def shift_file(
             writer = SegmentWriter(recv, checksum, cached=cached)
         except OSError as exc:
             recv_error = f"cannot create {recv}: {one_line(exc)}"
-    outgoing = bytearray(segment)  # reused every round
+    # reused every round (from memory, only for a segment across buffers)
+    outgoing = bytearray(segment)
     spare = bytearray(segment if writer is None else 0)  # what nobody stores lands here
     try:
         for i in range(rounds):
-            n = 0
-            if fd >= 0 and send_error is None:  # a receive problem never stops the sending
-                try:
-                    n = read_into(
-                        fd, i * segment, outgoing, min(segment, max(size - i * segment, 0))
-                    )
+            chunk = memoryview(outgoing)[:0]
+            if source_of is not None and send_error is None:  # a receive problem never stops
+                try:  # the sending
+                    chunk = source_of.segment(i * segment, segment, outgoing)
                 except OSError as exc:
                     send_error = f"cannot read {send}: {one_line(exc)}"
-                    n = 0
             # received straight into the buffer the writer stores it from (no copy)
             incoming = writer.buffer(segment) if writer is not None else spare
-            got = comm.sendrecv_into(memoryview(outgoing)[:n], dest, incoming, source)
+            got = comm.sendrecv_into(chunk, dest, incoming, source)
             if writer is not None and got and recv_error is None:
                 try:
                     writer.write_at(i * segment, memoryview(incoming)[:got])

@@ -46,7 +46,7 @@ from greenckpt.ckpt.redundancy.groups import (
 from greenckpt.ckpt.redundancy.partner import copy_name, inverse, partner_holders
 from greenckpt.ckpt.redundancy.scheme import Rebuilt, Redundancy
 from greenckpt.ckpt.topology import Topology
-from greenckpt.ckpt.transfer import shift_file
+from greenckpt.ckpt.transfer import InMemory, shift_file
 from greenckpt.io.checksum import file_digest
 
 if TYPE_CHECKING:
@@ -156,13 +156,17 @@ class PartnerLevel:
         return cls(comm, topology, checksum)
 
     rebuilds = True
+    reads_memory = True
 
     def encode(
-        self, stage: Path, entries: Sequence[RankEntry]
+        self, stage: Path, entries: Sequence[RankEntry], memory: InMemory | None = None
     ) -> tuple[dict[str, Any], str | None]:
-        """Every rank's file copied to its partner (collective): the manifest's
-        ``redundancy`` object, or the first rank's error."""
-        bad = agree_on(self.comm, lambda: self.protect(stage, entries), causes_first=True).failure
+        """Every rank's file copied to its partner (collective), sent from ``memory`` when
+        given (no read of the file just written): the manifest's ``redundancy`` object, or
+        the first rank's error."""
+        bad = agree_on(
+            self.comm, lambda: self.protect(stage, entries, memory), causes_first=True
+        ).failure
         return ({}, str(bad)) if bad is not None else (self.redundancy(), None)
 
     def extra_bytes(self, sizes: Sequence[int]) -> list[int]:
@@ -177,14 +181,17 @@ class PartnerLevel:
         """The manifest's ``redundancy`` object: who holds whose copy."""
         return {"scheme": "partner", "holders": list(self.holders)}
 
-    def protect(self, stage: Path, entries: Sequence[RankEntry]) -> None:
-        """Send this rank's file to its partner and store the copy it receives (collective);
-        :class:`LocalFailure` with this rank's error if it cannot."""
+    def protect(
+        self, stage: Path, entries: Sequence[RankEntry], memory: InMemory | None = None
+    ) -> None:
+        """Send this rank's file (or ``memory``, the same bytes) to its partner and store the
+        copy it receives (collective); :class:`LocalFailure` with this rank's error if it
+        cannot."""
         me = self.comm.rank
         owner = entries[self.owners[me]]
         got = shift_file(
             self.comm,
-            stage / entries[me].file,
+            memory if memory is not None else stage / entries[me].file,
             self.holders[me],
             stage / copy_name(owner.file),
             owner.rank,
@@ -195,7 +202,8 @@ class PartnerLevel:
             raise LocalFailure(f"partner copy of rank {owner.rank}: {got.error}")
         if got.digest != owner.digest:
             raise LocalFailure(
-                f"partner copy of rank {owner.rank} arrived corrupt (digest mismatch)"
+                f"partner copy of rank {owner.rank} arrived corrupt (digest mismatch: "
+                "damaged on the way, or the rank's data changed while it checkpointed)"
             )
 
     def _check(self, manifest: Manifest) -> str | None:

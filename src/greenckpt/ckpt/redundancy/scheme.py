@@ -11,15 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 if TYPE_CHECKING:
     from greenckpt.ckpt.comm import Comm
     from greenckpt.ckpt.config.result import LevelConfig
     from greenckpt.ckpt.manifest.document import Manifest, RankEntry
     from greenckpt.ckpt.topology import Topology
+    from greenckpt.ckpt.transfer import InMemory
 
-__all__ = ["Rebuilt", "Redundancy", "SchemeFactory"]
+__all__ = ["ReadsMemory", "Rebuilt", "Redundancy", "SchemeFactory"]
 
 Rebuilt = list[tuple[Path, Path]]
 """(temporary file, final file) pairs this rank wrote during a rebuild."""
@@ -57,6 +58,22 @@ class Redundancy(Protocol):
         :func:`~greenckpt.ckpt.redundancy.builtin.rebuild_name` in ``target`` (collective): this
         rank's temporary files and '' on success, or the first error (the same on every
         rank)."""
+        ...
+
+
+@runtime_checkable
+class ReadsMemory(Redundancy, Protocol):
+    """A redundancy that can take a rank's file from memory: right after level 1 wrote it
+    without a codec, the file is the protected buffers end to end, and reading them spares a
+    read of the file just written. A scheme says so with ``reads_memory`` (a user's scheme
+    without it keeps the two-argument ``encode``)."""
+
+    reads_memory: bool
+
+    def encode(
+        self, stage: Path, entries: Sequence[RankEntry], memory: InMemory | None = None
+    ) -> tuple[dict[str, Any], str | None]:
+        """As :meth:`Redundancy.encode`; ``memory``: this rank's file as it sits in memory."""
         ...
 
 

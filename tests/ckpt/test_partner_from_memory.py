@@ -1,0 +1,131 @@
+"""Level 2 sends a rank's file from memory (``InMemory``) instead of reading it back.
+
+Why: right after level 1 wrote a rank's file without a codec, the file is the protected
+buffers end to end; reading it again for the partner copy is a second pass over the bytes
+(issue 32: redundancy at its floor). With a codec the file holds other bytes, so it is read.
+Ranks are threads of this process, each its own emulated node (``greenckpt.testing.comm``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from greenckpt.ckpt import Checkpointer, transfer
+from greenckpt.ckpt.comm import Comm
+from greenckpt.ckpt.manifest import read_manifest
+from greenckpt.ckpt.redundancy.partner import copy_name
+from greenckpt.ckpt.transfer import InMemory
+from greenckpt.testing.comm import run_ranks
+
+
+def _buffers(sizes: list[int], seed: int = 1) -> list[memoryview]:
+    rng = np.random.default_rng(seed)
+    return [memoryview(rng.integers(0, 256, n, dtype=np.uint8).tobytes()) for n in sizes]
+
+
+@pytest.mark.parametrize("segment", [1, 7, 64, 100, 1000])
+def test_segments_are_the_buffers_end_to_end(segment: int) -> None:
+    views = _buffers([0, 100, 1, 0, 250, 33])
+    whole = b"".join(bytes(v) for v in views)
+    source = InMemory(views)
+    assert source.size == len(whole)
+    scratch = bytearray(segment)
+    got = b"".join(
+        bytes(source.segment(off, segment, scratch)) for off in range(0, len(whole), segment)
+    )
+    assert got == whole
+    assert len(source.segment(len(whole), segment, scratch)) == 0
+    assert bytes(source.segment(len(whole) - 3, segment, scratch)) == whole[-3:][:segment]
+
+
+def test_a_segment_inside_one_buffer_is_a_view_of_it_not_a_copy() -> None:
+    data = np.arange(1000, dtype=np.uint8)
+    source = InMemory([memoryview(b"ab"), memoryview(data)])
+    piece = source.segment(10, 100, bytearray(100))
+    data[8] = 99  # byte 10 of the stream is byte 8 of the array
+    assert piece[0] == 99
+    across = source.segment(0, 4, bytearray(4))
+    data[0] = 77
+    assert bytes(across) == b"ab" + bytes([0, 1])  # copied: the change is not seen
+
+
+def _checkpoint(tmp_path: Path, codec: str, opened: list[str]) -> list[Any]:
+    real = transfer._open_send
+
+    def watched(path: Path) -> tuple[int, int, str | None]:
+        opened.append(path.name)
+        return real(path)
+
+    transfer._open_send = watched  # type: ignore[assignment]
+    try:
+
+        def work(comm: Comm) -> Any:
+            dirs = {}
+            for name in ("local", "global"):
+                (tmp_path / name).mkdir(exist_ok=True)
+                dirs[f"{name}_dir"] = str(tmp_path / name)
+            ck = Checkpointer(
+                env={}, comm=comm, ranks_per_node=1, l2={"enabled": True, "codec": codec}, **dirs
+            )
+            u = np.random.default_rng(comm.rank).random(300_000)
+            ck.protect("u", u)
+            ck.state["rank"] = comm.rank
+            ck.checkpoint(2, iteration=1)
+            ck.finalize()
+            return u.copy()
+
+        return run_ranks(2, work)
+    finally:
+        transfer._open_send = real  # type: ignore[assignment]
+
+
+def _files(tmp_path: Path) -> dict[str, bytes]:
+    manifests = list((tmp_path / "local").rglob("manifest.json"))
+    assert len(manifests) == 2  # one per emulated node
+    return {p.name: p.read_bytes() for m in manifests for p in m.parent.iterdir()}
+
+
+def test_the_partner_copy_is_sent_from_memory_and_equals_the_file(tmp_path: Path) -> None:
+    opened: list[str] = []
+    _checkpoint(tmp_path, "none", opened)
+    assert opened == []  # no rank file was read back for the copy
+    files = _files(tmp_path)
+    for rank in (0, 1):
+        name = f"rank-{rank:06d}.data"
+        assert files[copy_name(name)] == files[name]
+    manifest = read_manifest(next((tmp_path / "local").rglob("manifest.json")))
+    assert manifest.redundancy["scheme"] == "partner"
+
+
+def test_with_a_codec_the_stored_file_is_read_for_the_copy(tmp_path: Path) -> None:
+    opened: list[str] = []
+    _checkpoint(tmp_path, "zstd", opened)
+    assert sorted(opened) == ["rank-000000.data", "rank-000001.data"]
+    files = _files(tmp_path)
+    for rank in (0, 1):
+        name = f"rank-{rank:06d}.data"
+        assert files[copy_name(name)] == files[name]
+
+
+def test_data_that_change_before_the_copy_fail_the_checkpoint_not_the_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The copy is checked against the digest the write took: memory that changed between
+    the write and the copy is caught, and nothing is committed."""
+    from greenckpt.ckpt import commit  # noqa: PLC0415
+
+    real = commit.InMemory
+
+    def changed(views: list[memoryview]) -> InMemory:
+        bad = [bytearray(v) for v in views]
+        bad[0][0] ^= 0xFF
+        return real([memoryview(b) for b in bad])
+
+    monkeypatch.setattr(commit, "InMemory", changed)
+    with pytest.raises(Exception, match="arrived corrupt"):
+        _checkpoint(tmp_path, "none", [])
+    assert not list((tmp_path / "local").rglob("manifest.json"))
