@@ -288,13 +288,20 @@ class InMemory:
         at = offset - self._starts[i]
         if at + length <= len(self._views[i]):
             return self._views[i][at : at + length]
-        out, done = memoryview(scratch), 0
+        return memoryview(scratch)[: self.read_into(offset, scratch, length)]
+
+    def read_into(self, offset: int, out: bytearray | memoryview, length: int) -> int:
+        """Copy up to ``length`` bytes at ``offset`` into the start of ``out`` (fewer only at
+        the end): how many, as :func:`read_into` reads a file."""
+        length = max(min(length, self.size - offset), 0)
+        i = bisect.bisect_right(self._starts, offset) - 1
+        at, target, done = offset - self._starts[i] if length else 0, memoryview(out), 0
         while done < length:
             view = self._views[i]
             n = min(len(view) - at, length - done)
-            out[done : done + n] = view[at : at + n]
+            target[done : done + n] = view[at : at + n]
             done, i, at = done + n, i + 1, 0
-        return out[:length]
+        return done
 
 
 class _FileOut:

@@ -322,13 +322,15 @@ class ErasureLevel:
         return cls(comm, topology, group_size, parity, checksum)
 
     rebuilds = True
+    reads_memory = True
 
     def encode(
-        self, stage: Path, entries: Sequence[RankEntry]
+        self, stage: Path, entries: Sequence[RankEntry], memory: InMemory | None = None
     ) -> tuple[dict[str, Any], str | None]:
-        """Every group's parity, each rank writing its parity file (collective): the
-        manifest's ``redundancy`` object, or the first rank's error."""
-        infos = agree_on(self.comm, lambda: self.protect(stage, entries), causes_first=True)
+        """Every group's parity, each rank writing its parity file (collective), its data
+        read from ``memory`` when given (no read of the file just written): the manifest's
+        ``redundancy`` object, or the first rank's error."""
+        infos = agree_on(self.comm, lambda: self.protect(stage, entries, memory), causes_first=True)
         if infos.failure is not None:
             return {}, str(infos.failure)
         return self.redundancy([info or {} for info in infos.values]), None
@@ -360,17 +362,19 @@ class ErasureLevel:
             "files": list(parity),
         }
 
-    def protect(self, stage: Path, entries: Sequence[RankEntry]) -> dict[str, Any]:
-        """Compute this group's parity and write this rank's parity file (collective).
-        Returns its description for the manifest (:class:`LocalFailure` with this rank's
-        error if it cannot)."""
+    def protect(
+        self, stage: Path, entries: Sequence[RankEntry], memory: InMemory | None = None
+    ) -> dict[str, Any]:
+        """Compute this group's parity from this rank's file (or ``memory``, the same
+        bytes) and write this rank's parity file (collective). Returns its description for
+        the manifest (:class:`LocalFailure` with this rank's error if it cannot)."""
         mine = entries[self.comm.rank]
         path = stage / parity_name(mine.file)
         nbytes, digest, error = encode_parity(
             self.gcomm,
             self.layout,
             self._lengths(entries),
-            stage / mine.file,
+            memory if memory is not None else stage / mine.file,
             path,
             self.checksum,
             scheme=self.scheme,

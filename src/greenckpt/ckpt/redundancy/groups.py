@@ -46,7 +46,7 @@ from greenckpt.ckpt.redundancy.erasure import (
     Stripe,
 )
 from greenckpt.ckpt.topology import Topology
-from greenckpt.ckpt.transfer import DIRECT_ALIGN, SEGMENT, SegmentWriter, read_into
+from greenckpt.ckpt.transfer import DIRECT_ALIGN, SEGMENT, InMemory, SegmentWriter, read_into
 from greenckpt.errors import GreenckptError
 from greenckpt.io.checksum import file_digest
 
@@ -212,7 +212,7 @@ def encode_parity(
     comm: Comm,
     layout: GroupLayout,
     lengths: Sequence[int],
-    data: Path | None,
+    data: Path | InMemory | None,
     parity: Path | None,
     checksum: str,
     *,
@@ -222,9 +222,10 @@ def encode_parity(
     """Compute and write parity pieces (collective over the group's ``comm``).
 
     ``lengths`` are every member's stored file length; ``data`` is this member's file (None if
-    it has none, which is an error for its peers); ``parity`` is where this member's parity
-    pieces go when it is in ``roots`` (default: every member). Returns (parity bytes written,
-    their digest, this member's error or None).
+    it has none, which is an error for its peers), or the same bytes as they sit in memory
+    (:class:`~greenckpt.ckpt.transfer.InMemory`: no read of the file just written);
+    ``parity`` is where this member's parity pieces go when it is in ``roots`` (default: every
+    member). Returns (parity bytes written, their digest, this member's error or None).
     """
     me = comm.rank
     size = layout.piece_size(max(lengths))
@@ -233,7 +234,8 @@ def encode_parity(
     targets = set(range(layout.members) if roots is None else roots)
     # read_error: this member cannot send its data (peers see it); error: it cannot compute
     # or store its parity
-    fd, read_error = (-1, None) if data is None else _open_read(data)
+    memory = data if isinstance(data, InMemory) else None
+    fd, read_error = (-1, None) if not isinstance(data, Path) else _open_read(data)
     writer, error = (None, None)
     if me in targets and parity is not None:  # parity is read back only if a member is lost
         writer, error = _create_writer(parity, checksum, cached=False)
@@ -248,11 +250,15 @@ def encode_parity(
                 counts = [-1] * layout.members  # -1: no piece (not a data member, or an error)
                 packed = 0
                 for root, s in sorted(stripes.items()):
-                    if me not in layout.stripe(s).data or fd < 0 or read_error is not None:
+                    readable = fd >= 0 or memory is not None
+                    if me not in layout.stripe(s).data or not readable or read_error is not None:
                         continue
                     at, n = _piece_segment(layout, lengths, me, s, size, off, segment)
+                    into = memoryview(send)[packed:]
                     try:
-                        counts[root] = read_into(fd, at, memoryview(send)[packed:], n)
+                        counts[root] = (
+                            memory.read_into(at, into, n) if memory else read_into(fd, at, into, n)
+                        )
                     except OSError as exc:
                         read_error = f"cannot read {data}: {one_line(exc)}"
                         continue

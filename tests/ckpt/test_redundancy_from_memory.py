@@ -1,8 +1,9 @@
-"""Level 2 sends a rank's file from memory (``InMemory``) instead of reading it back.
+"""Levels 2 and 3 take a rank's file from memory (``InMemory``) instead of reading it back.
 
 Why: right after level 1 wrote a rank's file without a codec, the file is the protected
-buffers end to end; reading it again for the partner copy is a second pass over the bytes
-(issue 32: redundancy at its floor). With a codec the file holds other bytes, so it is read.
+buffers end to end; reading it again for the partner copy or the parity is a second pass over
+the bytes (issue 32: redundancy at its floor). With a codec the file holds other bytes, so it
+is read.
 Ranks are threads of this process, each its own emulated node (``greenckpt.testing.comm``).
 """
 
@@ -17,6 +18,7 @@ import pytest
 from greenckpt.ckpt import Checkpointer, transfer
 from greenckpt.ckpt.comm import Comm
 from greenckpt.ckpt.manifest import read_manifest
+from greenckpt.ckpt.redundancy import builtin, groups
 from greenckpt.ckpt.redundancy.partner import copy_name
 from greenckpt.ckpt.transfer import InMemory
 from greenckpt.testing.comm import run_ranks
@@ -129,3 +131,66 @@ def test_data_that_change_before_the_copy_fail_the_checkpoint_not_the_copy(
     with pytest.raises(Exception, match="arrived corrupt"):
         _checkpoint(tmp_path, "none", [])
     assert not list((tmp_path / "local").rglob("manifest.json"))
+
+
+def _erasure(tmp_path: Path, codec: str, parity: int, opened: list[str]) -> None:
+    real = groups._open_read
+
+    def watched(path: Path) -> tuple[int, str | None]:
+        opened.append(path.name)
+        return real(path)
+
+    groups._open_read = watched  # type: ignore[assignment]
+    try:
+
+        def work(comm: Comm) -> None:
+            ck = Checkpointer(
+                env={},
+                comm=comm,
+                ranks_per_node=1,
+                local_dir=str(tmp_path),
+                l3={"enabled": True, "codec": codec, "group_size": 4, "parity": parity},
+            )
+            u = np.random.default_rng(comm.rank).random(100_000 + 777 * comm.rank)
+            ck.protect("u", u)
+            ck.checkpoint(3, iteration=1)
+            ck.finalize()
+
+        run_ranks(4, work)
+    finally:
+        groups._open_read = real  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize("parity", [1, 2])
+def test_parity_from_memory_is_the_parity_of_the_files(tmp_path: Path, parity: int) -> None:
+    """Byte for byte the parity level 3 computes from the stored files (its opt-in turned
+    off for the comparison); the ranks' sizes differ, so pieces end in different buffers.
+    (That rebuilds from it succeed is the level contract's test, which now runs on it.)"""
+    opened: list[str] = []
+    (tmp_path / "mem").mkdir()
+    _erasure(tmp_path / "mem", "none", parity, opened)
+    assert opened == []  # no rank file was read back for the parity
+
+    real = builtin.ErasureLevel.reads_memory
+    builtin.ErasureLevel.reads_memory = False  # the files' own parity, for comparison
+    try:
+        (tmp_path / "file").mkdir()
+        _erasure(tmp_path / "file", "none", parity, opened)
+    finally:
+        builtin.ErasureLevel.reads_memory = real
+    assert sorted(opened) == [f"rank-{r:06d}.data" for r in range(4)]
+
+    def stored(base: Path) -> dict[str, bytes]:
+        return {p.name: p.read_bytes() for p in base.rglob("*") if p.is_file()}
+
+    mem, files = stored(tmp_path / "mem"), stored(tmp_path / "file")
+    parity_files = [n for n in mem if n.startswith("parity-")]
+    assert len(parity_files) == 4
+    for name in parity_files:
+        assert mem[name] == files[name]
+
+
+def test_with_a_codec_the_parity_reads_the_stored_files(tmp_path: Path) -> None:
+    opened: list[str] = []
+    _erasure(tmp_path, "zstd", 1, opened)
+    assert sorted(opened) == [f"rank-{r:06d}.data" for r in range(4)]
