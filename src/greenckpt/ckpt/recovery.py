@@ -83,14 +83,19 @@ def restore_newest(
     under a per-core split (:mod:`greenckpt.ckpt.writer_cpu`)."""
     skipped: list[str] = []
     for ckpt_id, number in found.tried:
-        manifest, why = shared_manifest(job, number, ckpt_id, found.everyone)
-        if manifest is None:
-            skipped.append(f"checkpoint {ckpt_id} (level {number}): {why}")
-            continue
-        restored = _restore_one(job, number, ckpt_id, manifest, waves, writer_cpus)
+        restored: tuple[int, ...] | str
+        if job.redundancy_of(number).rebuilds:
+            manifest, why = shared_manifest(job, number, ckpt_id, found.everyone)
+            if manifest is None:
+                skipped.append(f"checkpoint {ckpt_id} (level {number}): {why}")
+                continue
+            restored = _restore_one(job, number, ckpt_id, manifest, waves, writer_cpus)
+        else:
+            manifest, restored = _restore_own(job, number, ckpt_id, waves, writer_cpus)
         if isinstance(restored, str):
             skipped.append(f"checkpoint {ckpt_id} (level {number}): {restored}")
             continue
+        assert manifest is not None  # restored: every rank read its manifest
         if not manifest.verified:
             warnings.warn(
                 f"greenckpt: checkpoint {ckpt_id} (level {number}) was restored from a "
@@ -112,6 +117,40 @@ def restore_newest(
     skipped += [f"checkpoint {ckpt_id}: not held by every node" for ckpt_id in found.orphans]
     detail = "; ".join(skipped) if skipped else "no checkpoint exists"
     raise RecoveryError(f"no checkpoint could be restored: {detail}")
+
+
+def _restore_own(
+    job: Job,
+    number: int,
+    ckpt_id: int,
+    waves: list[tuple[int, ...]],
+    writer_cpus: tuple[int, ...] = (),
+) -> tuple[Manifest | None, tuple[int, ...] | str]:
+    """Read a checkpoint of a level without redundancy, each rank by its own directory's
+    manifest: (this rank's manifest, ``()``) when every rank read and verified its data and
+    every node's manifest is the same checkpoint's, else (None or it, why not) (collective).
+
+    Why the manifests are compared in the read's agreement, not in one of their own before it
+    (as :func:`shared_manifest` does): that saves one collective per restart — on a node with
+    more ranks than cores, a few milliseconds of a restart of tens — and nodes holding different
+    manifests (leftovers of another run) are rare: their data are then read for nothing and the
+    next candidate is tried, exactly as before."""
+    manifest, why = _read_manifest(job, number, ckpt_id)
+    maybe_fail(
+        "restart-read", rank=job.rank, iteration=None if manifest is None else manifest.iteration
+    )
+
+    def read() -> tuple[str, int | None]:
+        fail_if(read_in_waves(job, number, ckpt_id, manifest, waves, writer_cpus, why))
+        assert manifest is not None  # read, or its problem failed the read above
+        return manifest.created, manifest.iteration
+
+    seen = agree_on(job.comm, read)
+    if seen.failure is not None:
+        return manifest, str(seen.failure)
+    if len(set(seen.values)) > 1:  # e.g. node-local leftovers of another run
+        return manifest, "the nodes hold different manifests for it (written by different runs)"
+    return manifest, ()
 
 
 def _restore_one(
@@ -148,17 +187,22 @@ def read_in_waves(
     job: Job,
     level: int,
     ckpt_id: int,
-    manifest: Manifest,
+    manifest: Manifest | None,
     waves: list[tuple[int, ...]],
     writer_cpus: tuple[int, ...] = (),
+    unreadable: str = "",
 ) -> str | None:
     """:func:`try_read`, ranks reading at once as many as the waves allow, each on its
-    node's I/O core under a per-core split (collective)."""
+    node's I/O core under a per-core split (collective: a rank with no ``manifest``, for the
+    reason ``unreadable``, reads nothing but takes part in every wave)."""
     problem = None
     for wave in waves:
         if job.rank in wave:
-            with on_writer_cpus(job.rank, writer_cpus):
-                problem = try_read(job, level, ckpt_id, manifest)
+            if manifest is None:
+                problem = unreadable or "no manifest"
+            else:
+                with on_writer_cpus(job.rank, writer_cpus):
+                    problem = try_read(job, level, ckpt_id, manifest)
         if len(waves) > 1:
             job.comm.barrier()
     return problem
