@@ -121,29 +121,31 @@ def _rs_decoder(k: int, n: int) -> Any:
     return zfec.Decoder(k, n)
 
 
+_ONE = bytes(range(16)) + bytes(range(0, 256, 16))
+"""The native encoder's tables of the coefficient 1 (x -> x): XOR parity."""
+
+
 @lru_cache(maxsize=256)
-def _row_tables(k: int, n: int, row: int) -> tuple[bytes, bytes]:
-    """Parity row ``row`` (k..n-1) of zfec's (k, n) code as the native encoder takes it: per
-    data piece, the products of its coefficient with 0..15 and 0x00, 0x10, .., 0xf0 (32
-    bytes), and whether the coefficient is 1. Read off zfec itself (piece i = 0..255, the
-    others 0), so the native parity is zfec's byte for byte."""
+def _row_tables(k: int, n: int, rows: tuple[int, ...]) -> bytes:
+    """Parity rows ``rows`` (k..n-1) of zfec's (k, n) code as the native encoder takes them:
+    row by row, per data piece, the products of its coefficient with 0..15 and 0x00, 0x10, ..,
+    0xf0 (32 bytes). Read off zfec itself (piece i = 0..255, the others 0), so the native
+    parity is zfec's byte for byte."""
     ramp, zero = bytes(range(256)), bytes(256)
-    tables, ones = bytearray(), bytearray()
-    for i in range(k):
-        blocks = tuple(ramp if j == i else zero for j in range(k))
-        (products,) = _rs_encoder(k, n).encode(blocks, (row,))
-        tables += products[:16] + products[0:256:16]
-        ones.append(1 if products == ramp else 0)
-    return bytes(tables), bytes(ones)
+    columns = [
+        _rs_encoder(k, n).encode(tuple(ramp if j == i else zero for j in range(k)), rows)
+        for i in range(k)
+    ]
+    return b"".join(c[r][:16] + c[r][0:256:16] for r in range(len(rows)) for c in columns)
 
 
-def _native_row(views: Sequence[memoryview], length: int, tables: bytes, ones: bytes) -> bytes:
-    """One parity piece by libgreenckpt_gf (shorter pieces count as zero-padded)."""
+def _native_parity(views: Sequence[memoryview], length: int, tables: bytes, m: int) -> list[Any]:
+    """The m parity pieces by libgreenckpt_gf in one pass over the data (shorter pieces count
+    as zero-padded), as new bytearrays that are written once, never zeroed first."""
     arrays = [_u8(v) for v in views]  # zero-copy; kept alive through the call
-    out = native_gf.combine(
-        [a.ctypes.data for a in arrays], [len(v) for v in views], tables, ones, length
+    return native_gf.encode(
+        [a.ctypes.data for a in arrays], [len(v) for v in views], tables, m, length
     )
-    return out  # type: ignore[return-value]  # a bytearray: the caller only reads or extends
 
 
 # --------------------------------------------------------------------------- the code
@@ -233,8 +235,8 @@ class ErasureCode:
         if length == 0:
             return [b""] * (self._m if only is None else 1)
         if native_gf.available():  # libgreenckpt_gf: zfec's parity at memory speed
-            rows = range(self._k, self.n) if only is None else (self._k + only,)
-            return [_native_row(views, length, *self._tables(row)) for row in rows]
+            rows = tuple(range(self._k, self.n)) if only is None else (self._k + only,)
+            return _native_parity(views, length, self._tables(rows), len(rows))
         if self._scheme == "xor":
             acc = np.zeros(length, dtype=np.uint8)
             for view in views:
@@ -245,11 +247,11 @@ class ErasureCode:
         parity: list[bytes] = _rs_encoder(self._k, self.n).encode(blocks, wanted)
         return list(parity)
 
-    def _tables(self, row: int) -> tuple[bytes, bytes]:
-        """The native encoder's tables of parity row ``row`` (XOR: every coefficient 1)."""
+    def _tables(self, rows: tuple[int, ...]) -> bytes:
+        """The native encoder's tables of parity rows ``rows`` (XOR: every coefficient 1)."""
         if self._scheme == "xor":
-            return bytes(32 * self._k), bytes([1] * self._k)
-        return _row_tables(self._k, self.n, row)
+            return _ONE * self._k
+        return _row_tables(self._k, self.n, rows)
 
     # ------------------------------------------------------------------ decode
 
