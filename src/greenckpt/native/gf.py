@@ -135,7 +135,9 @@ def encode(
         raise InvalidValueError(
             f"encode: {k} inputs and {m} rows need {k} lengths and {32 * k * m} table bytes"
         )
-    outputs = [_uninitialised(length) for _ in range(m)] if out is None else list(out)
+    outputs: list[bytearray | memoryview] = (
+        [_uninitialised(length) for _ in range(m)] if out is None else list(out)
+    )
     if len(outputs) != m:
         raise InvalidValueError(f"encode: {m} rows need {m} output buffers, got {len(outputs)}")
     located = [_address(o, f"output {r}") for r, o in enumerate(outputs)]
