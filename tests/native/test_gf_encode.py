@@ -1,12 +1,12 @@
 """libgreenckpt_gf's one-pass encoder (``gce_encode``) writes zfec's parity byte for byte.
 
-Why these cases: the kernel keeps up to four parity rows in registers and works in 32-byte
+Why these cases: the kernel keeps up to six parity rows in registers and works in 32-byte
 vectors over stretches where the same inputs are present, so what can go wrong is at the
 edges: lengths around the vector (0, 1, 31, 32, 33) and the chunk (4095, 1 MiB + 7), inputs
-shorter than the output (zero beyond), more rows than one pass holds (m = 5, 6, 7), a single
-row of ones (k = 1: the XOR loop) and one that is not (5 + 1), pointers that are not aligned,
-and outputs that are not zeroed first (filled with garbage here, so a byte the kernel skips
-shows). Both the AVX2 loop and the portable one."""
+shorter than the output (zero beyond), up to and past the rows one pass holds (m = 5, 6,
+7), a single row of ones (k = 1: the XOR loop) and one that is not (5 + 1), pointers that are
+not aligned, and outputs that are not zeroed first (filled with garbage here, so a byte the
+kernel skips shows). Both the AVX2 loop and the portable one."""
 
 from __future__ import annotations
 

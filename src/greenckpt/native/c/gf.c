@@ -33,7 +33,7 @@
 #endif
 
 #define MAX_ROWS 256 /* m at most (zfec codes at most 256 pieces in all; XOR has k unbounded) */
-#define ROWS 4         /* parity rows per pass: accumulators that stay in the 16 registers */
+#define ROWS 6         /* parity rows per pass: accumulators that stay in the 16 registers */
 #define CHUNK 16384    /* bytes per piece worked on while they stay in the cache, when m > ROWS */
 #define HUGE_FROM (4u << 20) /* outputs this long are asked for huge pages, as NumPy's arrays */
 
@@ -94,32 +94,55 @@ mul_avx2(const uint8_t *t, __m256i xl, __m256i xh) {
     return _mm256_xor_si256(_mm256_shuffle_epi8(tl, xl), _mm256_shuffle_epi8(th, xh));
 }
 
-/* The 32-byte vectors of [start, end) (end - start a multiple of 32) for R rows from row
- * `first`'s tables. R is a constant where this is inlined, so the R accumulators are
- * registers and the loops over rows unroll; each input vector is loaded once for all rows. */
+/* The 32-byte vectors of [start, end) (end - start a multiple of 32) for R <= ROWS rows from
+ * row `first`'s tables. R is a constant where this is inlined, so the R accumulators are
+ * named registers (a loop over an array of them was kept in memory by GCC) and the rows
+ * unroll; each input vector is loaded once for all rows. */
 __attribute__((target("avx2"), always_inline)) static inline void
 dot_avx2_rows(const struct stretch *s, size_t first, const int R, uint8_t *const *out,
               size_t start, size_t end) {
     const __m256i mask = _mm256_set1_epi8(0x0f);
+    const uint8_t *const *src = s->src, *const *tab = s->tab;
+    const size_t stride = s->stride;
+    const int n = s->n;
+    uint8_t *const o0 = out[0], *const o1 = R > 1 ? out[1] : NULL;
+    uint8_t *const o2 = R > 2 ? out[2] : NULL, *const o3 = R > 3 ? out[3] : NULL;
+    uint8_t *const o4 = R > 4 ? out[4] : NULL, *const o5 = R > 5 ? out[5] : NULL;
     size_t b;
-    int r, j;
+    int j;
+#define GCE_SPLIT(j)                                                                       \
+    const __m256i x = _mm256_loadu_si256((const __m256i *)(src[j] + b));                   \
+    const __m256i xl = _mm256_and_si256(x, mask);                                         \
+    const __m256i xh = _mm256_and_si256(_mm256_srli_epi16(x, 4), mask);                   \
+    const uint8_t *t = tab[j] + first
     for (b = start; b < end; b += 32) {
-        __m256i acc[ROWS];
-        __m256i x = _mm256_loadu_si256((const __m256i *)(s->src[0] + b));
-        __m256i xl = _mm256_and_si256(x, mask);
-        __m256i xh = _mm256_and_si256(_mm256_srli_epi16(x, 4), mask);
-        const uint8_t *t = s->tab[0] + first;
-        for (r = 0; r < R; ++r) acc[r] = mul_avx2(t + (size_t)r * s->stride, xl, xh);
-        for (j = 1; j < s->n; ++j) {
-            x = _mm256_loadu_si256((const __m256i *)(s->src[j] + b));
-            xl = _mm256_and_si256(x, mask);
-            xh = _mm256_and_si256(_mm256_srli_epi16(x, 4), mask);
-            t = s->tab[j] + first;
-            for (r = 0; r < R; ++r)
-                acc[r] = _mm256_xor_si256(acc[r], mul_avx2(t + (size_t)r * s->stride, xl, xh));
+        __m256i a0, a1 = _mm256_setzero_si256(), a2 = a1, a3 = a1, a4 = a1, a5 = a1;
+        {
+            GCE_SPLIT(0);
+            a0 = mul_avx2(t, xl, xh);
+            if (R > 1) a1 = mul_avx2(t + stride, xl, xh);
+            if (R > 2) a2 = mul_avx2(t + 2 * stride, xl, xh);
+            if (R > 3) a3 = mul_avx2(t + 3 * stride, xl, xh);
+            if (R > 4) a4 = mul_avx2(t + 4 * stride, xl, xh);
+            if (R > 5) a5 = mul_avx2(t + 5 * stride, xl, xh);
         }
-        for (r = 0; r < R; ++r) _mm256_storeu_si256((__m256i *)(out[r] + b), acc[r]);
+        for (j = 1; j < n; ++j) {
+            GCE_SPLIT(j);
+            a0 = _mm256_xor_si256(a0, mul_avx2(t, xl, xh));
+            if (R > 1) a1 = _mm256_xor_si256(a1, mul_avx2(t + stride, xl, xh));
+            if (R > 2) a2 = _mm256_xor_si256(a2, mul_avx2(t + 2 * stride, xl, xh));
+            if (R > 3) a3 = _mm256_xor_si256(a3, mul_avx2(t + 3 * stride, xl, xh));
+            if (R > 4) a4 = _mm256_xor_si256(a4, mul_avx2(t + 4 * stride, xl, xh));
+            if (R > 5) a5 = _mm256_xor_si256(a5, mul_avx2(t + 5 * stride, xl, xh));
+        }
+        _mm256_storeu_si256((__m256i *)(o0 + b), a0);
+        if (R > 1) _mm256_storeu_si256((__m256i *)(o1 + b), a1);
+        if (R > 2) _mm256_storeu_si256((__m256i *)(o2 + b), a2);
+        if (R > 3) _mm256_storeu_si256((__m256i *)(o3 + b), a3);
+        if (R > 4) _mm256_storeu_si256((__m256i *)(o4 + b), a4);
+        if (R > 5) _mm256_storeu_si256((__m256i *)(o5 + b), a5);
     }
+#undef GCE_SPLIT
 }
 
 /* Plain XOR of the inputs (one row, every coefficient 1: the scheme "xor"), 64 bytes a step. */
@@ -152,6 +175,8 @@ __attribute__((target("avx2"))) static void dot_avx2(const struct stretch *s, si
     case 1: dot_avx2_rows(s, first, 1, out, start, end); break;
     case 2: dot_avx2_rows(s, first, 2, out, start, end); break;
     case 3: dot_avx2_rows(s, first, 3, out, start, end); break;
+    case 4: dot_avx2_rows(s, first, 4, out, start, end); break;
+    case 5: dot_avx2_rows(s, first, 5, out, start, end); break;
     default: dot_avx2_rows(s, first, ROWS, out, start, end); break;
     }
 }
