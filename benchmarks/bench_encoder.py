@@ -15,7 +15,10 @@ down to 64 B) for every (k, m); all three encoders get those same pieces and mak
 pieces, one thread each (all are single-threaded; ``--cpu N`` pins the process):
 
 * **native** — ``ErasureCode(k, m, "reed-solomon").encode(pieces)``, the entry point level 3
-  calls (it runs ``gce_combine`` once per parity row when the library is built);
+  calls: when the library is built it runs ``gce_encode`` once for all m parity rows (one pass
+  over the data, up to 6 rows in AVX2 registers) into m new bytearrays that are not zeroed
+  first, asking for huge pages under outputs of 4 MiB or more (as NumPy does for the arrays
+  ISA-L gets below);
 * **zfec** — ``zfec.Encoder(k, k + m).encode(pieces, parity indices)`` (installed with pip
   here if missing);
 * **ISA-L** — ``ec_init_tables`` once, then ``ec_encode_data`` through ctypes (Debian's

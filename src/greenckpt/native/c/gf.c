@@ -40,7 +40,7 @@
 /* Ask the kernel for transparent huge pages under out[0..len) (the whole pages inside it).
  * Why: a fresh output (an uninitialised bytearray from gf.py) is first touched here, and
  * faulting it in 4 KiB pages, each zeroed by the kernel, cost more than encoding into it
- * (2.7 GB/s against 14 on the VM of docs/design/checkpointer.md); NumPy does the same for
+ * (about 3 GB/s against 13 on the VM of docs/design/checkpointer.md); NumPy does the same for
  * every array of 4 MiB or more. Only a hint: where THP is off, or the pages are there
  * already, nothing changes. */
 static void advise_huge(uint8_t *out, size_t len) {
