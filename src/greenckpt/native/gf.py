@@ -1,4 +1,4 @@
-"""ctypes access to libgreenckpt_gf: one parity piece of an erasure code (see ``c/gf.c``).
+"""ctypes access to libgreenckpt_gf: all parity pieces of an erasure code in one pass (``c/gf.c``).
 
 Why here: the library is built with the others, at install or by ``greenckpt config``
 (:func:`greenckpt.native.library_dir`); the checkpoint library's erasure code

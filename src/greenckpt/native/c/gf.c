@@ -1,5 +1,5 @@
 /*
- * gf.c - libgreenckpt_gf: one parity piece of an erasure code over GF(2^8), at memory speed.
+ * gf.c - libgreenckpt_gf: all parity pieces of an erasure code over GF(2^8) in one pass.
  *
  * Why: level 3 computes parity pieces as sums of products of data bytes by fixed coefficients
  * in GF(2^8) (Reed-Solomon), or plain XOR (every coefficient 1). zfec does this a byte at a
