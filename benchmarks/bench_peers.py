@@ -19,9 +19,11 @@ with one line.
 Every rank protects the same number of random bytes on every side, one emulated node per rank
 where the library has them (greenckpt: ``ranks_per_node = 1``; FTI: ``Node_size = 1`` with
 ``Local_test = 1``; VeloC keeps one engine and one scratch directory per host, by design). Each
-round runs every job once (greenckpt: ``_peers_worker.py``; VeloC sync; VeloC async, with its
-active backend started before and stopped after; FTI: a write launch and two restart launches)
-in an order that rotates from round to round; round 0 is a warm-up and not counted. Printed per
+round runs every job once, in an order that rotates from round to round (round 0 is a warm-up
+and not counted), after an ``os.sync()``: VeloC sync; VeloC async (its active backend started
+before and stopped after); FTI (a write launch, then two restart launches); and next to each,
+the greenckpt job (``_peers_worker.py``) that writes what the peer's job writes, in the same
+order, so a cell finds the disk as its counterpart did. Printed per
 size: the medians of seconds (barrier to the last rank's return) and CPU-seconds (all ranks,
 threads included; VeloC async adds its backend's), the medians over the rounds of the paired
 ratios greenckpt / peer, and who is ahead (a ratio outside 0.95..1.05). VeloC calls no fsync
@@ -54,23 +56,51 @@ BIN = Path(sys.executable).parent
 VELOC_PARTS = ("KVTree", "AXL", "rankstr", "shuffile", "redset", "er", "VELOC")
 Cells = dict[str, list[float]]
 
-# (row, greenckpt cell, peer job, peer cell as returned, peer cell made durable)
-ROWS: dict[str, list[tuple[str, str, str, str, str]]] = {
+# (row, greenckpt job, its cell, peer job, peer cell as returned, peer cell made durable)
+ROWS: dict[str, list[tuple[str, str, str, str, str, str]]] = {
     "VeloC": [
-        ("L1+L4 vs sync", "L1+L4", "veloc-sync", "ckpt", "ckpt+fsync"),
-        ("L1 vs async return", "L1", "veloc-async", "return", "return+fsync"),
-        ("L4 async durable vs wait", "L4-async-durable", "veloc-async", "return", "wait+fsync"),
-        ("L4 async return vs return", "L4-async-return", "veloc-async", "return", "return"),
-        ("restart local", "restart-L1", "veloc-sync", "restart-scratch", "restart-scratch"),
-        ("restart global", "restart-L4", "veloc-sync", "restart-persistent", "restart-persistent"),
+        ("L1+L4 vs sync", "g-sync", "L1+L4", "veloc-sync", "ckpt", "ckpt+fsync"),
+        ("L1 vs async return", "g-sync", "L1", "veloc-async", "return", "return+fsync"),
+        (
+            "L4 async durable vs wait",
+            "g-async",
+            "L4-async-durable",
+            "veloc-async",
+            "return",
+            "wait+fsync",
+        ),
+        (
+            "L4 async return vs return",
+            "g-async",
+            "L4-async-return",
+            "veloc-async",
+            "return",
+            "return",
+        ),
+        (
+            "restart local",
+            "g-sync",
+            "restart-L1",
+            "veloc-sync",
+            "restart-scratch",
+            "restart-scratch",
+        ),
+        (
+            "restart global",
+            "g-sync",
+            "restart-L4",
+            "veloc-sync",
+            "restart-persistent",
+            "restart-persistent",
+        ),
     ],
     "FTI": [
-        ("L1", "L1", "fti", "L1", "L1+fsync"),
-        ("L2 partner", "L2", "fti", "L2", "L2+fsync"),
-        ("L3 RS (2 of 4)", "L3-rs2", "fti", "L3", "L3+fsync"),
-        ("L4", "L4", "fti", "L4", "L4+fsync"),
-        ("restart L1", "restart-L1", "fti", "restart-L1", "restart-L1"),
-        ("restart L4", "restart-L4", "fti", "restart-L4", "restart-L4"),
+        ("L1", "g-levels", "L1", "fti", "L1", "L1+fsync"),
+        ("L2 partner", "g-levels", "L2", "fti", "L2", "L2+fsync"),
+        ("L3 RS (2 of 4)", "g-levels", "L3-rs2", "fti", "L3", "L3+fsync"),
+        ("L4", "g-levels", "L4", "fti", "L4", "L4+fsync"),
+        ("restart L1", "g-levels", "restart-L1", "fti", "restart-L1", "restart-L1"),
+        ("restart L4", "g-levels", "restart-L4", "fti", "restart-L4", "restart-L4"),
     ],
 }
 
@@ -223,14 +253,14 @@ def env_with(prefix: Path | None) -> dict[str, str]:
     return env
 
 
-def greenckpt_job(ranks: int, nbytes: int, seed: int) -> Job:
+def greenckpt_job(kind: str, ranks: int, nbytes: int, seed: int) -> Job:
     def run(work: Path) -> Cells:
         for d in ("local", "global"):
             (work / d).mkdir()
-        worker = [sys.executable, str(HERE / "_peers_worker.py"), str(work), str(nbytes)]
-        return launch([*worker, str(seed)], ranks, work, env_with(None))
+        worker = [sys.executable, str(HERE / "_peers_worker.py"), kind, str(work)]
+        return launch([*worker, str(nbytes), str(seed)], ranks, work, env_with(None))
 
-    return Job("greenckpt", run)
+    return Job(f"g-{kind}", run)
 
 
 READY = Path(f"/dev/shm/veloc-backend-ready-{os.getuid()}")  # where veloc-backend keeps its pid
@@ -361,6 +391,7 @@ def run_size(jobs: list[Job], rounds: int, base: Path) -> dict[str, dict[str, li
             flush=True,
         )
         for job in order:
+            os.sync()  # what the previous job left to write back is not this job's
             work = Path(tempfile.mkdtemp(prefix=f"peers-{job.name}-", dir=base))
             try:
                 cells = job.run(work)
@@ -381,8 +412,7 @@ def _ahead(ratio: float, peer: str) -> str:
 
 def report(mib: int, ranks: int, results: dict[str, dict[str, list[list[float]]]]) -> list[str]:
     """The table of one size (a row per comparison of the peers that ran)."""
-    ours = results["greenckpt"]
-    rounds = len(next(iter(ours.values())))
+    rounds = len(next(iter(next(iter(results.values())).values())))
     rows = [
         f"{mib} MiB per rank, {ranks} ranks, {rounds} rounds (medians; g/p: median of the "
         "per-round ratios greenckpt / peer; * = the peer's figure includes an fsync of its "
@@ -391,10 +421,10 @@ def report(mib: int, ranks: int, results: dict[str, dict[str, list[list[float]]]
         f"{'g/p s':>7}{'g/p CPU':>8}  ahead (s, CPU)",
     ]
     for peer, table in ROWS.items():
-        for row, mine, job, returned, durable in table:
+        for row, gjob, mine, job, returned, durable in table:
             if job not in results:
                 continue
-            g, p, r = ours[mine], results[job][durable], results[job][returned]
+            g, p, r = results[gjob][mine], results[job][durable], results[job][returned]
             med = [statistics.median(x[k] for x in runs) for runs in (g, p) for k in (0, 1)]
             ratio = [
                 statistics.median(a[k] / b[k] for a, b in zip(g, p, strict=True)) for k in (0, 1)
@@ -444,13 +474,13 @@ def main() -> None:
             print(f"memory: {memory_note}", flush=True)
             for mib in ns.mib:
                 nbytes = mib << 20
-                jobs = [greenckpt_job(ns.ranks, nbytes, ns.seed)]
+                jobs: list[Job] = []  # each greenckpt job next to the peer's it mirrors
                 if "VeloC" in harness:
-                    jobs += [
-                        veloc_job(m, harness["VeloC"], ns.ranks, nbytes, ns.seed)
-                        for m in ("sync", "async")
-                    ]
+                    for mode in ("sync", "async"):
+                        jobs.append(greenckpt_job(mode, ns.ranks, nbytes, ns.seed))
+                        jobs.append(veloc_job(mode, harness["VeloC"], ns.ranks, nbytes, ns.seed))
                 if "FTI" in harness:
+                    jobs.append(greenckpt_job("levels", ns.ranks, nbytes, ns.seed))
                     jobs.append(fti_job(harness["FTI"], ns.ranks, nbytes, ns.seed))
                 print(f"{mib} MiB per rank:", flush=True)
                 results = run_size(jobs, ns.rounds, ns.dir)
