@@ -4,8 +4,10 @@
  *
  * Calls only VeloC's public C API (veloc.h). Every rank protects one buffer of BYTES_PER_RANK
  * pseudo-random (incompressible) bytes as region 0. A warm-up of 1 MiB under another
- * checkpoint name runs first (and, in async mode, starts the active backend), so the timed
- * calls find VeloC's engine, threads and directories in place, as greenckpt's worker does.
+ * checkpoint name runs first, so the timed calls find VeloC's engine, threads and directories
+ * in place, as greenckpt's worker does. In async mode the active backend must be running
+ * already (bench_peers.py starts it): one that VELOC_Init starts itself, through system(),
+ * inherits the launcher's output pipes, and mpiexec then waits for the daemon forever.
  *
  * Timed, each between a barrier and the last rank's end (CLOCK_MONOTONIC, one host), with
  * the CPU-seconds of every rank (getrusage RUSAGE_SELF: threads included; in sync mode the
