@@ -19,18 +19,8 @@ import zfec
 
 from greenckpt.ckpt.redundancy.erasure import _ONE, ErasureCode, _row_tables
 from greenckpt.errors import InvalidValueError
-from greenckpt.native import BuildError, gf, library_dir
-
-
-def _built() -> bool:
-    """Build the libraries as ``greenckpt config`` does (an encode never builds them)."""
-    try:
-        library_dir()
-    except BuildError:
-        return False
-    gf._library.cache_clear()
-    return gf.available()
-
+from greenckpt.native import gf
+from tests.ckpt.test_erasure_native import _built
 
 pytestmark = pytest.mark.skipif(not _built(), reason="libgreenckpt_gf not built (no cc)")
 
