@@ -54,15 +54,35 @@ def test_a_request_done_at_once_costs_no_sleep(clock: list[float]) -> None:
     assert request.tests == 1 and clock == [] and not request.waited
 
 
-def test_a_long_wait_sleeps_with_a_doubling_pause_up_to_a_ceiling(clock: list[float]) -> None:
-    request = Request(ready=60)
+def test_a_long_wait_pauses_a_share_of_the_time_waited_between_two_bounds(
+    clock: list[float],
+) -> None:
+    request = Request(ready=400)
     assert wait.complete(request) == "value"
     assert not request.waited
     spins = request.tests - len(clock)  # tests before the first sleep
     assert 1 <= spins <= int(wait._SPIN_S / 10e-6) + 1
     assert clock[0] == wait._FIRST_PAUSE_S
-    assert all(b == min(2 * a, wait._LONGEST_PAUSE_S) for a, b in itertools.pairwise(clock))
-    assert max(clock) == wait._LONGEST_PAUSE_S
+    # the fake clock advances 10 µs per reading: the start is the first reading, the spin
+    # reads once per test, and each pause follows one reading of how long the wait has been
+    now = 10e-6 * (spins + 1)
+    for pause in clock:
+        now += 10e-6
+        share = (now - 10e-6) * wait._PAUSE_SHARE
+        assert pause == pytest.approx(min(wait._LONGEST_PAUSE_S, max(wait._FIRST_PAUSE_S, share)))
+        now += pause  # the test after it reads no clock
+    assert all(b >= a for a, b in itertools.pairwise(clock))  # never shorter than before
+    assert max(clock) == wait._LONGEST_PAUSE_S  # a long wait reaches the ceiling
+
+
+def test_a_short_wait_pauses_briefly(clock: list[float]) -> None:
+    """A wait of a few milliseconds (an agreement after balanced writes) keeps its pauses
+    short: the collective it finishes advances one round per poll."""
+    request = Request(ready=40)
+    wait.complete(request)
+    waited = sum(clock) + 10e-6 * request.tests
+    assert waited < 5e-3
+    assert max(clock) <= max(wait._FIRST_PAUSE_S, waited * wait._PAUSE_SHARE) + 1e-9
 
 
 def test_spin_mode_uses_the_mpi_wait(clock: list[float], monkeypatch: pytest.MonkeyPatch) -> None:
