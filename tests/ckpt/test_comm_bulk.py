@@ -33,6 +33,9 @@ def test_self_alltoall_into_gives_its_own_piece_back() -> None:
     assert SelfComm().alltoall_into(bytearray(b"hi.."), [2], recv) == [2]
     assert recv[:2] == b"hi"
     assert SelfComm().alltoall_into(bytearray(4), [-1], recv) == [-1]  # no piece: said so
+    recv = bytearray(4)
+    assert SelfComm().alltoall_into(memoryview(b"..hi"), [2], recv, [2]) == [2]
+    assert recv[:2] == b"hi"  # from where it lies
 
 
 # Rank r sends rank d the bytes of (r, d) repeated r + d times (-1, nothing, when r + d == 3;
@@ -64,6 +67,16 @@ SCRIPT = textwrap.dedent(
             continue
         ok = ok and got[r] == len(want) and bytes(recv[at : at + got[r]]) == want
         at += max(got[r], 0)
+    # the same pieces sent from where they lie in a larger buffer (displacements, no packing)
+    spread, displs = bytearray(256), []
+    for d in range(n):
+        p, at = piece(me, d), 200 - 40 * d  # out of order, with gaps
+        displs.append(at)
+        if p is not None:
+            spread[at : at + len(p)] = p
+    again = bytearray(64)
+    ok = ok and comm.alltoall_into(memoryview(spread), counts, again, displs) == got
+    ok = ok and again == recv
     big = bytes([me]) * (5 << 20)
     out = bytearray(6 << 20)
     count = comm.sendrecv_into(big, (me + 1) % n, out, (me - 1) % n)

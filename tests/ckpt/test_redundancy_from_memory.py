@@ -194,3 +194,67 @@ def test_with_a_codec_the_parity_reads_the_stored_files(tmp_path: Path) -> None:
     opened: list[str] = []
     _erasure(tmp_path, "zstd", 1, opened)
     assert sorted(opened) == [f"rank-{r:06d}.data" for r in range(4)]
+
+
+def test_a_buffer_holds_a_range_whole_or_not_at_all() -> None:
+    first, second = memoryview(b"0123456789"), memoryview(b"abcdef")
+    source = InMemory([first, second])
+    view, at = source.holder(2, 5) or (None, -1)
+    assert bytes(view[at : at + 5]) == b"23456"  # type: ignore[index]
+    view, at = source.holder(11, 4) or (None, -1)
+    assert bytes(view[at : at + 4]) == b"bcde"  # type: ignore[index]
+    assert source.holder(8, 4) is None  # across the two buffers
+    view, at = source.holder(14, 10) or (None, -1)  # clipped at the end
+    assert bytes(view[at:]) == b"ef"  # type: ignore[index]
+
+
+def test_pieces_in_one_buffer_go_from_where_they_lie() -> None:
+    data = bytes(range(200)) * 10
+    source = InMemory([memoryview(data), memoryview(b"state")])
+    # (root, offset, length): root 1 gets nothing (not in wanted), root 3 an empty piece
+    sent = groups._in_place(source, [(0, 100, 30), (2, 900, 50), (3, 500, 0)], 4)
+    assert sent is not None
+    base, counts, displs = sent
+    assert counts == [30, -1, 50, 0]
+    assert bytes(base[displs[0] : displs[0] + 30]) == data[100:130]
+    assert bytes(base[displs[2] : displs[2] + 50]) == data[900:950]
+    # a piece that runs into the pickled state must be packed
+    assert groups._in_place(source, [(0, 1990, 20)], 4) is None
+    # as must offsets MPI's int displacements cannot reach
+    real = groups._MAX_DISPLACEMENT
+    groups._MAX_DISPLACEMENT = 120  # type: ignore[misc]
+    try:
+        assert groups._in_place(source, [(0, 100, 30)], 4) is None
+    finally:
+        groups._MAX_DISPLACEMENT = real  # type: ignore[misc]
+    assert groups._in_place(None, [(0, 0, 1)], 4) is None
+
+
+def test_parity_sent_in_place_is_the_parity_of_packed_pieces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Most pieces go from the protected array where they lie; the last segment of a member
+    runs into its pickled state and is packed. Both ways give the same parity bytes as
+    packing every piece."""
+    used = {"in place": 0, "packed": 0}
+    real_in_place = groups._in_place
+
+    def in_place(*args: Any) -> Any:
+        out = real_in_place(*args)
+        used["in place" if out is not None else "packed"] += 1
+        return out
+
+    monkeypatch.setattr(groups, "_in_place", in_place)
+    (tmp_path / "in-place").mkdir()
+    _erasure(tmp_path / "in-place", "none", 2, [])
+    assert used["in place"] > 0 and used["packed"] > 0
+
+    monkeypatch.setattr(groups, "_in_place", lambda *args: None)
+    (tmp_path / "packed").mkdir()
+    _erasure(tmp_path / "packed", "none", 2, [])
+
+    def parity(base: Path) -> dict[str, bytes]:
+        return {p.name: p.read_bytes() for p in base.rglob("parity-*")}
+
+    assert len(parity(tmp_path / "packed")) == 4
+    assert parity(tmp_path / "in-place") == parity(tmp_path / "packed")

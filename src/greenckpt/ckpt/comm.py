@@ -17,6 +17,7 @@ import shutil
 import socket
 import sys
 from array import array
+from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
 
 from greenckpt.ckpt.wait import complete
@@ -65,11 +66,18 @@ class Comm(Protocol):
         """Every rank's ``obj`` in rank order on ``root``; None elsewhere."""
         ...
 
-    def alltoall_into(self, send: bytearray, counts: list[int], recv: bytearray) -> list[int]:
+    def alltoall_into(
+        self,
+        send: BytesLike,
+        counts: list[int],
+        recv: bytearray,
+        displs: Sequence[int] | None = None,
+    ) -> list[int]:
         """The bulk all-to-all: ``counts[r]`` bytes for rank r, packed in rank order at the
         start of ``send`` (-1: nothing, and rank r learns that it got nothing, not an empty
-        piece); what every rank sent lands packed in rank order in ``recv``. Returns the
-        counts received (-1 likewise)."""
+        piece), or at ``displs[r]`` in ``send`` when given (pieces sent from where they lie,
+        no packing); what every rank sent lands packed in rank order in ``recv``. Returns
+        the counts received (-1 likewise)."""
         ...
 
     def split(self, color: int, key: int) -> Comm:
@@ -115,12 +123,18 @@ class SelfComm:
             raise InvalidValueError(f"a single process has only rank 0, not root {root}")
         return [obj]
 
-    def alltoall_into(self, send: bytearray, counts: list[int], recv: bytearray) -> list[int]:
+    def alltoall_into(
+        self,
+        send: BytesLike,
+        counts: list[int],
+        recv: bytearray,
+        displs: Sequence[int] | None = None,
+    ) -> list[int]:
         """What it sends itself, copied."""
         if len(counts) != 1:
             raise InvalidValueError(f"a single process exchanges 1 piece, not {len(counts)}")
-        n = max(counts[0], 0)
-        recv[:n] = send[:n]
+        n, at = max(counts[0], 0), 0 if displs is None else displs[0]
+        recv[:n] = memoryview(send).cast("B")[at : at + n]
         return list(counts)
 
     def split(self, color: int, key: int) -> Comm:
@@ -201,7 +215,13 @@ class MPIComm:
         out = self._comm.gather(obj, root=root)
         return None if out is None else list(out)
 
-    def alltoall_into(self, send: bytearray, counts: list[int], recv: bytearray) -> list[int]:
+    def alltoall_into(
+        self,
+        send: BytesLike,
+        counts: list[int],
+        recv: bytearray,
+        displs: Sequence[int] | None = None,
+    ) -> list[int]:
         """The counts by a nonblocking ``Ialltoall`` completed politely (where ranks meet),
         then the bytes by ``Alltoallv`` (see the class on bulk data): no pickling, no new
         buffers."""
@@ -210,6 +230,8 @@ class MPIComm:
         size = self.size
         if len(counts) != size:
             raise InvalidValueError(f"alltoall_into takes {size} counts, got {len(counts)}")
+        if displs is not None and len(displs) != size:
+            raise InvalidValueError(f"alltoall_into takes {size} displacements, got {len(displs)}")
         mine = array("q", counts)
         theirs = array("q", bytes(8 * size))
         complete(_Sent(self._comm.Ialltoall([mine, MPI.INT64_T], [theirs, MPI.INT64_T])))
@@ -219,8 +241,13 @@ class MPIComm:
             raise InvalidValueError(
                 f"{sum(recv_n)} bytes arrive, more than the {len(recv)}-byte buffer"
             )
+        at = (
+            _offsets(send_n)
+            if displs is None
+            else [d if n else 0 for d, n in zip(displs, send_n, strict=True)]
+        )
         self._comm.Alltoallv(  # every rank is here (all counts arrived): MPI's own speed
-            [send, (send_n, _offsets(send_n)), MPI.BYTE],
+            [send, (send_n, at), MPI.BYTE],
             [recv, (recv_n, _offsets(recv_n)), MPI.BYTE],
         )
         return list(theirs)

@@ -290,6 +290,17 @@ class InMemory:
             return self._views[i][at : at + length]
         return memoryview(scratch)[: self.read_into(offset, scratch, length)]
 
+    def holder(self, offset: int, length: int) -> tuple[memoryview, int] | None:
+        """The buffer that holds the ``length`` bytes at ``offset`` whole (fewer at the end),
+        and where they start in it; None when they span buffers. For a bulk exchange that
+        sends pieces from where they lie instead of packing them."""
+        length = max(min(length, self.size - offset), 0)
+        i = max(bisect.bisect_right(self._starts, offset) - 1, 0)
+        at = offset - self._starts[i]
+        if i >= len(self._views) or at + length > len(self._views[i]):
+            return None
+        return self._views[i], at
+
     def read_into(self, offset: int, out: bytearray | memoryview, length: int) -> int:
         """Copy up to ``length`` bytes at ``offset`` into the start of ``out`` (fewer only at
         the end): how many, as :func:`read_into` reads a file."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -103,14 +103,21 @@ class ThreadComm:
         out[: len(got)] = got
         return len(got)
 
-    def alltoall_into(self, send: bytearray, counts: list[int], recv: bytearray) -> list[int]:
-        """Piece i of ``send`` (``counts[i]`` bytes) to rank i; what every rank sent this one,
-        in rank order, into ``recv``: the counts received."""
+    def alltoall_into(
+        self,
+        send: BytesLike,
+        counts: list[int],
+        recv: bytearray,
+        displs: Sequence[int] | None = None,
+    ) -> list[int]:
+        """Piece i of ``send`` (``counts[i]`` bytes, packed, or at ``displs[i]``) to rank i;
+        what every rank sent this one, in rank order, into ``recv``: the counts received."""
         if len(counts) != self.size:
             raise InvalidValueError(f"alltoall_into takes {self.size} counts, got {len(counts)}")
-        pieces, at = [], 0
-        for n in counts:
-            pieces.append(bytes(send[at : at + max(n, 0)]))
+        pieces, at, view = [], 0, memoryview(send).cast("B")
+        for i, n in enumerate(counts):
+            start = at if displs is None else displs[i]
+            pieces.append(bytes(view[start : start + max(n, 0)]))
             at += max(n, 0)
         everyone = self.allgather(pieces)
         mine = [everyone[r][self.rank] for r in range(self.size)]

@@ -208,6 +208,60 @@ def _close_parity(
     return writer.size, digest, None
 
 
+def _in_place(
+    memory: InMemory | None, wanted: Sequence[tuple[int, int, int]], members: int
+) -> tuple[memoryview, list[int], list[int]] | None:
+    """The protected buffer that holds every piece of ``wanted`` (root, offset, length), with
+    each root's count and the piece's offset in that buffer: the pieces are sent from where
+    they lie, with no copy into a send buffer. None when there is no memory, the pieces lie in
+    different buffers (the last one crosses into the pickled state), or an offset is past
+    what MPI's ``int`` displacements reach: the caller packs them."""
+    if memory is None:
+        return None
+    base: memoryview | None = None
+    counts, displs = [-1] * members, [0] * members
+    for root, at, n in wanted:
+        counts[root] = k = max(min(n, memory.size - at), 0)
+        if not k:
+            continue
+        found = memory.holder(at, k)
+        if found is None or found[1] + k > _MAX_DISPLACEMENT:
+            return None
+        if base is not None and found[0] is not base:
+            return None
+        base, displs[root] = found
+    return None if base is None else (base, counts, displs)
+
+
+_MAX_DISPLACEMENT: Final = 2**31 - 1
+"""MPI's displacements and counts are C ``int``s."""
+
+
+def _pack(
+    memory: InMemory | None,
+    fd: int,
+    data: Path | InMemory | None,
+    wanted: Sequence[tuple[int, int, int]],
+    send: bytearray,
+    read_error: str | None,
+    members: int,
+) -> tuple[list[int], str | None]:
+    """Copy the pieces of ``wanted`` one after the other into ``send``, from memory or the
+    file: the counts per member (-1: nothing sent), and the read error if one happened."""
+    counts = [-1] * members
+    packed = 0
+    for root, at, n in wanted:
+        into = memoryview(send)[packed:]
+        try:
+            got = memory.read_into(at, into, n) if memory else read_into(fd, at, into, n)
+        except OSError as exc:
+            read_error = f"cannot read {data}: {one_line(exc)}"
+            continue
+        counts[root] = got
+        packed += got
+    return counts, read_error
+
+
 def encode_parity(
     comm: Comm,
     layout: GroupLayout,
@@ -239,31 +293,32 @@ def encode_parity(
     writer, error = (None, None)
     if me in targets and parity is not None:  # parity is read back only if a member is lost
         writer, error = _create_writer(parity, checksum, cached=False)
-    # the pieces this member sends, and those it receives, packed in member order (reused)
-    send, recv = bytearray(layout.members * segment), bytearray(layout.members * segment)
+    # the pieces this member receives, packed in member order (reused); those it sends go
+    # from the protected memory where they lie, else packed into ``send`` (made when needed)
+    send: bytearray | None = None
+    recv = bytearray(layout.members * segment)
     try:
         # every round, each target member receives the pieces of its own stripe at once (one
         # all-to-all): the members encode side by side, none waits for another's turn
         for index in range(layout.tolerance):
             stripes = {r: layout.parity_stripes(r)[index] for r in targets}
             for off in _segments(size, segment):
-                counts = [-1] * layout.members  # -1: no piece (not a data member, or an error)
-                packed = 0
+                wanted = []  # (root, offset in the file, length) of the pieces this member sends
                 for root, s in sorted(stripes.items()):
                     readable = fd >= 0 or memory is not None
                     if me not in layout.stripe(s).data or not readable or read_error is not None:
                         continue
                     at, n = _piece_segment(layout, lengths, me, s, size, off, segment)
-                    into = memoryview(send)[packed:]
-                    try:
-                        counts[root] = (
-                            memory.read_into(at, into, n) if memory else read_into(fd, at, into, n)
-                        )
-                    except OSError as exc:
-                        read_error = f"cannot read {data}: {one_line(exc)}"
-                        continue
-                    packed += counts[root]
-                got = comm.alltoall_into(send, counts, recv)
+                    wanted.append((root, at, n))
+                in_place = _in_place(memory, wanted, layout.members)
+                if in_place is not None:
+                    got = comm.alltoall_into(in_place[0], in_place[1], recv, in_place[2])
+                else:
+                    send = send if send is not None else bytearray(len(recv))
+                    counts, read_error = _pack(
+                        memory, fd, data, wanted, send, read_error, layout.members
+                    )
+                    got = comm.alltoall_into(send, counts, recv)
                 if me not in stripes or writer is None or error is not None:
                     continue
                 s = stripes[me]
