@@ -162,6 +162,34 @@ def test_present_bytes_pieces_are_returned_without_copying() -> None:
     assert out[1] == b"beta"
 
 
+@pytest.mark.parametrize("native", [True, False])
+@pytest.mark.parametrize(("k", "m", "scheme"), [(3, 1, "xor"), (3, 2, "reed-solomon")])
+def test_a_parity_piece_encoded_into_a_buffer_is_the_piece_encoded_alone(
+    monkeypatch: pytest.MonkeyPatch, native: bool, k: int, m: int, scheme: str
+) -> None:
+    """``into``: the piece lands at the start of a reused buffer (the level-3 writer's), the
+    rest of it untouched, by the native encoder or the portable one."""
+    from greenckpt.ckpt.redundancy import erasure  # noqa: PLC0415 - patched below
+
+    if not native:
+        monkeypatch.setattr(erasure.native_gf, "available", lambda: False)
+    elif not erasure.native_gf.available():
+        pytest.skip("libgreenckpt_gf is not built here")
+    rng = np.random.default_rng(7)
+    data = [rng.bytes(n) for n in (5000, 4093, 4999)]
+    code = ErasureCode(k, m, scheme)  # type: ignore[arg-type]
+    for j in range(m):
+        alone = code.encode(data, only=j)[0]
+        buffer = bytearray(b"\xee" * 6000)
+        (piece,) = code.encode(data, only=j, into=buffer)
+        assert bytes(piece) == bytes(alone) and len(piece) == 5000
+        assert buffer[:5000] == alone and buffer[5000:] == b"\xee" * 1000
+    with pytest.raises(ErasureError, match="only one parity piece"):
+        code.encode(data, into=bytearray(6000))
+    with pytest.raises(ErasureError, match="cannot hold a 5000-byte piece"):
+        code.encode(data, only=0, into=bytearray(4999))
+
+
 def test_losing_more_pieces_than_parity_is_refused_with_what_is_needed() -> None:
     data = [b"abcd", b"ef", b"ghijk", b"l"]
     code = ErasureCode(4)

@@ -19,6 +19,7 @@ from greenckpt.ckpt import Checkpointer, transfer
 from greenckpt.ckpt.comm import Comm
 from greenckpt.ckpt.manifest import read_manifest
 from greenckpt.ckpt.redundancy import builtin, groups
+from greenckpt.ckpt.redundancy.erasure import GroupLayout, encode_group
 from greenckpt.ckpt.redundancy.partner import copy_name
 from greenckpt.ckpt.transfer import InMemory
 from greenckpt.testing.comm import run_ranks
@@ -133,7 +134,10 @@ def test_data_that_change_before_the_copy_fail_the_checkpoint_not_the_copy(
     assert not list((tmp_path / "local").rglob("manifest.json"))
 
 
-def _erasure(tmp_path: Path, codec: str, parity: int, opened: list[str]) -> None:
+def _erasure(
+    tmp_path: Path, codec: str, parity: int, opened: list[str], doubles: Any = None
+) -> None:
+    """Level 3 over 4 ranks of different sizes (``doubles(rank)``: each rank's count)."""
     real = groups._open_read
 
     def watched(path: Path) -> tuple[int, str | None]:
@@ -151,7 +155,8 @@ def _erasure(tmp_path: Path, codec: str, parity: int, opened: list[str]) -> None
                 local_dir=str(tmp_path),
                 l3={"enabled": True, "codec": codec, "group_size": 4, "parity": parity},
             )
-            u = np.random.default_rng(comm.rank).random(100_000 + 777 * comm.rank)
+            n = 100_000 + 777 * comm.rank if doubles is None else doubles(comm.rank)
+            u = np.random.default_rng(comm.rank).random(n)
             ck.protect("u", u)
             ck.checkpoint(3, iteration=1)
             ck.finalize()
@@ -258,3 +263,25 @@ def test_parity_sent_in_place_is_the_parity_of_packed_pieces(
 
     assert len(parity(tmp_path / "packed")) == 4
     assert parity(tmp_path / "in-place") == parity(tmp_path / "packed")
+
+
+@pytest.mark.parametrize("parity", [1, 2])
+def test_each_parity_file_is_its_pieces_zero_padded_to_the_piece_size(
+    tmp_path: Path, parity: int
+) -> None:
+    """Against the whole-group encoder: each stored parity piece is followed by zeros up to
+    the piece size, whatever the writer's reused buffers held before. Rank 3 holds 6 times
+    the others' data, so in the stripe whose parity it holds the data pieces are shorter than
+    the piece, which spans several segments (its writer reuses each buffer)."""
+    _erasure(tmp_path, "none", parity, [], lambda rank: 6_000_000 if rank == 3 else 1_000_000)
+    datas = [next(tmp_path.rglob(f"rank-{r:06d}.data")).read_bytes() for r in range(4)]
+    layout = GroupLayout(4, parity)
+    size = layout.piece_size(max(map(len, datas)))
+    expected = encode_group(layout, datas)
+    shorter = 0
+    for r in range(4):
+        stored = next(tmp_path.rglob(groups.parity_name(f"rank-{r:06d}.data"))).read_bytes()
+        pieces = [bytes(p) + bytes(size - len(p)) for p in expected[r]]
+        shorter += sum(len(p) < size for p in expected[r])
+        assert stored == b"".join(pieces)
+    assert shorter > 0  # the case the padding is for did occur

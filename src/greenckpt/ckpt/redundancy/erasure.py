@@ -139,12 +139,24 @@ def _row_tables(k: int, n: int, rows: tuple[int, ...]) -> bytes:
     return b"".join(c[r][:16] + c[r][0:256:16] for r in range(len(rows)) for c in columns)
 
 
-def _native_parity(views: Sequence[memoryview], length: int, tables: bytes, m: int) -> list[Any]:
+def _native_parity(
+    views: Sequence[memoryview],
+    length: int,
+    tables: bytes,
+    m: int,
+    out: memoryview | None = None,
+) -> list[Any]:
     """The m parity pieces by libgreenckpt_gf in one pass over the data (shorter pieces count
-    as zero-padded), as new bytearrays that are written once, never zeroed first."""
+    as zero-padded), as new bytearrays that are written once, never zeroed first, or (one
+    piece) into ``out``."""
     arrays = [_u8(v) for v in views]  # zero-copy; kept alive through the call
     return native_gf.encode(
-        [a.ctypes.data for a in arrays], [len(v) for v in views], tables, m, length
+        [a.ctypes.data for a in arrays],
+        [len(v) for v in views],
+        tables,
+        m,
+        length,
+        None if out is None else [out],
     )
 
 
@@ -213,10 +225,20 @@ class ErasureCode:
 
     # ------------------------------------------------------------------ encode
 
-    def encode(self, data: Sequence[Buffer], only: int | None = None) -> list[bytes]:
+    def encode(
+        self,
+        data: Sequence[Buffer],
+        only: int | None = None,
+        into: bytearray | memoryview | None = None,
+    ) -> list[Any]:
         """The m parity pieces of ``data`` (k pieces), each as long as the longest data piece;
         with ``only`` = j, just parity piece j (a list of one: a member that stores one
-        parity piece of a stripe computes only that one)."""
+        parity piece of a stripe computes only that one). With ``only`` and ``into`` (a
+        writable buffer at least that long), the piece is written at the start of ``into``
+        and the list holds a view of it: no new buffer per piece (the level-3 writer hands
+        its aligned buffer, which the native encoder fills in place)."""
+        if into is not None and only is None:
+            raise ErasureError("encode writes into a buffer only one parity piece (give only=)")
         if only is not None and not 0 <= only < self._m:
             raise ErasureError(
                 f"parity piece {only} does not exist in a ({self._k}+{self._m}) code"
@@ -234,9 +256,16 @@ class ErasureCode:
         length = max(len(v) for v in views)
         if length == 0:
             return [b""] * (self._m if only is None else 1)
+        out = None if into is None else memoryview(into).cast("B")[:length]
+        if out is not None and len(out) < length:
+            raise ErasureError(f"a {len(out)}-byte buffer cannot hold a {length}-byte piece")
         if native_gf.available():  # libgreenckpt_gf: zfec's parity at memory speed
             rows = tuple(range(self._k, self.n)) if only is None else (self._k + only,)
-            return _native_parity(views, length, self._tables(rows), len(rows))
+            return _native_parity(views, length, self._tables(rows), len(rows), out)
+        if out is not None:
+            (piece,) = self.encode(data, only)
+            out[:] = piece
+            return [out]
         if self._scheme == "xor":
             acc = np.zeros(length, dtype=np.uint8)
             for view in views:

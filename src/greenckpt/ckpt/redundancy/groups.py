@@ -183,9 +183,11 @@ def _write_parity(
         return PEER + f"members {missing} sent no data for stripe {s}"
     blocks: list[Buffer] = [pieces[m] or b"" for m in stripe.data]
     try:
-        (encoded,) = code.encode(blocks, only=stripe.parity.index(root))
-        encoded += bytes(length - len(encoded))
-        writer.write_at(at, encoded)
+        # encoded straight into the writer's aligned buffer: written from there, no copy
+        out = memoryview(writer.buffer(length))[:length]
+        (encoded,) = code.encode(blocks, only=stripe.parity.index(root), into=out)
+        out[len(encoded) :] = bytes(length - len(encoded))  # the buffer held an older piece
+        writer.write_at(at, out)
     except (OSError, ErasureError) as exc:
         return one_line(exc)
     return None
