@@ -20,10 +20,9 @@ from greenckpt.ckpt.redundancy.erasure import (
     GroupLayout,
     Scheme,
     Stripe,
-    encode_group,
-    rebuild_group,
 )
 from greenckpt.ckpt.redundancy.groups import group_segment
+from greenckpt.ckpt.redundancy.whole_group import encode_group, rebuild_group
 from greenckpt.ckpt.transfer import DIRECT_ALIGN, SEGMENT
 
 

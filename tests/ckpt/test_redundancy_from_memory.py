@@ -19,8 +19,9 @@ from greenckpt.ckpt import Checkpointer, transfer
 from greenckpt.ckpt.comm import Comm
 from greenckpt.ckpt.manifest import read_manifest
 from greenckpt.ckpt.redundancy import builtin, groups
-from greenckpt.ckpt.redundancy.erasure import GroupLayout, encode_group
+from greenckpt.ckpt.redundancy.erasure import GroupLayout
 from greenckpt.ckpt.redundancy.partner import copy_name
+from greenckpt.ckpt.redundancy.whole_group import encode_group
 from greenckpt.ckpt.transfer import InMemory
 from greenckpt.testing.comm import run_ranks
 
