@@ -234,6 +234,9 @@ def test_pieces_in_one_buffer_go_from_where_they_lie() -> None:
     finally:
         groups._MAX_DISPLACEMENT = real  # type: ignore[misc]
     assert groups._in_place(None, [(0, 0, 1)], 4) is None
+    # every piece empty (past the end of a shorter member's pieces): nothing to send
+    base, counts, _ = groups._in_place(source, [(0, 2005, 7), (3, 1500, 0)], 4) or (b"x", [], [])
+    assert len(base) == 0 and counts == [0, -1, -1, 0]
 
 
 def test_parity_sent_in_place_is_the_parity_of_packed_pieces(

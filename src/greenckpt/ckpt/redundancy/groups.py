@@ -215,9 +215,10 @@ def _in_place(
 ) -> tuple[memoryview, list[int], list[int]] | None:
     """The protected buffer that holds every piece of ``wanted`` (root, offset, length), with
     each root's count and the piece's offset in that buffer: the pieces are sent from where
-    they lie, with no copy into a send buffer. None when there is no memory, the pieces lie in
-    different buffers (the last one crosses into the pickled state), or an offset is past
-    what MPI's ``int`` displacements reach: the caller packs them."""
+    they lie, with no copy into a send buffer (an empty one when every piece is empty). None
+    when there is no memory, the pieces lie in different buffers (the last one crosses into
+    the pickled state), or an offset is past what MPI's ``int`` displacements reach: the
+    caller packs them."""
     if memory is None:
         return None
     base: memoryview | None = None
@@ -232,7 +233,8 @@ def _in_place(
         if base is not None and found[0] is not base:
             return None
         base, displs[root] = found
-    return None if base is None else (base, counts, displs)
+    # nothing to send (past the end of this member's pieces): no buffer either
+    return (memoryview(b"") if base is None else base), counts, displs
 
 
 _MAX_DISPLACEMENT: Final = 2**31 - 1
@@ -253,6 +255,8 @@ def _pack(
     counts = [-1] * members
     packed = 0
     for root, at, n in wanted:
+        if read_error is not None:  # the first error is the one reported
+            break
         into = memoryview(send)[packed:]
         try:
             got = memory.read_into(at, into, n) if memory else read_into(fd, at, into, n)
