@@ -78,13 +78,23 @@ def _in_kernel(src: int, dst: int, size: int, writeback: Writeback) -> int:
 
 def _buffered(src: io.FileIO, dst: io.FileIO, offset: int, writeback: Writeback) -> int:
     """Copy the rest through a buffer, from the files' current offsets (``offset`` in the
-    target); the bytes copied."""
+    target); the bytes copied. The buffer is made only if there is a rest: after a whole
+    in-kernel copy, the first read finds the end."""
+    first = src.read(_CHUNK)
+    if not first:
+        return 0
+    _write_all(dst, memoryview(first))
+    writeback.wrote(offset, len(first))
+    done = len(first)
     view = memoryview(bytearray(_CHUNK))
-    done = 0
     while n := src.readinto(view):
-        written = 0
-        while written < n:
-            written += dst.write(view[written:n]) or 0
+        _write_all(dst, view[:n])
         writeback.wrote(offset + done, n)
         done += n
     return done
+
+
+def _write_all(dst: io.FileIO, data: memoryview) -> None:
+    written = 0
+    while written < len(data):
+        written += dst.write(data[written:]) or 0
