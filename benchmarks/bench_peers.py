@@ -157,7 +157,8 @@ def cmake_install(name: str, src: Path, build: Path, prefix: Path, options: list
 
 
 def compile_harness(source: Path, prefix: Path, out: Path, libs: list[str]) -> Path:
-    if out.exists() and out.stat().st_mtime >= source.stat().st_mtime:
+    newest = max(f.stat().st_mtime for f in (source, source.parent / "bench_common.h"))
+    if out.exists() and out.stat().st_mtime >= newest:
         return out
     print(f"bench_peers: compiling {source.name} against {prefix}", flush=True)
     _run(

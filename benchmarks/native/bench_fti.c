@@ -38,40 +38,7 @@
 #include <unistd.h>
 
 #include "fti.h"
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static double cpu(void) {
-    struct rusage u;
-    getrusage(RUSAGE_SELF, &u);
-    return (double)u.ru_utime.tv_sec + 1e-6 * (double)u.ru_utime.tv_usec +
-           (double)u.ru_stime.tv_sec + 1e-6 * (double)u.ru_stime.tv_usec;
-}
-
-static void fill(unsigned char *buf, size_t n, uint64_t seed) {
-    uint64_t x = seed * 0x9E3779B97F4A7C15ULL + 1;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) { /* xorshift64*: incompressible */
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        uint64_t v = x * 0x2545F4914F6CDD1DULL;
-        memcpy(buf + i, &v, 8);
-    }
-    for (; i < n; i++) buf[i] = (unsigned char)(i * 131u + seed);
-}
-
-static char result[4096];
-
-static void emit(const char *name, double secs, double cpus) {
-    size_t n = strlen(result);
-    snprintf(result + n, sizeof result - n, "%s\"%s\": [%.6f, %.6f]", n ? ", " : "", name, secs,
-             cpus);
-}
+#include "bench_common.h"
 
 /* The job's seconds and CPU-seconds of a cell each rank timed from (t0, c0) to (t1, c1). */
 static void job_figures(double t0, double c0, double t1, double c1, double *secs, double *cpus) {

@@ -40,22 +40,10 @@
 #include <unistd.h>
 
 #include "veloc.h"
+#include "bench_common.h"
 
 #define MAX_STAGES 4
 #define NAME "bench"
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static double cpu(void) {
-    struct rusage u;
-    getrusage(RUSAGE_SELF, &u);
-    return (double)u.ru_utime.tv_sec + 1e-6 * (double)u.ru_utime.tv_usec +
-           (double)u.ru_stime.tv_sec + 1e-6 * (double)u.ru_stime.tv_usec;
-}
 
 static const char *pid_file = NULL;
 
@@ -148,33 +136,11 @@ static void reduce_stages(const struct stage *s, int n, double t0, double c0, do
     }
 }
 
-static void fill(unsigned char *buf, size_t n, uint64_t seed) {
-    uint64_t x = seed * 0x9E3779B97F4A7C15ULL + 1;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) { /* xorshift64*: incompressible for zstd/lz4 */
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        uint64_t v = x * 0x2545F4914F6CDD1DULL;
-        memcpy(buf + i, &v, 8);
-    }
-    for (; i < n; i++) buf[i] = (unsigned char)(i * 131u + seed);
-}
-
 static void check(int ok, const char *what) {
     if (ok != VELOC_SUCCESS) {
         fprintf(stderr, "bench_veloc: %s failed\n", what);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-}
-
-static char result[4096];
-
-/* One cell into the RESULT line (printed at once at the end: VeloC logs to stdout too). */
-static void emit(const char *name, double secs, double cpus) {
-    size_t n = strlen(result);
-    snprintf(result + n, sizeof result - n, "%s\"%s\": [%.6f, %.6f]", n ? ", " : "", name, secs,
-             cpus);
 }
 
 int main(int argc, char **argv) {
