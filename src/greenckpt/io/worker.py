@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from greenckpt.durable import fsync_directory
 from greenckpt.errors import DeviceIOError, GreenckptError, InvalidValueError
 from greenckpt.io.codec import FRAME_HEADER, BlockCodec, CodecError, CodecSpec
+from greenckpt.io.preallocate import reserve
 from greenckpt.io.sinks import DataSink
 from greenckpt.io.sources import DataSource
 from greenckpt.io.writeback import DEFAULT_FLUSH_AFTER, Writeback
@@ -413,6 +414,8 @@ def run_worker(task: WorkerTask, start: Callable[[], None] | None = None) -> Wor
         if start is not None:
             start()
         start_ns = time.monotonic_ns()
+        if task.op == "write" and codec is None:
+            _reserve_extents(task, fds)
         moved, checksums, stored, digests = _move_chunks(task, fds, buf, codec, new_hasher)
         if task.op == "write" and task.fsync:
             _fsync_files(fds)
@@ -433,6 +436,17 @@ def run_worker(task: WorkerTask, start: Callable[[], None] | None = None) -> Wor
         chunk_stored=tuple(stored),
         digests=tuple(digests) if task.digest is not None else None,
     )
+
+
+def _reserve_extents(task: WorkerTask, fds: dict[str, int]) -> None:
+    """Reserve the blocks each file's chunks will fill (:func:`greenckpt.io.preallocate.reserve`):
+    from the first chunk's offset to the last one's end, per file, as a hint."""
+    spans: dict[str, tuple[int, int]] = {}
+    for chunk in task.chunks:
+        lo, hi = spans.get(chunk.path, (chunk.offset, chunk.offset))
+        spans[chunk.path] = (min(lo, chunk.offset), max(hi, chunk.offset + chunk.length))
+    for path, (lo, hi) in spans.items():
+        reserve(fds[path], lo, hi - lo)
 
 
 def _prepare_sources(task: WorkerTask) -> None:
