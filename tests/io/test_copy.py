@@ -162,3 +162,20 @@ def test_a_failing_device_is_raised_not_hidden(
     source, _ = _source(tmp_path, MIB)
     with pytest.raises(OSError, match="Input/output error"):
         copy_file(source, tmp_path / "t")
+
+
+def test_the_targets_blocks_are_reserved_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[tuple[int, int, int]] = []
+
+    def reserve(fd: int, offset: int, length: int) -> bool:
+        calls.append((os.fstat(fd).st_size, offset, length))
+        return False  # refused: the copy goes on all the same
+
+    monkeypatch.setattr(copy_module, "reserve", reserve)
+    source, data = _source(tmp_path, 3 * MIB + 17)
+    target = tmp_path / "target.data"
+    assert copy_file(source, target) == len(data)
+    assert calls == [(0, 0, len(data))]  # before any byte was copied, the whole length
+    assert target.read_bytes() == data
