@@ -151,7 +151,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "greenckpt"
 # how many times: each moves data that every rank needs, not a verdict (no rank's failure is
 # reduced there). The communicators themselves (ckpt/comm.py, testing/comm.py) define them.
 DATA_EXCHANGES: dict[str, tuple[int, str]] = {
-    "ckpt/comm.py": (1, "MPIComm.allgather wraps mpi4py's"),
+    "ckpt/comm.py": (1, "MPIComm.allgather wraps ckpt/polite_objects.py's"),
     "testing/comm.py": (4, "the threaded communicator builds its collectives on allgather"),
     "ckpt/recovery.py": (1, "every rank's listing of the checkpoints its directories hold"),
     "ckpt/api.py": (1, "every rank's newest committed id, to number the next checkpoint"),

@@ -20,6 +20,7 @@ from array import array
 from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
 
+from greenckpt.ckpt import polite_objects
 from greenckpt.ckpt.wait import complete
 from greenckpt.errors import InvalidValueError
 
@@ -150,14 +151,15 @@ class MPIComm:
     """An mpi4py communicator (``MPI.COMM_WORLD`` by default).
 
     Every wait for another rank to arrive is polite (:mod:`greenckpt.ckpt.wait`): a barrier
-    is a nonblocking barrier completed with sleeps; the object collectives first meet in such
-    a barrier, so the blocking collective that follows finds every rank there and does not
-    spin; a bulk exchange first waits politely for the partner's message (or every rank's
-    counts). Bulk data then move under MPI's own blocking calls: a large message goes in
-    pieces that advance only while both ends poll MPI (shared memory without CMA, most
-    networks), and a sleep between polls throttles the transfer — measured here with CMA off,
-    a 4-rank level-2 checkpoint of 64 MiB each took 7.8 s with polite waits against 0.73 s
-    with MPI's (benchmarks/bench_levels.py; docs/design/waiting.md)."""
+    is a nonblocking barrier completed with sleeps; the object collectives are nonblocking
+    collectives of pickled bytes completed the same way
+    (:mod:`greenckpt.ckpt.polite_objects`); a bulk exchange first waits politely for the
+    partner's message (or every rank's counts). Bulk data then move under MPI's own blocking
+    calls: a large message goes in pieces that advance only while both ends poll MPI (shared
+    memory without CMA, most networks), and a sleep between polls throttles the transfer —
+    measured here with CMA off, a 4-rank level-2 checkpoint of 64 MiB each took 7.8 s with
+    polite waits against 0.73 s with MPI's (benchmarks/bench_levels.py;
+    docs/design/waiting.md)."""
 
     def __init__(self, comm: Any = None) -> None:
         if comm is None:
@@ -181,15 +183,12 @@ class MPIComm:
         complete(self._comm.Ibarrier())
 
     def allgather(self, obj: T) -> list[T]:
-        """MPI allgather of pickled objects."""
-        self.barrier()
-        return list(self._comm.allgather(obj))
+        """Allgather of pickled objects, polite (:mod:`greenckpt.ckpt.polite_objects`)."""
+        return polite_objects.allgather(self._comm, obj)
 
     def bcast(self, obj: T, root: int = 0) -> T:
-        """MPI broadcast of a pickled object."""
-        self.barrier()
-        out: T = self._comm.bcast(obj, root=root)
-        return out
+        """Broadcast of a pickled object, polite."""
+        return polite_objects.bcast(self._comm, obj, root)
 
     def sendrecv_into(self, data: BytesLike, dest: int, out: Writable, source: int) -> int:
         """``Isend`` of the buffer, a polite probe for ``source``'s message (its size), then
@@ -210,10 +209,8 @@ class MPIComm:
         return count
 
     def gather(self, obj: T, root: int) -> list[T] | None:
-        """MPI gather of pickled objects."""
-        self.barrier()
-        out = self._comm.gather(obj, root=root)
-        return None if out is None else list(out)
+        """Gather of pickled objects, polite."""
+        return polite_objects.gather(self._comm, obj, root)
 
     def alltoall_into(
         self,
