@@ -28,6 +28,7 @@ from greenckpt.ckpt.manifest import (
     utc_now_iso,
     write_manifest,
 )
+from greenckpt.ckpt.manifest.file import manifest_text
 from greenckpt.io.checksum import digest_bytes
 
 
@@ -236,6 +237,21 @@ def _manifests(draw: st.DrawFn) -> Manifest:
 def test_round_trip_property(manifest: Manifest) -> None:
     doc = manifest_to_json(manifest)
     assert manifest_from_json(json.loads(json.dumps(doc))) == manifest
+    text = manifest_text(doc)  # the file's text: the same document, one rank per line
+    assert json.loads(text) == doc
+    lines = text.splitlines()
+    assert [json.loads(ln.strip().rstrip(",")) for ln in lines if ln.startswith("  {")] == (
+        doc["ranks"]
+    )
+    assert len(lines) == len(doc) + 2 + (1 + len(doc["ranks"]) if doc["ranks"] else 0)
+
+
+def test_the_written_document_is_not_the_callers_redundancy() -> None:
+    manifest = manifest_from_json(valid_doc())
+    doc = manifest_to_json(manifest)
+    manifest.redundancy["partners"][0][0] = 7  # the caller changes its object afterwards
+    assert doc["redundancy"] == {"partners": [[0, 1], [1, 0]]}
+    assert manifest_from_json(doc).redundancy == {"partners": [[0, 1], [1, 0]]}  # digest holds
 
 
 # --- validation: each rule names the JSON path of the bad value ------------------------------

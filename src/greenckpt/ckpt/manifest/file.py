@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from greenckpt.ckpt.manifest.document import Manifest, ManifestError
 from greenckpt.ckpt.manifest.serialize import manifest_from_json, manifest_to_json
@@ -37,12 +39,32 @@ def write_manifest(
     would not read back is refused before anything touches the disk.
     """
     doc = manifest_to_json(manifest, keep_version=keep_version)
-    manifest_from_json(doc)
-    text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
+    manifest_from_json(doc, own_digest=False)  # sealed just above, from this document
+    text = manifest_text(doc)
     if atomic:
         write_atomic(path, text)
     else:
         write_durable(path, text)
+
+
+def manifest_text(doc: Mapping[str, Any]) -> str:
+    """The file's text: one top-level field per line, and one line per rank entry.
+
+    Why not ``json.dumps(doc, indent=1)``: with an indent Python's JSON encoder runs in
+    Python, not C, and puts every number of ``nodes`` and every field of every variable on a
+    line of its own; for 8192 ranks that took 167 ms of the leader's CPU at every checkpoint
+    against 32 ms compact. Each line here comes from the C encoder, and a person reading the
+    file (or ``grep``, ``diff``) still finds one rank per line.
+    """
+    lines = []
+    for key, value in doc.items():
+        name = json.dumps(key)
+        if key == "ranks" and isinstance(value, list) and value:
+            entries = ",\n".join("  " + json.dumps(r, allow_nan=False) for r in value)
+            lines.append(f" {name}: [\n{entries}\n ]")
+        else:
+            lines.append(f" {name}: {json.dumps(value, allow_nan=False)}")
+    return "{\n" + ",\n".join(lines) + "\n}\n"
 
 
 def read_manifest(path: str | os.PathLike[str]) -> Manifest:

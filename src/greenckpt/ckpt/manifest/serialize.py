@@ -80,14 +80,18 @@ def _check_own_digest(data: Mapping[str, Any]) -> None:
         )
 
 
-def manifest_from_json(data: Any) -> Manifest:
-    """Build a :class:`Manifest` from parsed JSON, validating every field and relation."""
+def manifest_from_json(data: Any, *, own_digest: bool = True) -> Manifest:
+    """Build a :class:`Manifest` from parsed JSON, validating every field and relation.
+
+    ``own_digest=False`` skips recomputing the document's own digest, for a writer checking
+    the document :func:`manifest_to_json` has just sealed (the same bytes hashed twice: 41 ms
+    of 8192 ranks' 113); anything read is checked."""
     if not isinstance(data, dict):
         raise ManifestError(
             f"manifest: expected a JSON object at the top level, got {type(data).__name__}"
         )
     version = format_version(data)
-    if version == FORMAT_VERSION:
+    if version == FORMAT_VERSION and own_digest:
         _check_own_digest(data)
     name = str_field(data, "name", "manifest")
     ckpt_id = int_field(data, "id", "manifest", minimum=1)
@@ -156,7 +160,11 @@ def manifest_to_json(manifest: Manifest, *, keep_version: bool = False) -> dict[
         "codec": manifest.codec,
         "nranks": manifest.nranks,
         "nodes": [list(n) for n in manifest.nodes],
-        "redundancy": dict(manifest.redundancy),
+        # the only field that holds a caller's mutable object: copied, so that the digest
+        # covers exactly what is written even if the caller's redundancy changes afterwards
+        # (the rest is built here from immutable fields; a deepcopy of the whole document
+        # took 120 of 170 ms for 8192 ranks)
+        "redundancy": copy.deepcopy(dict(manifest.redundancy)),
         "tool": manifest.tool,
         "ranks": [
             {
@@ -171,9 +179,6 @@ def manifest_to_json(manifest: Manifest, *, keep_version: bool = False) -> dict[
             for r in manifest.ranks
         ],
     }
-    # a deep copy: the digest must cover exactly what is written, even if the caller's
-    # redundancy object changes afterwards
-    doc = copy.deepcopy(doc)
     if not legacy:
         doc[MANIFEST_DIGEST_KEY] = manifest_digest(doc)
     return doc
