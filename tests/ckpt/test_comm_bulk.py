@@ -3,10 +3,6 @@ and four MPI ranks with pieces of every size, missing pieces (-1) and empty ones
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -14,8 +10,7 @@ import pytest
 
 from greenckpt.ckpt.comm import SelfComm, find_mpiexec
 from greenckpt.errors import InvalidValueError
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.ckpt.mpi_script import run_ranks
 
 
 def test_self_sendrecv_into_copies_into_the_start_of_the_buffer() -> None:
@@ -90,14 +85,4 @@ SCRIPT = textwrap.dedent(
 
 @pytest.mark.skipif(find_mpiexec() is None, reason="no mpiexec: pip install '.[mpi]'")
 def test_bulk_exchanges_under_mpi(tmp_path: Path) -> None:
-    script = tmp_path / "bulk.py"
-    script.write_text(SCRIPT)
-    launcher = find_mpiexec()
-    assert launcher is not None
-    proc = subprocess.run(
-        [launcher, "-n", "4", sys.executable, str(script)],
-        capture_output=True, text=True, timeout=120, check=False,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [True] * 4
+    assert run_ranks(tmp_path, SCRIPT) == [True] * 4

@@ -4,11 +4,7 @@ objects, objects longer than the first collective carries, and both mixed."""
 
 from __future__ import annotations
 
-import json
-import os
 import pickle
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -24,8 +20,7 @@ from greenckpt.ckpt.polite_objects import (
     slot_bytes,
     unframe,
 )
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.ckpt.mpi_script import run_ranks
 
 
 def test_the_slot_shrinks_with_the_communicator_within_its_bounds() -> None:
@@ -81,17 +76,7 @@ SCRIPT = textwrap.dedent(
 
 @pytest.mark.skipif(find_mpiexec() is None, reason="no mpiexec: pip install '.[mpi]'")
 def test_object_collectives_under_mpi(tmp_path: Path) -> None:
-    script = tmp_path / "objects.py"
-    script.write_text(SCRIPT)
-    launcher = find_mpiexec()
-    assert launcher is not None
-    proc = subprocess.run(
-        [launcher, "-n", "4", sys.executable, str(script)],
-        capture_output=True, text=True, timeout=120, check=False,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    everyone = json.loads(proc.stdout.strip().splitlines()[-1])
+    everyone = run_ranks(tmp_path, SCRIPT)
     assert len(everyone) == 4
     for rank, checks in enumerate(everyone):
         assert len(checks) == 16

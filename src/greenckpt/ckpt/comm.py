@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
 
 from greenckpt.ckpt import polite_objects
+from greenckpt.ckpt.polite_objects import MPIRequest, offsets
 from greenckpt.ckpt.wait import complete
 from greenckpt.errors import InvalidValueError
 
@@ -231,7 +232,7 @@ class MPIComm:
             raise InvalidValueError(f"alltoall_into takes {size} displacements, got {len(displs)}")
         mine = array("q", counts)
         theirs = array("q", bytes(8 * size))
-        complete(_Sent(self._comm.Ialltoall([mine, MPI.INT64_T], [theirs, MPI.INT64_T])))
+        complete(MPIRequest(self._comm.Ialltoall([mine, MPI.INT64_T], [theirs, MPI.INT64_T])))
         send_n = [max(c, 0) for c in counts]
         recv_n = [max(c, 0) for c in theirs]
         if sum(recv_n) > len(recv):
@@ -239,13 +240,13 @@ class MPIComm:
                 f"{sum(recv_n)} bytes arrive, more than the {len(recv)}-byte buffer"
             )
         at = (
-            _offsets(send_n)
+            offsets(send_n)
             if displs is None
             else [d if n else 0 for d, n in zip(displs, send_n, strict=True)]
         )
         self._comm.Alltoallv(  # every rank is here (all counts arrived): MPI's own speed
             [send, (send_n, at), MPI.BYTE],
-            [recv, (recv_n, _offsets(recv_n)), MPI.BYTE],
+            [recv, (recv_n, offsets(recv_n)), MPI.BYTE],
         )
         return list(theirs)
 
@@ -258,15 +259,6 @@ class MPIComm:
         from mpi4py import MPI  # noqa: PLC0415 - see __init__
 
         return str(MPI.Get_processor_name())
-
-
-def _offsets(counts: list[int]) -> list[int]:
-    """Where each of ``counts`` starts when packed one after the other."""
-    out, at = [], 0
-    for n in counts:
-        out.append(at)
-        at += n
-    return out
 
 
 _BULK_TAG = 7302  # sendrecv_into's messages, apart from anything else on the communicator
@@ -285,19 +277,6 @@ class _Probe:
 
     def wait(self) -> None:
         self._comm.probe(source=self._source, tag=self._tag, status=self._status)
-
-
-class _Sent:
-    """An mpi4py ``Request`` seen as :func:`complete` expects (``test`` -> (done, None))."""
-
-    def __init__(self, request: Any) -> None:
-        self._request = request
-
-    def test(self) -> tuple[bool, None]:
-        return bool(self._request.Test()), None
-
-    def wait(self) -> None:
-        self._request.Wait()
 
 
 def world() -> Comm:

@@ -34,9 +34,11 @@ __all__ = [
     "FIRST_ROUND_BYTES",
     "MAX_SLOT",
     "MIN_SLOT",
+    "MPIRequest",
     "allgather",
     "bcast",
     "gather",
+    "offsets",
     "slot_bytes",
 ]
 
@@ -91,7 +93,7 @@ def _dumps(obj: object) -> bytes:
     return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-class _Request:
+class MPIRequest:
     """An mpi4py ``Request`` seen as :func:`complete` expects (``test`` -> (done, None))."""
 
     def __init__(self, request: Any) -> None:
@@ -104,7 +106,8 @@ class _Request:
         self._request.Wait()
 
 
-def _offsets(counts: Sequence[int]) -> list[int]:
+def offsets(counts: Sequence[int]) -> list[int]:
+    """Where each of ``counts`` starts when packed one after the other."""
     out, at = [], 0
     for n in counts:
         out.append(at)
@@ -120,16 +123,16 @@ def allgather(comm: Any, obj: T) -> list[T]:
     slot = slot_bytes(size)
     data = _dumps(obj)
     frames = bytearray((_LENGTH.size + slot) * size)
-    complete(_Request(comm.Iallgather([frame(data, slot), MPI.BYTE], [frames, MPI.BYTE])))
+    complete(MPIRequest(comm.Iallgather([frame(data, slot), MPI.BYTE], [frames, MPI.BYTE])))
     beyond = [max(0, n - slot) for n in lengths(frames, slot)]
     rests = bytearray(sum(beyond))
     if rests:  # every rank read the same lengths: all of them are here
         mine = bytearray(data[slot:])
         complete(
-            _Request(
+            MPIRequest(
                 comm.Iallgatherv(
                     [mine, len(mine), MPI.BYTE],
-                    [rests, (beyond, _offsets(beyond)), MPI.BYTE],
+                    [rests, (beyond, offsets(beyond)), MPI.BYTE],
                 )
             )
         )
@@ -143,11 +146,11 @@ def bcast(comm: Any, obj: T, root: int = 0) -> T:
     slot = MAX_SLOT
     data = _dumps(obj) if comm.Get_rank() == root else b""
     head = frame(data, slot) if data else bytearray(_LENGTH.size + slot)
-    complete(_Request(comm.Ibcast([head, MPI.BYTE], root=root)))
+    complete(MPIRequest(comm.Ibcast([head, MPI.BYTE], root=root)))
     (n,) = lengths(head, slot)
     rest = bytearray(data[slot:]) if data else bytearray(max(0, n - slot))
     if rest:
-        complete(_Request(comm.Ibcast([rest, MPI.BYTE], root=root)))
+        complete(MPIRequest(comm.Ibcast([rest, MPI.BYTE], root=root)))
     result: T = unframe(head, slot, rest)[0]
     return result
 
@@ -160,12 +163,12 @@ def gather(comm: Any, obj: T, root: int) -> list[T] | None:
     data = _dumps(obj)
     mine = bytearray(_LENGTH.pack(len(data)))
     every = bytearray(_LENGTH.size * size if me == root else 0)
-    complete(_Request(comm.Igather([mine, MPI.BYTE], [every, MPI.BYTE], root=root)))
+    complete(MPIRequest(comm.Igather([mine, MPI.BYTE], [every, MPI.BYTE], root=root)))
     counts = lengths(every, 0) if me == root else []
     got = bytearray(sum(counts))
-    receive = [got, (counts, _offsets(counts)), MPI.BYTE] if me == root else None
-    complete(_Request(comm.Igatherv([bytearray(data), len(data), MPI.BYTE], receive, root=root)))
+    receive = [got, (counts, offsets(counts)), MPI.BYTE] if me == root else None
+    complete(MPIRequest(comm.Igatherv([bytearray(data), len(data), MPI.BYTE], receive, root=root)))
     if me != root:
         return None
     view = memoryview(got)
-    return [pickle.loads(view[at : at + n]) for at, n in zip(_offsets(counts), counts, strict=True)]
+    return [pickle.loads(view[at : at + n]) for at, n in zip(offsets(counts), counts, strict=True)]
