@@ -76,6 +76,23 @@ SCRIPT = textwrap.dedent(
     out = bytearray(6 << 20)
     count = comm.sendrecv_into(big, (me + 1) % n, out, (me - 1) % n)
     ok = ok and count == 5 << 20 and out[:count] == bytes([(me - 1) % n]) * count
+    # a receive buffer too small on rank 1 only: rank 1 is refused, every rank's exchange
+    # completes (nobody is left waiting), and the next collectives run on every rank
+    from greenckpt.errors import InvalidValueError
+    small = bytearray(3 if me == 1 else 64)
+    try:
+        comm.alltoall_into(send, counts, small)
+        refused = False
+    except InvalidValueError:
+        refused = True
+    ok = ok and refused == (me == 1)
+    try:
+        comm.sendrecv_into(big, (me + 1) % n, bytearray(10 if me == 1 else 6 << 20), (me - 1) % n)
+        refused = False
+    except InvalidValueError:
+        refused = True
+    ok = ok and refused == (me == 1)
+    ok = ok and comm.alltoall_into(send, counts, again) == got and again == recv
     oks = comm.allgather(ok)
     if me == 0:
         print(json.dumps(oks))

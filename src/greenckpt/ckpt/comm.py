@@ -61,7 +61,9 @@ class Comm(Protocol):
     def sendrecv_into(self, data: BytesLike, dest: int, out: Writable, source: int) -> int:
         """Send the bytes of ``data`` to ``dest`` and receive what ``source`` sends into the
         start of ``out`` (at most ``len(out)`` bytes): how many arrived. The bulk path: no
-        pickling, no new buffers."""
+        pickling, no new buffers. Where more arrive than ``out`` holds it raises
+        :class:`~greenckpt.errors.InvalidValueError`, once the exchange is complete on both
+        ends (no peer is left waiting in it)."""
         ...
 
     def gather(self, obj: T, root: int) -> list[T] | None:
@@ -79,7 +81,10 @@ class Comm(Protocol):
         start of ``send`` (-1: nothing, and rank r learns that it got nothing, not an empty
         piece), or at ``displs[r]`` in ``send`` when given (pieces sent from where they lie,
         no packing); what every rank sent lands packed in rank order in ``recv``. Returns
-        the counts received (-1 likewise)."""
+        the counts received (-1 likewise). Where more bytes arrive than ``recv`` holds it
+        raises :class:`~greenckpt.errors.InvalidValueError`, once the exchange is complete on
+        every rank (no rank is left waiting in it; the caller makes it this rank's error and
+        keeps taking part in what follows)."""
         ...
 
     def split(self, color: int, key: int) -> Comm:
@@ -201,12 +206,15 @@ class MPIComm:
         status = MPI.Status()
         complete(_Probe(self._comm, source, _BULK_TAG, status))
         count = int(status.Get_count(MPI.BYTE))
-        if count > len(out):
+        # too much for ``out``: received all the same, so that the sender is not left
+        # waiting for a receive that never comes, then refused
+        into = out if count <= len(out) else bytearray(count)
+        self._comm.Recv([memoryview(into)[:count], MPI.BYTE], source=source, tag=_BULK_TAG)
+        sent.Wait()  # MPI's own wait: see the class on bulk data
+        if into is not out:
             raise InvalidValueError(
                 f"rank {source} sent {count} bytes, more than the {len(out)}-byte buffer"
             )
-        self._comm.Recv([memoryview(out)[:count], MPI.BYTE], source=source, tag=_BULK_TAG)
-        sent.Wait()  # MPI's own wait: see the class on bulk data
         return count
 
     def gather(self, obj: T, root: int) -> list[T] | None:
@@ -235,10 +243,9 @@ class MPIComm:
         complete(MPIRequest(self._comm.Ialltoall([mine, MPI.INT64_T], [theirs, MPI.INT64_T])))
         send_n = [max(c, 0) for c in counts]
         recv_n = [max(c, 0) for c in theirs]
-        if sum(recv_n) > len(recv):
-            raise InvalidValueError(
-                f"{sum(recv_n)} bytes arrive, more than the {len(recv)}-byte buffer"
-            )
+        # too much for ``recv``: received all the same, so that no rank waits in the
+        # Alltoallv for one that left it, then refused
+        into = recv if sum(recv_n) <= len(recv) else bytearray(sum(recv_n))
         at = (
             offsets(send_n)
             if displs is None
@@ -246,8 +253,12 @@ class MPIComm:
         )
         self._comm.Alltoallv(  # every rank is here (all counts arrived): MPI's own speed
             [send, (send_n, at), MPI.BYTE],
-            [recv, (recv_n, offsets(recv_n)), MPI.BYTE],
+            [into, (recv_n, offsets(recv_n)), MPI.BYTE],
         )
+        if into is not recv:
+            raise InvalidValueError(
+                f"{sum(recv_n)} bytes arrived, more than the {len(recv)}-byte buffer"
+            )
         return list(theirs)
 
     def split(self, color: int, key: int) -> Comm:

@@ -37,6 +37,7 @@ from typing import Final
 
 from greenckpt.ckpt.agree import PEER, first_cause, one_line
 from greenckpt.ckpt.comm import Comm
+from greenckpt.errors import InvalidValueError
 from greenckpt.io.checksum import new_hasher
 from greenckpt.io.writeback import Writeback
 
@@ -421,7 +422,10 @@ def shift_file(
                     send_error = f"cannot read {send}: {one_line(exc)}"
             # received straight into the buffer the writer stores it from (no copy)
             incoming = writer.buffer(segment) if writer is not None else spare
-            got = comm.sendrecv_into(chunk, dest, incoming, source)
+            try:
+                got = comm.sendrecv_into(chunk, dest, incoming, source)
+            except InvalidValueError as exc:  # more than a segment: received, then refused
+                got, recv_error = 0, recv_error or one_line(exc)
             if writer is not None and got and recv_error is None:
                 try:
                     writer.write_at(i * segment, memoryview(incoming)[:got])

@@ -47,7 +47,7 @@ from greenckpt.ckpt.redundancy.erasure import (
 )
 from greenckpt.ckpt.topology import Topology
 from greenckpt.ckpt.transfer import DIRECT_ALIGN, SEGMENT, InMemory, SegmentWriter, read_into
-from greenckpt.errors import GreenckptError
+from greenckpt.errors import GreenckptError, InvalidValueError
 from greenckpt.io.checksum import file_digest
 
 __all__ = [
@@ -268,6 +268,23 @@ def _pack(
     return counts, read_error
 
 
+def _exchange(
+    comm: Comm,
+    send: bytes | bytearray | memoryview,
+    counts: list[int],
+    recv: bytearray,
+    displs: Sequence[int] | None = None,
+) -> tuple[list[int] | None, str | None]:
+    """``comm.alltoall_into``, with more bytes than ``recv`` holds (peers that disagree on the
+    layout) made this member's error rather than an exception: the exchange is complete on
+    every rank then, and this member goes on taking part in the ones that follow, so no rank
+    waits for it and the error reaches every rank through the checkpoint's agreement."""
+    try:
+        return comm.alltoall_into(send, counts, recv, displs), None
+    except InvalidValueError as exc:
+        return None, one_line(exc)
+
+
 def encode_parity(
     comm: Comm,
     layout: GroupLayout,
@@ -318,14 +335,15 @@ def encode_parity(
                     wanted.append((root, at, n))
                 in_place = _in_place(memory, wanted, layout.members)
                 if in_place is not None:
-                    got = comm.alltoall_into(in_place[0], in_place[1], recv, in_place[2])
+                    got, problem = _exchange(comm, *in_place[:2], recv, in_place[2])
                 else:
                     send = send if send is not None else bytearray(len(recv))
                     counts, read_error = _pack(
                         memory, fd, data, wanted, send, read_error, layout.members
                     )
-                    got = comm.alltoall_into(send, counts, recv)
-                if me not in stripes or writer is None or error is not None:
+                    got, problem = _exchange(comm, send, counts, recv)
+                error = error or problem
+                if got is None or me not in stripes or writer is None or error is not None:
                     continue
                 s = stripes[me]
                 length = min(segment, size - off)
@@ -507,8 +525,9 @@ def rebuild_data(
                             )
                         except OSError as exc:
                             error = one_line(exc)
-                    got = comm.alltoall_into(send, counts, recv)
-                    if me != root or writer is None or error is not None:
+                    got, problem = _exchange(comm, send, counts, recv)
+                    error = error or problem
+                    if got is None or me != root or writer is None or error is not None:
                         continue
                     at, _ = _piece_segment(layout, lengths, root, s, size, off, segment)
                     present = _present(code, stripe, _unpack(recv, got), seg_lengths, longest)
