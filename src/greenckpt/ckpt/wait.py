@@ -5,7 +5,7 @@ barrier while the node's writers write burns a core at full power — the very s
 planner chooses (one or two writers per node) would spend on spinning the energy it saves.
 Measured here (4 ranks, one working for 1 s, the others waiting): 0.50 CPU-s per waiting rank
 in ``MPI_Barrier``, 0.007 CPU-s with :func:`complete`, the same wall time. :func:`complete`
-finishes a nonblocking MPI request by testing it for a short spin (200 µs: a request that is
+finishes a nonblocking MPI request by testing it for a short spin (50 µs: a request that is
 nearly done costs no sleep) and then sleeping between tests, each pause 1/20 of the time waited
 so far, at least 50 µs and at most 1 ms: a wait ends at most 5 % of its length (and never
 more than 1 ms) after the request completes.
@@ -18,6 +18,12 @@ most of it the ranks that noticed first spinning in the blocking collective afte
 for the ones still asleep; with pauses of 1/20 of the wait it took 0.9 ms more and 2.4 ms of
 CPU. A long wait pauses 1 ms from 20 ms into it, as before, so ranks waiting for writers use
 a few per cent of a core (benchmarks/bench_waiting.py; 1/40 doubled that share).
+Why a spin of 50 µs (200 µs until 2026-12-06): on a node with more ranks than cores, a rank
+that spins takes the core from the one it waits for. Level-1 checkpoints of 1 MiB per rank
+(three agreements each), 30 per job, medians, 3 jobs alternating per setting: 4 ranks on 2
+cores 9.0–9.4 → 8.1–8.4 ms and 10.7–11.0 → 9.2–9.6 ms of CPU; 8 ranks 17.4–18.4 → 15.7–16.3 ms
+and 25.1–25.6 → 21.7–22.1 ms of CPU; 2 ranks on 2 cores 4.3–4.6 against 4.4–5.1 ms and
+4.5–4.7 against 4.3–4.9 ms of CPU (within the noise). 10 µs was no better than 50.
 ``GREENCKPT_WAIT=spin`` restores MPI's own blocking waits (for comparison).
 """
 
@@ -32,7 +38,7 @@ from greenckpt.errors import InvalidValueError
 __all__ = ["WAIT_ENV", "Testable", "complete", "polite"]
 
 WAIT_ENV = "GREENCKPT_WAIT"
-_SPIN_S = 200e-6
+_SPIN_S = 50e-6
 _FIRST_PAUSE_S = 50e-6
 _LONGEST_PAUSE_S = 1e-3
 _PAUSE_SHARE = 1 / 20
