@@ -51,6 +51,12 @@ def page_reporting(mode: str) -> Iterator[str]:
         yield hold.note
 
 
+def held(note: str) -> bool:
+    """Whether :func:`page_reporting`'s ``note`` says reporting is held off for the run: a
+    guest that hands free memory to its host, where jobs need :func:`back_free_memory`."""
+    return "held off" in note
+
+
 def free_bytes() -> int:
     """``MemFree`` of ``/proc/meminfo`` in bytes (0 where unreadable)."""
     try:

@@ -120,7 +120,7 @@ def main() -> None:
         with _pagereport.page_reporting(ns.page_reporting) as memory_note:
             print(f"memory: {memory_note}", flush=True)
             for mib in ns.mib:
-                if "held off" in memory_note:  # see _pagereport.back_free_memory
+                if _pagereport.held(memory_note):  # see _pagereport.back_free_memory
                     backed, took = _pagereport.back_free_memory(_pagereport.free_bytes())
                     print(f"backed {backed / 2**30:.1f} GiB of free memory first ({took:.1f} s)")
                 doc = run_job(ns.ranks, mib << 20, ns.rounds, ns.dir, ns.seed)

@@ -389,7 +389,7 @@ def back_bytes(asked: float | None, memory_note: str) -> int:
     the 256 MiB jobs still met the faults in some rounds — and 12 GiB was."""
     if asked is not None:
         return int(asked * 2**30)
-    return _pagereport.free_bytes() if "held off" in memory_note else 0
+    return _pagereport.free_bytes() if _pagereport.held(memory_note) else 0
 
 
 def run_size(

@@ -24,6 +24,16 @@ def _source(tmp_path: Path, size: int) -> tuple[Path, bytes]:
     return path, data
 
 
+def _copied(tmp_path: Path, size: int) -> bytes:
+    """A new source of ``size`` bytes copied to ``target.data``: the count returned and the
+    target's bytes checked; the data."""
+    source, data = _source(tmp_path, size)
+    target = tmp_path / "target.data"
+    assert copy_file(source, target) == size
+    assert target.read_bytes() == data
+    return data
+
+
 @pytest.fixture
 def started(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
     """The ranges the copy reports to its writeback, in order."""
@@ -66,10 +76,7 @@ def _whole(ranges: list[tuple[int, int]], size: int) -> bool:
 def test_the_copy_is_the_source_started_and_fsynced(
     tmp_path: Path, size: int, started: list[tuple[int, int]], fsynced: list[int]
 ) -> None:
-    source, data = _source(tmp_path, size)
-    target = tmp_path / "target.data"
-    assert copy_file(source, target) == size
-    assert target.read_bytes() == data
+    _copied(tmp_path, size)
     assert _whole(started, size)
     assert fsynced == [size]  # the target, complete, before the copy returned
 
@@ -115,10 +122,7 @@ def test_a_refusal_continues_through_the_buffer_where_the_kernel_stopped(
         return os.write(dst, data)
 
     monkeypatch.setattr(copy_module.os, "copy_file_range", refusing, raising=False)
-    source, data = _source(tmp_path, 11 * MIB + 5)
-    target = tmp_path / "target.data"
-    assert copy_file(source, target) == len(data)
-    assert target.read_bytes() == data
+    data = _copied(tmp_path, 11 * MIB + 5)
     assert _whole(started, len(data))
 
 
@@ -136,10 +140,7 @@ def test_an_early_end_of_the_kernel_copy_is_finished_through_the_buffer(
         return os.write(dst, data)
 
     monkeypatch.setattr(copy_module.os, "copy_file_range", ends_early, raising=False)
-    source, data = _source(tmp_path, 5 * MIB + 7)
-    target = tmp_path / "target.data"
-    assert copy_file(source, target) == len(data)
-    assert target.read_bytes() == data
+    data = _copied(tmp_path, 5 * MIB + 7)
     assert _whole(started, len(data))
 
 
@@ -174,8 +175,6 @@ def test_the_targets_blocks_are_reserved_first(
         return False  # refused: the copy goes on all the same
 
     monkeypatch.setattr(copy_module, "reserve", reserve)
-    source, data = _source(tmp_path, 3 * MIB + 17)
-    target = tmp_path / "target.data"
-    assert copy_file(source, target) == len(data)
-    assert calls == [(0, 0, len(data))]  # before any byte was copied, the whole length
-    assert target.read_bytes() == data
+    size = 3 * MIB + 17
+    _copied(tmp_path, size)
+    assert calls == [(0, 0, size)]  # before any byte was copied, the whole length
