@@ -6,6 +6,7 @@ line it prints last, ``RESULT {json}`` (rank 0 only). Modes::
     _ckpt_worker.py io        DIR NAME BYTES_PER_RANK SEED SETTLE_S DROP(fadvise|global)
     _ckpt_worker.py raw       DIR NAME BYTES_PER_RANK SEED SETTLE_S DROP(fadvise|global)
     _ckpt_worker.py plain     DIR NAME BYTES_PER_RANK SEED SETTLE_S DROP(fadvise|global)
+    _ckpt_worker.py digest    DIR NAME BYTES_PER_RANK SEED SETTLE_S DROP(fadvise|global)
     _ckpt_worker.py mem-write   DIR NAME BYTES CODEC SEED TRACEMALLOC(0|1) [LEVEL]
     _ckpt_worker.py mem-read    DIR NAME BYTES CODEC SEED TRACEMALLOC(0|1) [LEVEL]
     _ckpt_worker.py mem-rebuild DIR NAME BYTES CODEC SEED TRACEMALLOC(0|1) LEVEL
@@ -31,6 +32,11 @@ array, fsync of the file and of its directory) and reads it back into the zeroed
 digests, manifest, agreement or commit. Timed the same way, so the library/raw ratio is what
 protecting the data costs, with the same processes, memory and launcher on both sides.
 ``plain``: the same with ``ndarray.tofile`` + fsync (file and directory) and ``readinto``.
+``digest``: ``raw`` plus the digests the library takes — the write hashes each block as it
+serves it to the engine and the read hashes each piece as it lands (the library's
+``ConcatSource`` / ``ConcatSink`` with its default checksum), and the read's digest must equal
+the write's — and nothing else of the library: what checked integrity costs by itself, so
+library/digest is the commit's share and digest/plain the digest's.
 Every io mode also reports ``write_cpu_s``/``read_cpu_s``: user + system CPU-seconds of every
 rank (threads and waited-for children) in the timed call, summed over the ranks.
 
@@ -227,8 +233,8 @@ def _timed(comm: Any, action: Callable[[], Any]) -> tuple[float, float, Any, flo
 def io(
     mode: str, directory: str, name: str, nbytes: int, seed: int, settle: float, drop: str
 ) -> dict[str, Any] | None:
-    """``io``: the library checkpoints and recovers; ``raw``: the same ranks move the same
-    arrays with the engine alone (see the module docstring)."""
+    """``io``: the library checkpoints and recovers; ``raw``, ``plain``, ``digest``: the same
+    ranks move the same arrays without it (see the module docstring)."""
     comm = _rank_comm()
     arr = random_array(nbytes, seed + comm.rank)
     if mode == "io":
@@ -239,8 +245,7 @@ def io(
         import greenckpt.io  # noqa: F401, PLC0415 - imported outside the timer, as the library is
 
         path = raw_path(comm, directory, name)
-        plain = mode == "plain"
-        write = lambda: (plain_write if plain else raw_write)(path, arr)  # noqa: E731
+        write = lambda: WRITERS[mode](path, arr)  # noqa: E731
     method = _drop_on_rank0(comm, directory, drop)
     w0, w1, info, wcpu = _timed(comm, write)
     own_write = info.seconds if mode == "io" else w1 - w0
@@ -255,7 +260,7 @@ def io(
         ck2.protect("data", arr)
         read: Callable[[], Any] = lambda: ck2.recover(missing_ok=False)  # noqa: E731
     else:
-        read = lambda: (plain_read if plain else raw_read)(path, arr)  # noqa: E731
+        read = lambda: READERS[mode](path, arr)  # noqa: E731
     time.sleep(max(0.0, write_end + settle - time.monotonic()))
     _drop_on_rank0(comm, directory, drop)
     r0, r1, rinfo, rcpu = _timed(comm, read)
@@ -265,6 +270,7 @@ def io(
         ck2.finalize()
     else:
         ok, own_read = matches_random(arr, seed + comm.rank), r1 - r0
+        ok = ok and rinfo == info  # the digest mode: the read's digest is the write's
     read = comm.allgather((r0, r1, own_read, ok, rcpu))
     if comm.rank != 0:
         return None
@@ -310,6 +316,28 @@ def raw_read(path: str, arr: npt.NDArray[np.float64]) -> None:
     run_chunks("read", [[Chunk(path, 0, arr.nbytes, sink=ConcatSink([arr]))]])
 
 
+def digest_write(path: str, arr: npt.NDArray[np.float64]) -> str:
+    """:func:`raw_write` hashing each block as the engine takes it (the library's way); the
+    file's digest."""
+    from greenckpt.io import Chunk, ConcatSource, run_chunks  # noqa: PLC0415
+    from greenckpt.io.checksum import CHECKSUMS  # noqa: PLC0415
+
+    source = ConcatSource([arr], checksum=CHECKSUMS[0])
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644))
+    run_chunks("write", [[Chunk(path, 0, arr.nbytes, source)]])
+    return source.digests()[1]
+
+
+def digest_read(path: str, arr: npt.NDArray[np.float64]) -> str:
+    """:func:`raw_read` hashing each piece as it lands (the library's way); the digest."""
+    from greenckpt.io import Chunk, ConcatSink, run_chunks  # noqa: PLC0415
+    from greenckpt.io.checksum import CHECKSUMS  # noqa: PLC0415
+
+    sink = ConcatSink([arr], checksum=CHECKSUMS[0])
+    run_chunks("read", [[Chunk(path, 0, arr.nbytes, sink=sink)]])
+    return sink.digests()[0]
+
+
 def plain_write(path: str, arr: npt.NDArray[np.float64]) -> None:
     """A plain writer: ``ndarray.tofile`` into a new file, then fsync of it and its directory."""
     with open(path, "wb") as fh:
@@ -323,6 +351,14 @@ def plain_write(path: str, arr: npt.NDArray[np.float64]) -> None:
         os.close(fd)
 
 
+WRITERS: dict[str, Callable[[str, npt.NDArray[np.float64]], object]] = {
+    "raw": raw_write,
+    "plain": plain_write,
+    "digest": digest_write,
+}
+"""The write of each mode without the library."""
+
+
 def plain_read(path: str, arr: npt.NDArray[np.float64]) -> None:
     """A plain reader: ``readinto`` the zeroed array (buffered, no digest)."""
     view = memoryview(arr).cast("B")
@@ -333,6 +369,15 @@ def plain_read(path: str, arr: npt.NDArray[np.float64]) -> None:
             if not n:
                 raise OSError(f"{path}: short read at {done} of {len(view)} bytes")
             done += n
+
+
+READERS: dict[str, Callable[[str, npt.NDArray[np.float64]], object]] = {
+    "raw": raw_read,
+    "plain": plain_read,
+    "digest": digest_read,
+}
+"""The read of each mode without the library (the digest mode's returns the digest, the
+others None, as their writes do)."""
 
 
 # --------------------------------------------------------------------------- memory modes
@@ -490,7 +535,7 @@ def memory(
 def main(argv: list[str]) -> int:
     mode, rest = argv[0], argv[1:]
     result: dict[str, Any] | None
-    if mode in ("io", "raw", "plain"):
+    if mode in ("io", *WRITERS):
         result = io(mode, rest[0], rest[1], int(rest[2]), int(rest[3]), float(rest[4]), rest[5])
     elif mode in ("mem-write", "mem-read", "mem-rebuild"):
         directory, name, size, codec, seed, trace, *level = rest

@@ -33,6 +33,33 @@ def add_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_back_argument(parser: argparse.ArgumentParser, default: str) -> None:
+    """``--back-memory GIB`` (:func:`back_bytes` reads it); ``default`` says what is backed
+    without it, for the help text."""
+    parser.add_argument(
+        "--back-memory",
+        type=float,
+        metavar="GIB",
+        help="GiB of free memory to touch and free before every job, so that no job meets the "
+        f"faults of memory the guest handed back to its host (default: {default}; 0: off)",
+    )
+
+
+def check_back_argument(parser: argparse.ArgumentParser, asked: float | None) -> None:
+    """Refuse a negative ``--back-memory`` with the parser's one-line error."""
+    if asked is not None and asked < 0:
+        parser.error(f"--back-memory must be >= 0 GiB, not {asked}")
+
+
+def back_bytes(asked: float | None, memory_note: str, default: int) -> int:
+    """``--back-memory`` in bytes: ``asked`` GiB where given, else ``default`` bytes where
+    :func:`page_reporting`'s note says reporting is held (a guest that reports free memory),
+    else 0."""
+    if asked is not None:
+        return int(asked * 2**30)
+    return default if held(memory_note) else 0
+
+
 @contextmanager
 def page_reporting(mode: str) -> Iterator[str]:
     """Hold reporting off per ``mode`` for the ``with`` block; yields the header line.

@@ -11,7 +11,7 @@ library's throughput is compared with the raw engine it is built on doing the sa
 the same writers, and with fio as the outside reference.
 
 For each number of writers W, the same S bytes (S/W per writer, rounded down to whole 1 MiB
-blocks, the block size the library's writes and reads use) are moved three ways:
+blocks, the block size the library's writes and reads use) are moved these ways:
 
 * **library** — ``mpiexec -n W python _ckpt_worker.py io``: each rank protects a float64 array
   of S/W bytes of uniform random doubles (incompressible; codec none) and calls
@@ -30,6 +30,13 @@ blocks, the block size the library's writes and reads use) are moved three ways:
   verification), with processes, memory, launcher and clock identical on both sides. (The
   engine as the profiler runs it — its own processes, a small reused buffer — is compared
   with fio in ``bench_io_fio.py``.)
+* **digest** — raw plus the one thing of the library that touches every byte: the digest.
+  The write hashes each block as it hands it to the engine and the read hashes each piece as
+  it lands, as the library does (its ``ConcatSource`` / ``ConcatSink``, its default
+  checksum), and the read's digest must equal the write's. Its CPU over plain's is what
+  checked integrity costs by itself on the machine (a pass over memory that a plain write
+  does not make), and library over digest is what the rest of the library costs: manifest,
+  agreement, commit. Not part of the verdict.
 * **plain** — the same ranks and arrays, each written with ``ndarray.tofile`` + fsync of the
   file and its directory and read back with ``readinto``: the simplest writer a rank could use.
 * **fio** — ``--numjobs=W --bs=1M --ioengine=psync --end_fsync=1 --fallocate=none`` writes,
@@ -52,7 +59,12 @@ read ran at about 2.2 GB/s or about 0.6 GB/s for every tool, fio included, depen
 whether reporting ran in between. So by default (``--page-reporting auto``) the script holds
 reporting off for the run where the kernel lets it (``min_free_ms`` raised to 60 s, root
 only; restored at the end) and prints what it did; ``keep`` leaves it alone, ``hold`` fails
-when it cannot hold. Two more things keep the comparison fair, with or without the hold:
+when it cannot hold. Holding does not undo what was reported before the run: the first use
+of each such page faults it in from the host (about 10 µs of CPU per 4 KiB page here), and
+which tool met those faults moved the CPU-seconds of single jobs by tens of percent. So
+where reporting is held, every job is preceded by touching and freeing 4 GiB of fresh memory
+(``--back-memory GIB``; 0 turns it off), which the kernel hands out again first; the time it
+took is printed. Two more things keep the comparison fair, with or without the hold:
 
 * every tool runs while S bytes of application memory are resident — the library's and raw's
   ranks hold their arrays (random data before the write, zeroed before the read), and for fio
@@ -129,7 +141,10 @@ SRC = BENCH_DIR.parent / "src"
 MiB = 1024 * 1024
 SPACE_MARGIN = 256 * MiB
 JOB_TIMEOUT_S = 900.0
-TOOLS = ("library", "raw", "plain", "fio")
+BACK_DEFAULT = 4 << 30
+"""``--back-memory``'s default where reporting is held: a few times a job's footprint (S of
+arrays, S of page cache, the ranks' interpreters), touched in about 2 s here once backed."""
+TOOLS = ("library", "raw", "digest", "plain", "fio")
 OPS = ("write", "read")
 
 
@@ -281,7 +296,8 @@ class Run:
     """Library only: bytes over the slowest rank's own CheckpointInfo / RecoveryInfo seconds."""
     read_own_bps: float | None = None
     write_cpu_s: float | None = None
-    """User + system CPU-seconds of every rank (library, raw, plain) or of fio and its jobs."""
+    """User + system CPU-seconds of every rank (library, raw, digest, plain) or of fio and its
+    jobs."""
     read_cpu_s: float | None = None
 
 
@@ -367,15 +383,18 @@ def cpu_table(
     cpu: dict[tuple[str, str, int], list[float]],
 ) -> list[dict[str, Any]]:
     """Print MB/s and CPU-seconds per GB of every tool side by side, with the library's CPU
-    over each other tool's (median of paired ratios); return the figures per case (op, W)."""
+    over each other tool's and the digest tool's over plain's (medians of paired ratios);
+    return the figures per case (op, W)."""
     others = [t for t in tools if t != "library"]
     print(
         "CPU-s/GB = user + system CPU-seconds per 1e9 bytes moved, of every rank and its "
         "threads and children (getrusage RUSAGE_SELF + RUSAGE_CHILDREN around each timed call; "
         "fio: RUSAGE_CHILDREN around fio, start-up included); medians; target lib/x <= 1.5"
     )
+    floor = "digest" in tools and "plain" in tools
     head = f"{'op':<6}{'W':>3}" + "".join(f"{t + ' MB/s':>14}{'CPU-s/GB':>10}" for t in tools)
-    print(head + "".join(f"{'cpu lib/' + t:>14}" for t in others))
+    head += "".join(f"{'cpu lib/' + t:>16}" for t in others)
+    print(head + (f"{'digest/plain':>14}" if floor else ""))
     out: list[dict[str, Any]] = []
     for n in counts:
         for op in OPS:
@@ -389,6 +408,12 @@ def cpu_table(
             for t in others:
                 ratio = statistics.median(paired_ratios(cpu[("library", op, n)], cpu[(t, op, n)]))
                 case[f"library_over_{t}_cpu"] = ratio
+                line += f"{ratio:>16.2f}"
+            if floor:
+                ratio = statistics.median(
+                    paired_ratios(cpu[("digest", op, n)], cpu[("plain", op, n)])
+                )
+                case["digest_over_plain_cpu"] = ratio
                 line += f"{ratio:>14.2f}"
             print(line)
             out.append(case)
@@ -434,6 +459,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:  # noqa: PLR0915 �
         "default) or the whole page cache (global: needs root)",
     )
     _pagereport.add_argument(parser)
+    _pagereport.add_back_argument(parser, f"where reporting is held, {BACK_DEFAULT >> 30} GiB")
     parser.add_argument(
         "--busy",
         default="0",
@@ -451,6 +477,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:  # noqa: PLR0915 �
     parser.add_argument("--no-fio", action="store_true", help="skip fio even if installed")
     parser.add_argument("--json", default=None, metavar="PATH", help="also write results here")
     args = parser.parse_args(argv)
+    _pagereport.check_back_argument(parser, args.back_memory)
     try:
         args.size_bytes = int(parse_size(args.size))
     except (UnitError, TypeError) as exc:
@@ -553,6 +580,7 @@ def measure(args: argparse.Namespace, memory_note: str) -> int:  # noqa: PLR0912
     gaps: dict[tuple[str, int], list[float]] = {}
     cpu: dict[tuple[str, str, int], list[float]] = {}
     methods: set[str] = set()
+    backed: list[float] = []
 
     info = machine()
     print(
@@ -562,6 +590,7 @@ def measure(args: argparse.Namespace, memory_note: str) -> int:  # noqa: PLR0912
     )
     print(f"storage: {args.directory} -> {storage(args.directory)}")
     print(f"memory: {memory_note}")
+    back = _pagereport.back_bytes(args.back_memory, memory_note, BACK_DEFAULT)
     print(f"load beside the tools: {args.busy_n} CPU-bound process(es) spinning (--busy)")
     print(
         "library's nodes: "
@@ -571,7 +600,7 @@ def measure(args: argparse.Namespace, memory_note: str) -> int:  # noqa: PLR0912
             if args.nodes == "per-rank"
             else "all ranks on one node (one directory and manifest)"
         )
-        + " (--nodes); raw, plain and fio write one file per writer in one directory"
+        + " (--nodes); raw, digest, plain and fio write one file per writer in one directory"
     )
     print(
         f"launcher: {args.launcher or 'none (1 writer, plain python)'}; fio: "
@@ -594,6 +623,8 @@ def measure(args: argparse.Namespace, memory_note: str) -> int:  # noqa: PLR0912
                 for wi, n in enumerate(args.counts):
                     k = (rep + wi) % len(tools)
                     for tool in tools[k:] + tools[:k]:
+                        if back:
+                            backed.append(_pagereport.back_free_memory(back)[1])
                         if tool != "fio":
                             run = job_run(
                                 "io" if tool == "library" else tool,
@@ -629,6 +660,11 @@ def measure(args: argparse.Namespace, memory_note: str) -> int:  # noqa: PLR0912
     finally:
         os.sync()
 
+    if backed:
+        print(
+            f"before every job {back / 2**30:.1f} GiB of free memory was touched and freed "
+            f"(--back-memory): {min(backed):.1f}-{max(backed):.1f} s each"
+        )
     load_end = os.getloadavg()
     print(
         f"load average at end: {_load(load_end)} (other work on this machine during the run "

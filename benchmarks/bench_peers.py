@@ -382,16 +382,6 @@ def fti_job(harness: Path, ranks: int, nbytes: int, seed: int) -> Job:
     return Job("fti", run)
 
 
-def back_bytes(asked: float | None, memory_note: str) -> int:
-    """``--back-memory`` in bytes; by default, where reporting is held for the run (a guest
-    that reports free memory), as much as :func:`_pagereport.back_free_memory` takes (80 %
-    of the free memory): backing one job's footprint (6 GiB for 4 × 256 MiB) was not enough —
-    the 256 MiB jobs still met the faults in some rounds — and 12 GiB was."""
-    if asked is not None:
-        return int(asked * 2**30)
-    return _pagereport.free_bytes() if _pagereport.held(memory_note) else 0
-
-
 def run_size(
     jobs: list[Job], rounds: int, base: Path, back: int = 0
 ) -> dict[str, dict[str, list[list[float]]]]:
@@ -475,17 +465,9 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write every round's figures here")
     parser.add_argument("--seed", type=int, default=1)
     _pagereport.add_argument(parser)
-    parser.add_argument(
-        "--back-memory",
-        type=float,
-        metavar="GIB",
-        help="GiB of free memory to touch and free before every job, so that no job meets the "
-        "faults of memory the guest handed back to its host (default: where reporting is held, "
-        "80%% of the free memory; 0: off)",
-    )
+    _pagereport.add_back_argument(parser, "where reporting is held, 80%% of the free memory")
     ns = parser.parse_args()
-    if ns.back_memory is not None and ns.back_memory < 0:
-        parser.error(f"--back-memory must be >= 0 GiB, not {ns.back_memory}")
+    _pagereport.check_back_argument(parser, ns.back_memory)
     if ns.ranks < 3:
         parser.error(f"--ranks must be >= 3 (level 3 with parity 2 needs 3 nodes), not {ns.ranks}")
     if ns.rounds < 1 or any(m < 1 for m in ns.mib) or max(ns.mib) >= 2048:
@@ -516,7 +498,10 @@ def main() -> None:
                     jobs.append(greenckpt_job("levels", ns.ranks, nbytes, ns.seed))
                     jobs.append(fti_job(harness["FTI"], ns.ranks, nbytes, ns.seed))
                 print(f"{mib} MiB per rank:", flush=True)
-                back = back_bytes(ns.back_memory, memory_note)
+                # By default as much as back_free_memory takes (80 % of the free memory):
+                # backing one job's footprint (6 GiB for 4 x 256 MiB) was not enough — the
+                # 256 MiB jobs still met the faults in some rounds — and 12 GiB was.
+                back = _pagereport.back_bytes(ns.back_memory, memory_note, _pagereport.free_bytes())
                 results = run_size(jobs, ns.rounds, ns.dir, back)
                 everything["sizes"][str(mib)] = results
                 print("\n".join(report(mib, ns.ranks, results)), flush=True)
