@@ -428,6 +428,50 @@ def test_background_removal_stops_looking_committed_at_once(
     assert sorted(p.name for p in store.job_dir.iterdir()) == ["ckpt-00000002"]
 
 
+def test_background_removal_makes_the_rename_durable_before_deleting(
+    store: CheckpointStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``wait=False``: the caller does not wait for the job directory's fsync; the background
+    thread fsyncs it before it deletes anything, and where that fsync fails it deletes
+    nothing (the ``.deleting`` directory stays for the next start)."""
+    save(store, 1)
+    save(store, 2)
+    events: list[tuple[str, str, str]] = []
+    real_fsync, real_remove = store_module.fsync_directory, store_module._remove_tree
+
+    def fsync(path: Path) -> None:
+        events.append(("fsync", threading.current_thread().name, Path(path).name))
+        real_fsync(path)
+
+    def remove(path: Path) -> None:
+        events.append(("remove", threading.current_thread().name, Path(path).name))
+        real_remove(path)
+
+    monkeypatch.setattr(store_module, "fsync_directory", fsync)
+    monkeypatch.setattr(store_module, "_remove_tree", remove)
+    store.remove(1, wait=False)
+    store.join()
+    assert events == [
+        ("fsync", "greenckpt-remove", store.job_dir.name),
+        ("remove", "greenckpt-remove", ".ckpt-00000001.deleting"),
+    ]
+    assert store.committed() == [2] and not store.deleting_path(1).exists()
+
+    save(store, 3)
+    events.clear()
+
+    def failing(path: Path) -> None:
+        events.append(("fsync", threading.current_thread().name, Path(path).name))
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(store_module, "fsync_directory", failing)
+    store.remove(2, wait=False)
+    store.join()
+    assert events == [("fsync", "greenckpt-remove", store.job_dir.name)]
+    assert store.committed() == [3]
+    assert (store.deleting_path(2) / MANIFEST_NAME).is_file()  # kept whole for discard_partial
+
+
 def test_crash_during_remove_never_looks_committed(
     store: CheckpointStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
