@@ -32,11 +32,11 @@ array, fsync of the file and of its directory) and reads it back into the zeroed
 digests, manifest, agreement or commit. Timed the same way, so the library/raw ratio is what
 protecting the data costs, with the same processes, memory and launcher on both sides.
 ``plain``: the same with ``ndarray.tofile`` + fsync (file and directory) and ``readinto``.
-``digest``: ``raw`` plus the digests the library takes — the write hashes each block as it
-serves it to the engine and the read hashes each piece as it lands (the library's
-``ConcatSource`` / ``ConcatSink`` with its default checksum), and the read's digest must equal
-the write's — and nothing else of the library: what checked integrity costs by itself, so
-library/digest is the commit's share and digest/plain the digest's.
+``digest``: ``raw`` plus the digests the library takes, the way it takes them — the write
+hashes each block as ``ConcatSource`` serves it to the engine, the read has the engine hash
+each piece as it lands (``digest=``), both with the library's default checksum, and the read's
+digest must equal the write's — and nothing else of the library: what checked integrity costs
+by itself, so library/digest is the commit's share and digest/plain the digest's.
 Every io mode also reports ``write_cpu_s``/``read_cpu_s``: user + system CPU-seconds of every
 rank (threads and waited-for children) in the timed call, summed over the ranks.
 
@@ -329,13 +329,15 @@ def digest_write(path: str, arr: npt.NDArray[np.float64]) -> str:
 
 
 def digest_read(path: str, arr: npt.NDArray[np.float64]) -> str:
-    """:func:`raw_read` hashing each piece as it lands (the library's way); the digest."""
+    """:func:`raw_read` with the engine hashing each piece as it lands, as a restart of an
+    uncompressed checkpoint asks it to (``digest=``); the file's digest."""
     from greenckpt.io import Chunk, ConcatSink, run_chunks  # noqa: PLC0415
     from greenckpt.io.checksum import CHECKSUMS  # noqa: PLC0415
 
-    sink = ConcatSink([arr], checksum=CHECKSUMS[0])
-    run_chunks("read", [[Chunk(path, 0, arr.nbytes, sink=sink)]])
-    return sink.digests()[0]
+    chunk = Chunk(path, 0, arr.nbytes, sink=ConcatSink([arr]))
+    (report,) = run_chunks("read", [[chunk]], digest=CHECKSUMS[0])
+    assert report.digests is not None
+    return report.digests[0]
 
 
 def plain_write(path: str, arr: npt.NDArray[np.float64]) -> None:

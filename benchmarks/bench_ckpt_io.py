@@ -31,9 +31,9 @@ blocks, the block size the library's writes and reads use) are moved these ways:
   engine as the profiler runs it — its own processes, a small reused buffer — is compared
   with fio in ``bench_io_fio.py``.)
 * **digest** — raw plus the one thing of the library that touches every byte: the digest.
-  The write hashes each block as it hands it to the engine and the read hashes each piece as
-  it lands, as the library does (its ``ConcatSource`` / ``ConcatSink``, its default
-  checksum), and the read's digest must equal the write's. Its CPU over plain's is what
+  The write hashes each block as it hands it to the engine (``ConcatSource``) and the engine
+  hashes each piece of the read as it lands (``digest=``), as the library does, with its
+  default checksum; the read's digest must equal the write's. Its CPU over plain's is what
   checked integrity costs by itself on the machine (a pass over memory that a plain write
   does not make), and library over digest is what the rest of the library costs: manifest,
   agreement, commit. Not part of the verdict.
@@ -61,7 +61,7 @@ reporting off for the run where the kernel lets it (``min_free_ms`` raised to 60
 only; restored at the end) and prints what it did; ``keep`` leaves it alone, ``hold`` fails
 when it cannot hold. Holding does not undo what was reported before the run: the first use
 of each such page faults it in from the host (about 10 µs of CPU per 4 KiB page here), and
-which tool met those faults moved the CPU-seconds of single jobs by tens of percent. So
+in ``bench_peers.py`` which job met those faults moved its CPU-seconds up to sevenfold. So
 where reporting is held, every job is preceded by touching and freeing 4 GiB of fresh memory
 (``--back-memory GIB``; 0 turns it off), which the kernel hands out again first; the time it
 took is printed. Two more things keep the comparison fair, with or without the hold:
@@ -780,6 +780,8 @@ def measure(args: argparse.Namespace, memory_note: str) -> int:  # noqa: PLR0912
             "cache_drop": sorted(methods),
             "page_reporting": memory_note,
             "busy_processes": args.busy_n,
+            "back_memory_bytes": back,
+            "back_memory_s": backed,
             "library_nodes": args.nodes,
             "load_average_start": list(load_start),
             "load_average_end": list(load_end),
